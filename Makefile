@@ -1,0 +1,72 @@
+# opforge: the two commands are `make demo` and `make test`; both set everything up.
+#   make demo        verify every op against TensorFlow (the op table with errors and speed)
+#   make test        core GoogleTests under ASan+UBSan, the CUDA test binary, then pytest
+#   make build       rebuild and reinstall opforge after a change (incremental)
+#   make bench       `opforge bench` for every op
+#   make format      clang-format the C++ sources
+#
+# TensorFlow is pinned here and only here. For the CUDA build path use
+#   make build TF_PACKAGE=tensorflow
+TF_PACKAGE ?= tensorflow-cpu
+TF_VERSION := 2.21.0
+
+PYTHON ?= python3
+VENV := .venv
+VPY := $(VENV)/bin/python
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+export TF_CPP_MIN_LOG_LEVEL ?= 2
+
+SOURCES := $(shell find cc python cmake -type f -not -name '*.pyc' 2>/dev/null) \
+           CMakeLists.txt pyproject.toml
+
+.PHONY: all demo test build deps core-test cuda-test pytest bench format clean
+
+all: build
+
+# 1. The virtual environment with TensorFlow and the test tools (skipped when up to date).
+$(VENV)/.deps: Makefile requirements-test.txt
+	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install -q --disable-pip-version-check --upgrade pip
+	$(VPY) -m pip install -q --disable-pip-version-check "$(TF_PACKAGE)==$(TF_VERSION)" -r requirements-test.txt
+	touch $@
+
+deps: $(VENV)/.deps
+
+# 2. opforge itself, built from source with CMake through pyproject.toml. The build directory
+#    persists (build/wheel), so a rebuild recompiles only what changed.
+$(VENV)/.built: $(VENV)/.deps $(SOURCES)
+	$(VPY) -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps .
+	touch $@
+
+build: $(VENV)/.built
+
+demo: build
+	$(VENV)/bin/opforge verify
+
+# The framework-free core with its GoogleTest suite under AddressSanitizer and UBSan.
+core-test: deps
+	cmake -S . -B build/sanitize -G Ninja -DOPFORGE_CORE_ONLY=ON -DOPFORGE_SANITIZE=ON \
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython_EXECUTABLE=$(abspath $(VPY)) > build/sanitize.log 2>&1 \
+	  || (cat build/sanitize.log; exit 1)
+	cmake --build build/sanitize
+	cd build/sanitize && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --output-on-failure -j2
+
+# The CUDA kernels against the CPU kernels; says "skipped: no CUDA device" without a GPU.
+cuda-test: build
+	@if [ -x build/wheel/opforge_cuda_test ]; then build/wheel/opforge_cuda_test; \
+	else echo "cuda-test: not built (no nvcc or no GoogleTest)"; fi
+
+pytest: build
+	$(VPY) -m pytest tests -q -ra
+
+test: core-test cuda-test pytest
+
+bench: build
+	$(VENV)/bin/opforge bench
+
+format:
+	clang-format -i $$(find cc -name '*.h' -o -name '*.cc' -o -name '*.cu')
+
+clean:
+	rm -rf build $(VENV)/.built

@@ -1,0 +1,79 @@
+// Helpers shared by the .cu files: element-type traits that compute half and bfloat16 in float
+// (rounding once, as the CPU kernels do), launch geometry and error reporting.
+#ifndef OPFORGE_COMMON_CUDA_UTIL_CUH_
+#define OPFORGE_COMMON_CUDA_UTIL_CUH_
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "common/dtype.h"
+#include "common/status.h"
+
+namespace opforge {
+namespace cuda {
+
+// C is the type arithmetic happens in; To/From convert with round-to-nearest-even.
+template <typename T>
+struct Num {
+  using C = T;
+  __device__ static C To(T v) { return v; }
+  __device__ static T From(C v) { return v; }
+};
+template <>
+struct Num<__half> {
+  using C = float;
+  __device__ static float To(__half v) { return __half2float(v); }
+  __device__ static __half From(float v) { return __float2half_rn(v); }
+};
+template <>
+struct Num<__nv_bfloat16> {
+  using C = float;
+  __device__ static float To(__nv_bfloat16 v) { return __bfloat162float(v); }
+  __device__ static __nv_bfloat16 From(float v) { return __float2bfloat16_rn(v); }
+};
+
+// Multiply and add that wrap on signed-integer overflow without undefined behaviour.
+template <typename C>
+__device__ inline C Mul(C a, C b) {
+  if constexpr (std::is_integral_v<C> && std::is_signed_v<C>) {
+    using U = std::make_unsigned_t<C>;
+    return static_cast<C>(static_cast<U>(a) * static_cast<U>(b));
+  } else {
+    return a * b;
+  }
+}
+template <typename C>
+__device__ inline C Add(C a, C b) {
+  if constexpr (std::is_integral_v<C> && std::is_signed_v<C>) {
+    using U = std::make_unsigned_t<C>;
+    return static_cast<C>(static_cast<U>(a) + static_cast<U>(b));
+  } else {
+    return a + b;
+  }
+}
+
+constexpr int kThreads = 256;
+inline unsigned Blocks(int64_t n) {
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((n + kThreads - 1) / kThreads, 1 << 16)));
+}
+
+inline Status LaunchStatus(const char* what) {
+  const cudaError_t err = cudaGetLastError();
+  if (err == cudaSuccess) return Status::Ok();
+  return Status::Internal(std::string(what) + ": CUDA launch failed: " + cudaGetErrorString(err));
+}
+
+inline Status UnsupportedDType(const char* what, DType dtype) {
+  return Status::Invalid(std::string(what) + ": no CUDA kernel for dtype " + DTypeName(dtype));
+}
+
+}  // namespace cuda
+}  // namespace opforge
+
+#endif  // OPFORGE_COMMON_CUDA_UTIL_CUH_

@@ -1,0 +1,85 @@
+// Glue shared by every TensorFlow binding (cc/ops/<op>/<op>_tf.cc): the intra-op thread pool
+// behind opforge::Parallel, core Status to TensorFlow Status, shapes, dtypes and CUDA streams.
+#ifndef OPFORGE_COMMON_TF_GLUE_H_
+#define OPFORGE_COMMON_TF_GLUE_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "common/dtype.h"
+#include "common/parallel.h"
+#include "common/status.h"
+#include "common/tf_pch.h"
+
+namespace opforge {
+
+// opforge::Parallel over the op's intra-op thread pool (respects tf.config.threading).
+class TfParallel final : public Parallel {
+ public:
+  explicit TfParallel(tensorflow::OpKernelContext* context) : context_(context) {}
+  void For(int64_t total, double cost_per_unit, const Fn& fn) const override;
+
+ private:
+  tensorflow::OpKernelContext* context_;
+};
+
+inline tensorflow::Status ToTfStatus(const Status& status) {
+  if (status.ok()) return tensorflow::OkStatus();
+  if (status.code() == Status::Code::kInternal) return tensorflow::errors::Internal(status.message());
+  return tensorflow::errors::InvalidArgument(status.message());
+}
+
+// Runs a core validate() and, on failure, sets InvalidArgument on the context and returns.
+#define OPFORGE_OP_REQUIRES_OK(context, expr)                          \
+  do {                                                                  \
+    ::opforge::Status _opf_s = (expr);                                  \
+    OP_REQUIRES_OK(context, ::opforge::ToTfStatus(_opf_s));             \
+  } while (0)
+
+inline std::vector<int64_t> Dims(const tensorflow::TensorShape& shape) {
+  std::vector<int64_t> dims(static_cast<size_t>(shape.dims()));
+  for (int i = 0; i < shape.dims(); ++i) dims[static_cast<size_t>(i)] = shape.dim_size(i);
+  return dims;
+}
+
+tensorflow::TensorShape ToTensorShape(const std::vector<int64_t>& dims);
+
+// Device tags for kernel templates: one OpKernel class per op, specialised by where it runs.
+struct CpuTag {};
+struct GpuTag {};
+
+template <typename T>
+struct DTypeOf;
+template <>
+struct DTypeOf<Eigen::half> {
+  static constexpr DType value = DType::kHalf;
+};
+template <>
+struct DTypeOf<Eigen::bfloat16> {
+  static constexpr DType value = DType::kBFloat16;
+};
+template <>
+struct DTypeOf<float> {
+  static constexpr DType value = DType::kFloat;
+};
+template <>
+struct DTypeOf<double> {
+  static constexpr DType value = DType::kDouble;
+};
+template <>
+struct DTypeOf<int32_t> {
+  static constexpr DType value = DType::kInt32;
+};
+template <>
+struct DTypeOf<int64_t> {
+  static constexpr DType value = DType::kInt64;
+};
+
+#if GOOGLE_CUDA
+// The CUDA stream of the op's context, as the void* the core's .cu entry points take.
+void* GpuStream(tensorflow::OpKernelContext* context);
+#endif
+
+}  // namespace opforge
+
+#endif  // OPFORGE_COMMON_TF_GLUE_H_

@@ -1,0 +1,47 @@
+// ElementMul: out = a * b with NumPy broadcasting, and its gradient, which sums over the
+// dimensions each operand was broadcast along. Matches tf.multiply bit for bit in the forward
+// pass; the gradient of operands that were not broadcast is bit-exact too (one product each),
+// broadcast ones are sums whose order differs from TensorFlow's reduction.
+#ifndef OPFORGE_OPS_ELEMENT_MUL_ELEMENT_MUL_H_
+#define OPFORGE_OPS_ELEMENT_MUL_ELEMENT_MUL_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "common/broadcast_plan.h"
+#include "common/dtype.h"
+#include "common/parallel.h"
+#include "common/status.h"
+
+namespace opforge {
+
+// Checks that a and b broadcast and fills the plan (output shape, collapsed strides).
+Status ValidateElementMul(const std::vector<int64_t>& a, const std::vector<int64_t>& b,
+                          BroadcastPlan* plan);
+
+// Checks the gradient's inputs: `grad` must have the broadcast shape of a and b.
+Status ValidateElementMulGrad(const std::vector<int64_t>& grad, const std::vector<int64_t>& a,
+                              const std::vector<int64_t>& b, BroadcastPlan* plan);
+
+template <typename T>
+void ElementMulForward(const BroadcastPlan& plan, const T* a, const T* b, T* out,
+                       const Parallel& parallel);
+
+// grad_a = sum_{broadcast dims of a} grad * b, grad_b = sum_{broadcast dims of b} a * grad.
+// Either output may be null (not needed).
+template <typename T>
+void ElementMulBackward(const BroadcastPlan& plan, const T* grad, const T* a, const T* b,
+                        T* grad_a, T* grad_b, const Parallel& parallel);
+
+// CUDA versions (element_mul.cu), asynchronous on `stream`. The collapsed plan may have at most
+// kElementMulGpuMaxDims dimensions.
+constexpr int kElementMulGpuMaxDims = 8;
+Status ElementMulForwardGpu(DType dtype, const BroadcastPlan& plan, const void* a, const void* b,
+                            void* out, void* stream);
+Status ElementMulBackwardGpu(DType dtype, const BroadcastPlan& plan, const void* grad,
+                             const void* a, const void* b, void* grad_a, void* grad_b,
+                             void* stream);
+
+}  // namespace opforge
+
+#endif  // OPFORGE_OPS_ELEMENT_MUL_ELEMENT_MUL_H_

@@ -1,0 +1,160 @@
+"""Loads opforge's C++ library once, from the package's own directory, with clear errors.
+
+TensorFlow custom-op libraries fail in famously unhelpful ways: a bare "undefined symbol" with
+a mangled name, or a segfault when the library was built against another TensorFlow. This
+module checks what it can before `tf.load_op_library` and turns every failure into a
+:class:`LoadError` that says the cause and the command that fixes it.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import re
+import threading
+from pathlib import Path
+from types import ModuleType
+from typing import Optional
+
+LIBRARY_NAME = "_opforge_ops.so"
+REBUILD_HINT = (
+    "Rebuild opforge against the TensorFlow you run: in an opforge checkout run `make build`; "
+    "elsewhere `pip install --no-build-isolation --force-reinstall --no-deps <opforge source dir>` "
+    "with that TensorFlow installed."
+)
+
+_lock = threading.Lock()
+_library: Optional[ModuleType] = None
+
+
+class LoadError(ImportError):
+    """opforge's C++ library could not be loaded; the message says why and how to fix it."""
+
+
+def library_path() -> Path:
+    """The library file: always inside the installed package, never the working directory."""
+    return Path(__file__).resolve().parent / LIBRARY_NAME
+
+
+def missing_library_message(path: Path) -> str:
+    return (
+        f"opforge's C++ library {LIBRARY_NAME} was not found at {path}. This opforge package "
+        "was installed without its compiled library (for example, imported from the source tree "
+        "instead of the installed package). Build and install it: `make build` in an opforge "
+        "checkout, or `pip install --no-build-isolation .` from the source directory."
+    )
+
+
+def version_mismatch_message(built_with: str, running: str) -> str:
+    return (
+        f"opforge's C++ library was built against TensorFlow {built_with}, but TensorFlow "
+        f"{running} is running. Custom-op libraries must be compiled against the exact TensorFlow "
+        f"they load into (a mismatch can crash the process), so opforge refuses to load it. "
+        + REBUILD_HINT
+    )
+
+
+def demangle(symbol: str) -> str:
+    """Demangles a C++ symbol with the C++ runtime's own demangler; returns it unchanged if not."""
+    try:
+        lib = ctypes.CDLL(ctypes.util.find_library("stdc++") or "libstdc++.so.6")
+        func = lib.__cxa_demangle
+        func.restype = ctypes.c_void_p
+        func.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
+        status = ctypes.c_int(0)
+        ptr = func(symbol.encode(), None, None, ctypes.byref(status))
+        if status.value != 0 or not ptr:
+            return symbol
+        try:
+            return ctypes.string_at(ptr).decode(errors="replace")
+        finally:
+            ctypes.CDLL(None).free(ctypes.c_void_p(ptr))
+    except (OSError, AttributeError):
+        return symbol
+
+
+def explain_load_failure(path: Path, error: str, built_abi: str = "", running_abi: str = "") -> str:
+    """Turns the text of a failed `tf.load_op_library` into a message with cause and fix."""
+    match = re.search(r"undefined symbol: (\S+)", error)
+    if not match:
+        return f"opforge could not load its C++ library {path}: {error.strip()}\n{REBUILD_HINT}"
+    symbol = match.group(1)
+    readable = demangle(symbol)
+    lines = [
+        f"opforge could not load its C++ library {path}: it needs the symbol",
+        f"    {readable}",
+        f"    (mangled: {symbol})",
+        "which neither TensorFlow nor any loaded library provides.",
+    ]
+    if "cxx11" in symbol or "__cxx11" in readable:
+        lines.append(
+            "The symbol uses the C++11 std::string/std::list ABI (`__cxx11`): the library and "
+            "TensorFlow were compiled with different _GLIBCXX_USE_CXX11_ABI settings"
+            + (f" (library: {built_abi}, this TensorFlow: {running_abi})" if built_abi else "")
+            + ". The flag must come from tf.sysconfig.get_compile_flags(), as opforge's CMake "
+            "build does."
+        )
+    else:
+        lines.append(
+            "This usually means the library was built against another TensorFlow version or "
+            "was not linked with tf.sysconfig.get_link_flags()."
+        )
+    lines.append(REBUILD_HINT)
+    return "\n".join(lines)
+
+
+def _running_abi(tf_module: ModuleType) -> str:
+    for flag in tf_module.sysconfig.get_compile_flags():
+        if flag.startswith("-D_GLIBCXX_USE_CXX11_ABI="):
+            return flag.split("=", 1)[1]
+    return ""
+
+
+def load_library(path: Optional[Path] = None) -> ModuleType:
+    """Loads the op library (once) and returns the module `tf.load_op_library` made of it.
+
+    With `path`, loads that file instead of the package's own library, without caching (for
+    tools and tests).
+    """
+    global _library
+    if path is None and _library is not None:
+        return _library
+    with _lock:
+        if path is None and _library is not None:
+            return _library
+        import tensorflow as tf
+
+        target = Path(path) if path is not None else library_path()
+        if not target.is_file():
+            raise LoadError(missing_library_message(target))
+        built_abi = ""
+        if path is None:
+            try:
+                from opforge import _build_info
+            except ImportError as exc:
+                raise LoadError(missing_library_message(target)) from exc
+            if _build_info.TF_VERSION != tf.__version__:
+                raise LoadError(version_mismatch_message(_build_info.TF_VERSION, tf.__version__))
+            built_abi = _build_info.CXX11_ABI
+        try:
+            module = tf.load_op_library(str(target))
+        except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError, OSError) as exc:
+            message = getattr(exc, "message", None) or str(exc)
+            raise LoadError(
+                explain_load_failure(target, message, built_abi, _running_abi(tf))
+            ) from None
+        if path is None:
+            _library = module
+        return module
+
+
+def register_all() -> ModuleType:
+    """Loads the library and registers every op, gradient and Keras layer with TensorFlow.
+
+    Call it before `tf.saved_model.load` or `keras.models.load_model` of a model that uses
+    opforge ops in a fresh process.
+    """
+    module = load_library()
+    import opforge.layers  # noqa: F401  (registers Keras serializables)
+    import opforge.ops  # noqa: F401  (registers gradients)
+
+    return module
