@@ -1,0 +1,43 @@
+"""`opforge.layers.LeakyReLU`: `keras.layers.LeakyReLU` on the `Opforge>LeakyRelu` op."""
+from __future__ import annotations
+
+import math
+from typing import Any, Dict
+
+import keras
+
+from opforge.ops.leaky_relu import leaky_relu
+
+
+@keras.saving.register_keras_serializable(package="opforge")
+class LeakyReLU(keras.layers.Layer):
+    """Leaky ReLU layer: `x` where x > 0, `negative_slope * x` elsewhere.
+
+    Mirrors `keras.layers.LeakyReLU(negative_slope=0.3)` and computes with opforge's C++ kernel
+    (and its C++ gradient). Unlike Keras, any finite slope is accepted, negative ones included.
+    The op has no XLA kernel, so the layer sets `supports_jit = False` and Keras does not try to
+    JIT-compile models that contain it.
+    """
+
+    def __init__(self, negative_slope: float = 0.3, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if negative_slope is None or not math.isfinite(float(negative_slope)):
+            raise ValueError(
+                "opforge.layers.LeakyReLU: negative_slope must be a finite number, "
+                f"got {negative_slope!r}"
+            )
+        self.negative_slope = float(negative_slope)
+        self.supports_masking = True
+        self.supports_jit = False
+        self.built = True
+
+    def call(self, inputs):
+        return leaky_relu(inputs, alpha=self.negative_slope)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self) -> Dict[str, Any]:
+        config = super().get_config()
+        config.update({"negative_slope": self.negative_slope})
+        return config

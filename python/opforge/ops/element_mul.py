@@ -1,0 +1,58 @@
+"""Broadcasting multiply: `opforge.ops.element_mul` mirrors `tf.multiply`; C++ op `Opforge>ElementMul`."""
+from __future__ import annotations
+
+from typing import Optional
+
+import tensorflow as tf
+
+from opforge.ops._common import check_dtype, invalid_argument, lib
+
+DTYPES = (tf.float16, tf.bfloat16, tf.float32, tf.float64, tf.int32, tf.int64)
+
+
+def element_mul(a, b, name: Optional[str] = None) -> tf.Tensor:
+    """`a * b` element-wise with NumPy broadcasting, as `tf.multiply(a, b)`.
+
+    Supports half, bfloat16, float32, float64, int32 and int64 (integers wrap on overflow, as in
+    TensorFlow). Python numbers and NumPy arrays are converted to the dtype of the other operand.
+    The gradient sums over the dimensions each operand was broadcast along; it is computed by
+    one fused C++ op, `Opforge>ElementMulGrad`.
+
+    Raises:
+      InvalidArgumentError: unsupported or mismatched dtypes, or shapes that do not broadcast.
+    """
+    op = "opforge.ops.element_mul"
+    if isinstance(a, (tf.Tensor, tf.Variable)) or not isinstance(b, (tf.Tensor, tf.Variable)):
+        a = tf.convert_to_tensor(a, name="a")
+        b = tf.convert_to_tensor(b, dtype_hint=a.dtype, name="b")
+    else:
+        b = tf.convert_to_tensor(b, name="b")
+        a = tf.convert_to_tensor(a, dtype_hint=b.dtype, name="a")
+    check_dtype(op, "a", a, DTYPES)
+    if b.dtype != a.dtype:
+        raise invalid_argument(
+            f"{op}: b must have the dtype of a ({a.dtype.name}), got {b.dtype.name}"
+        )
+    return lib().opforge_element_mul(a, b, name=name)
+
+
+@tf.RegisterGradient("Opforge>ElementMul")
+def _element_mul_gradient(op, grad):
+    a, b = op.inputs
+    grad_a, grad_b = lib().opforge_element_mul_grad(grad, a, b)
+    return grad_a, grad_b
+
+
+@tf.RegisterGradient("Opforge>ElementMulGrad")
+def _element_mul_grad_gradient(op, grad_ga, grad_gb):
+    # grad_a = R_a(g * b), grad_b = R_b(a * g), R_x summing over x's broadcast dimensions.
+    g, a, b = op.inputs
+    if grad_ga is None:
+        grad_ga = tf.zeros_like(a)
+    if grad_gb is None:
+        grad_gb = tf.zeros_like(b)
+    m = lib()
+    d_g = m.opforge_element_mul(grad_ga, b) + m.opforge_element_mul(a, grad_gb)
+    d_a = m.opforge_element_mul_grad(g, a, grad_gb)[0]
+    d_b = m.opforge_element_mul_grad(g, grad_ga, b)[1]
+    return d_g, d_a, d_b
