@@ -7,6 +7,17 @@
 #include <Eigen/Core>
 #include <type_traits>
 
+// Marks an element-wise loop whose output may alias an input only exactly (in place, same
+// index), never with an offset. Without it the compiler versions the loop on a runtime overlap
+// check and falls back to scalar code in the in-place case.
+#if defined(__clang__)
+#define OPFORGE_IVDEP _Pragma("clang loop vectorize(assume_safety)")
+#elif defined(__GNUC__)
+#define OPFORGE_IVDEP _Pragma("GCC ivdep")
+#else
+#define OPFORGE_IVDEP
+#endif
+
 namespace opforge {
 
 // half and bfloat16 accumulate in float; every other type in itself.

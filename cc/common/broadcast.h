@@ -42,12 +42,15 @@ void BroadcastApply(const std::vector<int64_t>& dims, const std::vector<int64_t>
       T* op = out + pos;
       // Unit or zero strides only (see MakeBroadcastPlan): four loops the compiler vectorises.
       if (sx == 1 && sy == 1) {
+        OPFORGE_IVDEP
         for (int64_t k = 0; k < n; ++k) op[k] = f(xp[k], yp[k]);
       } else if (sx == 1) {
         const T yv = *yp;
+        OPFORGE_IVDEP
         for (int64_t k = 0; k < n; ++k) op[k] = f(xp[k], yv);
       } else if (sy == 1) {
         const T xv = *xp;
+        OPFORGE_IVDEP
         for (int64_t k = 0; k < n; ++k) op[k] = f(xv, yp[k]);
       } else if (sx == 0 && sy == 0) {
         const T v = f(*xp, *yp);

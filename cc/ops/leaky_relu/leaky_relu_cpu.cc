@@ -1,6 +1,8 @@
 #include <Eigen/Core>
+#include <algorithm>
 #include <cmath>
 
+#include "common/arith.h"
 #include "ops/leaky_relu/leaky_relu.h"
 
 namespace opforge {
@@ -27,27 +29,64 @@ Status ValidateLeakyReluGrad(const LeakyReluParams& params, const std::vector<in
   return Status::Ok();
 }
 
-// Elements per parallel block are chosen by the backend from the cost hint; the loops below are
-// branch-free selects over contiguous memory, which GCC and Clang vectorise for float and double.
+// A select on values: `c ? a : b` on two named variables would be an lvalue (a select of
+// addresses), which GCC does not vectorise.
+template <typename T>
+inline T Select(bool c, T a, T b) {
+  return c ? a : b;
+}
+
+// The loops are branch-free selects over contiguous memory, which GCC and Clang vectorise for
+// float and double. They live in functions that take everything by value: inside the
+// parallel-for lambda, the captured constants sit in the closure, which the compiler must assume
+// a store to y may overwrite, and that alone keeps the loop scalar. The product is computed for
+// every element because a conditional floating-point multiply may trap, which also blocks the
+// vector select; the results are the same bits.
+template <typename T>
+void ForwardRange(const T* x, T* y, int64_t n, T alpha) {
+  const T zero = static_cast<T>(0);
+  OPFORGE_IVDEP
+  for (int64_t i = 0; i < n; ++i) {
+    const T v = x[i];
+    const T scaled = v * alpha;
+    y[i] = Select(v > zero, v, scaled);
+  }
+}
+
+template <typename T>
+void MaskRange(const T* x, T* mask, int64_t n, T alpha) {
+  const T zero = static_cast<T>(0);
+  const T one = static_cast<T>(1);
+  for (int64_t i = 0; i < n; ++i) mask[i] = Select(x[i] > zero, one, alpha);
+}
+
+template <typename T>
+void BackwardRange(const T* g, const T* x, T* dx, int64_t n, T alpha) {
+  const T zero = static_cast<T>(0);
+  OPFORGE_IVDEP
+  for (int64_t i = 0; i < n; ++i) {
+    const T gv = g[i];
+    const T scaled = gv * alpha;
+    dx[i] = Select(x[i] > zero, gv, scaled);
+  }
+}
+
 template <typename T>
 void LeakyReluForward(const LeakyReluParams& params, const T* x, T* y, T* mask,
                       const Parallel& parallel) {
   const T alpha = static_cast<T>(params.alpha);
-  const T zero = static_cast<T>(0);
-  const T one = static_cast<T>(1);
   parallel.For(params.size, kCostElementwise, [=](int64_t begin, int64_t end) {
     if (mask == nullptr) {
-      for (int64_t i = begin; i < end; ++i) {
-        const T v = x[i];
-        y[i] = v > zero ? v : v * alpha;
-      }
-    } else {
-      for (int64_t i = begin; i < end; ++i) {
-        const T v = x[i];
-        const bool positive = v > zero;
-        y[i] = positive ? v : v * alpha;
-        mask[i] = positive ? one : alpha;
-      }
+      ForwardRange(x + begin, y + begin, end - begin, alpha);
+      return;
+    }
+    // Each block is swept twice while it sits in L1: the mask first (y may alias x), then y.
+    // (Two stores in one loop defeat GCC's if-conversion.)
+    constexpr int64_t kBlock = 2048;
+    for (int64_t b = begin; b < end; b += kBlock) {
+      const int64_t n = std::min(end - b, kBlock);
+      MaskRange(x + b, mask + b, n, alpha);
+      ForwardRange(x + b, y + b, n, alpha);
     }
   });
 }
@@ -56,12 +95,8 @@ template <typename T>
 void LeakyReluBackward(const LeakyReluParams& params, const T* g, const T* x, T* dx,
                        const Parallel& parallel) {
   const T alpha = static_cast<T>(params.alpha);
-  const T zero = static_cast<T>(0);
   parallel.For(params.size, kCostElementwise, [=](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const T gv = g[i];
-      dx[i] = x[i] > zero ? gv : gv * alpha;
-    }
+    BackwardRange(g + begin, x + begin, dx + begin, end - begin, alpha);
   });
 }
 

@@ -4,4 +4,13 @@ gradients; the C++ library itself is loaded on the first call."""
 from opforge.ops.element_mul import element_mul
 from opforge.ops.leaky_relu import leaky_relu, leaky_relu_grad, leaky_relu_with_mask
 
-__all__ = ["element_mul", "leaky_relu", "leaky_relu_grad", "leaky_relu_with_mask"]
+# Every op the C++ library registers (checked against the library by the tests).
+OP_NAMES = (
+    "Opforge>LeakyRelu",
+    "Opforge>LeakyReluWithMask",
+    "Opforge>LeakyReluGrad",
+    "Opforge>ElementMul",
+    "Opforge>ElementMulGrad",
+)
+
+__all__ = ["OP_NAMES", "element_mul", "leaky_relu", "leaky_relu_grad", "leaky_relu_with_mask"]

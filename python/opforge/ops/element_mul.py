@@ -8,6 +8,7 @@ import tensorflow as tf
 from opforge.ops._common import check_dtype, invalid_argument, lib
 
 DTYPES = (tf.float16, tf.bfloat16, tf.float32, tf.float64, tf.int32, tf.int64)
+_DTYPE_SET = frozenset(DTYPES)
 
 
 def element_mul(a, b, name: Optional[str] = None) -> tf.Tensor:
@@ -21,6 +22,13 @@ def element_mul(a, b, name: Optional[str] = None) -> tf.Tensor:
     Raises:
       InvalidArgumentError: unsupported or mismatched dtypes, or shapes that do not broadcast.
     """
+    if (
+        isinstance(a, tf.Tensor)
+        and isinstance(b, tf.Tensor)
+        and a.dtype in _DTYPE_SET
+        and a.dtype == b.dtype
+    ):
+        return lib().opforge_element_mul(a, b, name=name)
     op = "opforge.ops.element_mul"
     if isinstance(a, (tf.Tensor, tf.Variable)) or not isinstance(b, (tf.Tensor, tf.Variable)):
         a = tf.convert_to_tensor(a, name="a")

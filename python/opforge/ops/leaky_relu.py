@@ -10,6 +10,9 @@ import tensorflow as tf
 from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib
 
 
+_FLOAT_SET = frozenset(FLOAT_DTYPES)
+
+
 def _alpha(op: str, alpha) -> float:
     if isinstance(alpha, np.ndarray):
         alpha = alpha.item()
@@ -43,8 +46,17 @@ def leaky_relu(features, alpha: float = 0.2, name: Optional[str] = None) -> tf.T
     Raises:
       InvalidArgumentError: features of a non-numeric dtype, or alpha not a finite number.
     """
-    op = "opforge.ops.leaky_relu"
-    return lib().opforge_leaky_relu(_features(op, features), alpha=_alpha(op, alpha), name=name)
+    # Fast path for the common call (a float tensor and a float alpha): the wrapper's overhead is
+    # part of every call, so it checks only what the C++ op cannot.
+    if not (
+        isinstance(features, tf.Tensor)
+        and features.dtype in _FLOAT_SET
+        and type(alpha) is float
+        and math.isfinite(alpha)
+    ):
+        op = "opforge.ops.leaky_relu"
+        features, alpha = _features(op, features), _alpha(op, alpha)
+    return lib().opforge_leaky_relu(features, alpha=alpha, name=name)
 
 
 def leaky_relu_with_mask(

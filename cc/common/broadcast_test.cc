@@ -1,0 +1,529 @@
+// Tests of the broadcast plan (MakeBroadcastPlan) and the two CPU broadcast kernels
+// (BroadcastApply, BroadcastMulReduce). The kernels are checked against naive loops that work on
+// the full, uncollapsed shapes: each output multi-index is mapped to each operand by the NumPy
+// rule (index 0 along a dimension of size 1), with no use of the plan's collapsed strides.
+#include "common/broadcast.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/broadcast_plan.h"
+#include "common/parallel.h"
+#include "common/status.h"
+
+namespace opforge {
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+::testing::AssertionResult Contains(const std::string& text, const std::string& needle) {
+  if (text.find(needle) != std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "\"" << text << "\" does not contain \"" << needle
+                                       << "\"";
+}
+
+int64_t NumElements(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+// NumPy's broadcast rule, written out independently of MakeBroadcastPlan.
+std::optional<Shape> RefBroadcastShape(const Shape& a, const Shape& b) {
+  const size_t rank = std::max(a.size(), b.size());
+  Shape out(rank);
+  for (size_t i = 0; i < rank; ++i) {  // i counts from the right
+    const int64_t da = i < a.size() ? a[a.size() - 1 - i] : 1;
+    const int64_t db = i < b.size() ? b[b.size() - 1 - i] : 1;
+    if (da == db || db == 1) {
+      out[rank - 1 - i] = da;
+    } else if (da == 1) {
+      out[rank - 1 - i] = db;
+    } else {
+      return std::nullopt;
+    }
+  }
+  return out;
+}
+
+// Row-major offset in an operand of shape `shape` (right-aligned against `out`) of the element
+// that the output multi-index `idx` reads.
+int64_t RefOffset(const Shape& shape, const Shape& out, const Shape& idx) {
+  const size_t lead = out.size() - shape.size();
+  int64_t off = 0;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    off = off * shape[d] + (shape[d] == 1 ? 0 : idx[lead + d]);
+  }
+  return off;
+}
+
+// Calls visit(o, a_offset, b_offset) for every output element o in row-major order.
+template <typename Visit>
+void ForEachOutput(const Shape& a, const Shape& b, const Shape& out, Visit visit) {
+  const int64_t n = NumElements(out);
+  Shape idx(out.size(), 0);
+  for (int64_t o = 0; o < n; ++o) {
+    visit(o, RefOffset(a, out, idx), RefOffset(b, out, idx));
+    for (size_t d = out.size(); d-- > 0;) {
+      if (++idx[d] < out[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+struct ShapePair {
+  Shape a, b;
+};
+
+// A random broadcast-compatible pair: an output shape of rank <= max_rank, each operand a suffix
+// of it with some dimensions replaced by 1. With `zeros`, some output dimensions are 0, so some
+// operands are broadcast along a zero-size dimension and still have elements.
+ShapePair RandomShapePair(std::mt19937_64& rng, int max_rank, int64_t max_elements, bool zeros) {
+  static const int64_t kSizes[] = {1, 2, 3, 4, 5, 7, 8, 16, 33};
+  std::uniform_int_distribution<int> rank_dist(0, max_rank);
+  std::uniform_int_distribution<int> size_dist(0, static_cast<int>(std::size(kSizes)) - 1);
+  std::uniform_int_distribution<int> percent(0, 99);
+  for (;;) {
+    const int rank = rank_dist(rng);
+    Shape out(rank);
+    for (auto& d : out) d = (zeros && percent(rng) < 10) ? 0 : kSizes[size_dist(rng)];
+    int64_t nonzero_product = 1;
+    for (int64_t d : out) nonzero_product *= d == 0 ? 1 : d;
+    if (nonzero_product > max_elements) continue;
+    auto make_operand = [&](int operand_rank) {
+      Shape s(out.end() - operand_rank, out.end());
+      for (auto& d : s) {
+        if (percent(rng) < 35) d = 1;
+      }
+      return s;
+    };
+    ShapePair p;
+    std::uniform_int_distribution<int> operand_rank(0, rank);
+    p.a = make_operand(operand_rank(rng));
+    p.b = make_operand(operand_rank(rng));
+    return p;
+  }
+}
+
+std::vector<std::unique_ptr<Parallel>> AllParallels() {
+  std::vector<std::unique_ptr<Parallel>> v;
+  v.push_back(std::make_unique<SerialParallel>());
+  for (int n : {1, 2, 3, 7}) v.push_back(std::make_unique<ThreadParallel>(n));
+  return v;
+}
+
+// --- MakeBroadcastPlan -------------------------------------------------------------------------
+
+BroadcastPlan PlanOrDie(const Shape& a, const Shape& b) {
+  BroadcastPlan plan;
+  const Status s = MakeBroadcastPlan("Op", "a", "b", a, b, &plan);
+  EXPECT_TRUE(s.ok()) << s.message();
+  return plan;
+}
+
+TEST(MakeBroadcastPlanTest, OutputShapes) {
+  struct Case {
+    Shape a, b, out;
+  };
+  const Case cases[] = {
+      {{}, {}, {}},
+      {{}, {3}, {3}},
+      {{2, 3}, {}, {2, 3}},
+      {{2, 3}, {3}, {2, 3}},
+      {{3}, {2, 3}, {2, 3}},
+      {{2, 1}, {1, 3}, {2, 3}},
+      {{5, 1, 4}, {3, 1}, {5, 3, 4}},
+      {{1, 1, 1}, {7}, {1, 1, 7}},
+      {{4, 1, 1}, {1, 1}, {4, 1, 1}},
+      {{0}, {1}, {0}},
+      {{0}, {}, {0}},
+      {{1, 0}, {5, 1}, {5, 0}},
+      {{2, 0, 3}, {0, 1}, {2, 0, 3}},
+      {{6, 7}, {6, 7}, {6, 7}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(ShapeString(c.a) + " * " + ShapeString(c.b));
+    const BroadcastPlan plan = PlanOrDie(c.a, c.b);
+    EXPECT_EQ(plan.out_shape, c.out);
+    EXPECT_EQ(plan.out_size, NumElements(c.out));
+    EXPECT_EQ(plan.same_shape, c.a == c.b);
+  }
+}
+
+TEST(MakeBroadcastPlanTest, ScalarsCollapseToOneElement) {
+  for (const auto& [a, b] : std::vector<std::pair<Shape, Shape>>{
+           {{}, {}}, {{1}, {}}, {{}, {1, 1}}, {{1, 1}, {1}}}) {
+    SCOPED_TRACE(ShapeString(a) + " * " + ShapeString(b));
+    const BroadcastPlan plan = PlanOrDie(a, b);
+    EXPECT_EQ(plan.out_size, 1);
+    EXPECT_EQ(plan.dims, Shape({1}));
+    EXPECT_EQ(plan.a_strides, Shape({0}));
+    EXPECT_EQ(plan.b_strides, Shape({0}));
+    EXPECT_EQ(plan.out_strides, Shape({1}));
+  }
+}
+
+TEST(MakeBroadcastPlanTest, Collapsing) {
+  struct Case {
+    Shape a, b, dims, a_strides, b_strides, out_strides;
+  };
+  const Case cases[] = {
+      // Identical shapes: one contiguous loop.
+      {{2, 3, 4}, {2, 3, 4}, {24}, {1}, {1}, {1}},
+      // Size-1 dimensions are dropped before merging.
+      {{2, 1, 3}, {2, 1, 3}, {6}, {1}, {1}, {1}},
+      {{1, 1, 5}, {5}, {5}, {1}, {1}, {1}},
+      // Row vector: outer dims merged, inner dim shared.
+      {{2, 3, 4}, {4}, {6, 4}, {4, 1}, {0, 1}, {4, 1}},
+      // Column vector: b broadcast along the inner dim.
+      {{2, 3, 4}, {2, 3, 1}, {6, 4}, {4, 1}, {1, 0}, {4, 1}},
+      // Scalar against a tensor.
+      {{}, {3, 4}, {12}, {0}, {1}, {1}},
+      {{3, 4}, {1, 1}, {12}, {1}, {0}, {1}},
+      // Alternating patterns are not merged.
+      {{2, 1, 4}, {3, 1}, {2, 3, 4}, {4, 0, 1}, {0, 1, 0}, {12, 4, 1}},
+      // Outer product.
+      {{5, 1}, {1, 6}, {5, 6}, {1, 0}, {0, 1}, {6, 1}},
+      // A size-1 dimension between two dims of one pattern lets them merge.
+      {{2, 1, 3}, {1, 1, 1}, {6}, {1}, {0}, {1}},
+      {{2, 1, 3}, {1, 7, 1}, {2, 7, 3}, {3, 0, 1}, {0, 1, 0}, {21, 3, 1}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(ShapeString(c.a) + " * " + ShapeString(c.b));
+    const BroadcastPlan plan = PlanOrDie(c.a, c.b);
+    EXPECT_EQ(plan.dims, c.dims);
+    EXPECT_EQ(plan.a_strides, c.a_strides);
+    EXPECT_EQ(plan.b_strides, c.b_strides);
+    EXPECT_EQ(plan.out_strides, c.out_strides);
+  }
+}
+
+TEST(MakeBroadcastPlanTest, ZeroSizeDimensions) {
+  {
+    const BroadcastPlan plan = PlanOrDie({0, 3}, {3});
+    EXPECT_EQ(plan.out_shape, Shape({0, 3}));
+    EXPECT_EQ(plan.out_size, 0);
+    EXPECT_EQ(NumElements(plan.dims), 0);
+  }
+  {
+    // b is broadcast along the zero-size dimension: it has 3 elements, the output none.
+    const BroadcastPlan plan = PlanOrDie({0, 3}, {1, 3});
+    EXPECT_EQ(plan.out_size, 0);
+    EXPECT_EQ(NumElements(plan.dims), 0);
+  }
+}
+
+// An empty output whose other dimensions multiply past int64 is still a valid, empty broadcast
+// (NumPy and TensorFlow accept such shapes); building its plan must not overflow (UBSan checks).
+TEST(MakeBroadcastPlanTest, ZeroSizeOutputWithHugeOtherDimensions) {
+  const int64_t big = int64_t{1} << 40;
+  const std::pair<Shape, Shape> cases[] = {
+      {{0, big, big}, {1, big, 1}},
+      {{0, big, big}, {1, 1, big}},
+      {{0, big, big}, {1, big, big}},
+      {{big, 0, big}, {1, 1, big}},
+      {{1, big, big}, {0, 1, 1}},
+      {{0, 1, big, 1, big}, {1, 3, 1, 5, 1}},
+  };
+  for (const auto& [a, b] : cases) {
+    SCOPED_TRACE(ShapeString(a) + " * " + ShapeString(b));
+    BroadcastPlan plan;
+    const Status s = MakeBroadcastPlan("Op", "a", "b", a, b, &plan);
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_EQ(plan.out_size, 0);
+    EXPECT_EQ(plan.out_shape, *RefBroadcastShape(a, b));
+  }
+}
+
+TEST(MakeBroadcastPlanTest, IncompatibleShapesNameBothArguments) {
+  const std::pair<Shape, Shape> cases[] = {
+      {{2, 3}, {4}}, {{3}, {2, 4}}, {{2, 1, 5}, {3, 1, 4}}, {{0}, {2}}, {{2}, {0}}};
+  for (const auto& [a, b] : cases) {
+    SCOPED_TRACE(ShapeString(a) + " * " + ShapeString(b));
+    BroadcastPlan plan;
+    const Status s = MakeBroadcastPlan("MyOp", "lhs", "rhs", a, b, &plan);
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+    EXPECT_TRUE(Contains(s.message(), "MyOp"));
+    EXPECT_TRUE(Contains(s.message(), "lhs"));
+    EXPECT_TRUE(Contains(s.message(), "rhs"));
+    EXPECT_TRUE(Contains(s.message(), ShapeString(a)));
+    EXPECT_TRUE(Contains(s.message(), ShapeString(b)));
+  }
+}
+
+TEST(MakeBroadcastPlanTest, NegativeDimensionNamesTheArgument) {
+  BroadcastPlan plan;
+  Status s = MakeBroadcastPlan("MyOp", "lhs", "rhs", {2, -1}, {2, 1}, &plan);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_TRUE(Contains(s.message(), "lhs"));
+  EXPECT_TRUE(Contains(s.message(), "[2, -1]"));
+  s = MakeBroadcastPlan("MyOp", "lhs", "rhs", {3}, {-3}, &plan);
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(Contains(s.message(), "rhs"));
+  EXPECT_TRUE(Contains(s.message(), "[-3]"));
+}
+
+TEST(MakeBroadcastPlanTest, ElementCountOverflowIsAnError) {
+  const int64_t kMax = std::numeric_limits<int64_t>::max();
+  // 3037000499^2 < 2^63 - 1 < 3037000500^2.
+  {
+    const BroadcastPlan plan = PlanOrDie({3037000499, 1}, {3037000499});
+    EXPECT_EQ(plan.out_size, int64_t{3037000499} * 3037000499);
+  }
+  {
+    const BroadcastPlan plan = PlanOrDie({kMax}, {1});
+    EXPECT_EQ(plan.out_size, kMax);
+  }
+  const std::pair<Shape, Shape> cases[] = {
+      {{3037000500, 1}, {3037000500}},
+      {{int64_t{1} << 32, 1}, {int64_t{1} << 32}},
+      {{int64_t{1} << 62}, {2, 1}},
+      {{kMax, 1}, {1, 2}},
+      {{kMax, kMax}, {kMax, kMax}},
+  };
+  for (const auto& [a, b] : cases) {
+    SCOPED_TRACE(ShapeString(a) + " * " + ShapeString(b));
+    BroadcastPlan plan;
+    const Status s = MakeBroadcastPlan("MyOp", "lhs", "rhs", a, b, &plan);
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+    EXPECT_TRUE(Contains(s.message(), "lhs"));
+    EXPECT_TRUE(Contains(s.message(), "rhs"));
+    EXPECT_TRUE(Contains(s.message(), "2^63"));
+  }
+}
+
+// Properties every plan must have, over many random shape pairs.
+TEST(MakeBroadcastPlanTest, RandomPlansAreConsistent) {
+  std::mt19937_64 rng(20240601);
+  for (int iter = 0; iter < 2000; ++iter) {
+    const ShapePair p = RandomShapePair(rng, 6, 1 << 16, /*zeros=*/true);
+    SCOPED_TRACE(ShapeString(p.a) + " * " + ShapeString(p.b));
+    const BroadcastPlan plan = PlanOrDie(p.a, p.b);
+    const auto out = RefBroadcastShape(p.a, p.b);
+    ASSERT_TRUE(out.has_value());
+    EXPECT_EQ(plan.out_shape, *out);
+    EXPECT_EQ(plan.out_size, NumElements(*out));
+    const size_t n = plan.dims.size();
+    ASSERT_GE(n, 1u);
+    ASSERT_EQ(plan.a_strides.size(), n);
+    ASSERT_EQ(plan.b_strides.size(), n);
+    ASSERT_EQ(plan.out_strides.size(), n);
+    EXPECT_EQ(NumElements(plan.dims), plan.out_size);
+    // The output is contiguous over dims, and the innermost loop has unit or zero strides.
+    int64_t stride = 1;
+    for (size_t i = n; i-- > 0;) {
+      if (plan.out_size > 0) EXPECT_EQ(plan.out_strides[i], stride);
+      stride *= plan.dims[i];
+    }
+    EXPECT_TRUE(plan.a_strides[n - 1] == 0 || plan.a_strides[n - 1] == 1);
+    EXPECT_TRUE(plan.b_strides[n - 1] == 0 || plan.b_strides[n - 1] == 1);
+    if (plan.out_size > 1) {
+      for (int64_t d : plan.dims) EXPECT_NE(d, 1) << "size-1 dimension not dropped";
+      for (size_t i = 0; i + 1 < n; ++i) {
+        const bool same_pattern = (plan.a_strides[i] == 0) == (plan.a_strides[i + 1] == 0) &&
+                                  (plan.b_strides[i] == 0) == (plan.b_strides[i + 1] == 0);
+        EXPECT_FALSE(same_pattern) << "neighbours " << i << " and " << i + 1 << " not merged";
+      }
+    }
+  }
+}
+
+// --- BroadcastApply ---------------------------------------------------------------------------
+
+// A non-commutative f whose result identifies both arguments (|y| < 1000003).
+int64_t Pair(int64_t x, int64_t y) { return x * 1000003 + y; }
+
+TEST(BroadcastApplyTest, MatchesNaiveLoopOnRandomShapes) {
+  std::mt19937_64 rng(7);
+  const auto parallels = AllParallels();
+  for (int iter = 0; iter < 400; ++iter) {
+    const ShapePair p = RandomShapePair(rng, 5, 4096, /*zeros=*/true);
+    SCOPED_TRACE(ShapeString(p.a) + " * " + ShapeString(p.b));
+    const BroadcastPlan plan = PlanOrDie(p.a, p.b);
+    std::vector<int64_t> x(NumElements(p.a)), y(NumElements(p.b));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<int64_t>(i) + 1;
+    for (size_t i = 0; i < y.size(); ++i) y[i] = -7 * (static_cast<int64_t>(i) + 1);
+    std::vector<int64_t> want(plan.out_size);
+    ForEachOutput(p.a, p.b, plan.out_shape,
+                  [&](int64_t o, int64_t ia, int64_t ib) { want[o] = Pair(x[ia], y[ib]); });
+    for (const auto& parallel : parallels) {
+      std::vector<int64_t> got(plan.out_size, -1);
+      BroadcastApply(plan.dims, plan.a_strides, plan.b_strides, x.data(), y.data(), got.data(),
+                     [](int64_t u, int64_t v) { return Pair(u, v); }, *parallel);
+      ASSERT_EQ(got, want);
+    }
+  }
+}
+
+TEST(BroadcastApplyTest, DoubleOperandsMatchNaiveLoop) {
+  std::mt19937_64 rng(8);
+  std::uniform_real_distribution<double> value(-10.0, 10.0);
+  const auto parallels = AllParallels();
+  for (int iter = 0; iter < 200; ++iter) {
+    const ShapePair p = RandomShapePair(rng, 4, 4096, /*zeros=*/false);
+    SCOPED_TRACE(ShapeString(p.a) + " * " + ShapeString(p.b));
+    const BroadcastPlan plan = PlanOrDie(p.a, p.b);
+    std::vector<double> x(NumElements(p.a)), y(NumElements(p.b));
+    for (auto& v : x) v = value(rng);
+    for (auto& v : y) v = value(rng);
+    auto f = [](double u, double v) { return u - 2.0 * v; };
+    std::vector<double> want(plan.out_size);
+    ForEachOutput(p.a, p.b, plan.out_shape,
+                  [&](int64_t o, int64_t ia, int64_t ib) { want[o] = f(x[ia], y[ib]); });
+    for (const auto& parallel : parallels) {
+      std::vector<double> got(plan.out_size, -1.0);
+      BroadcastApply(plan.dims, plan.a_strides, plan.b_strides, x.data(), y.data(), got.data(), f,
+                     *parallel);
+      ASSERT_EQ(got, want);
+    }
+  }
+}
+
+// The kernel accepts any strides, not only the unit/zero ones a plan produces: a transposed read.
+TEST(BroadcastApplyTest, GeneralStrides) {
+  const int64_t rows = 5, cols = 7;
+  std::vector<int64_t> x(rows * cols), y(cols);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<int64_t>(i) + 1;
+  for (size_t i = 0; i < y.size(); ++i) y[i] = -static_cast<int64_t>(i) - 1;
+  // out[r][c] = Pair(x[c][r], y[c]) with x stored as [cols][rows].
+  std::vector<int64_t> want(rows * cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) want[r * cols + c] = Pair(x[c * rows + r], y[c]);
+  }
+  for (const auto& parallel : AllParallels()) {
+    std::vector<int64_t> got(rows * cols, 0);
+    BroadcastApply({rows, cols}, {1, rows}, {0, 1}, x.data(), y.data(), got.data(),
+                   [](int64_t u, int64_t v) { return Pair(u, v); }, *parallel);
+    EXPECT_EQ(got, want);
+  }
+}
+
+TEST(BroadcastApplyTest, EmptyOutputWritesNothing) {
+  const BroadcastPlan plan = PlanOrDie({0, 3}, {1, 3});
+  const std::vector<int64_t> y = {1, 2, 3};
+  int64_t sentinel = 42;
+  BroadcastApply(plan.dims, plan.a_strides, plan.b_strides, static_cast<const int64_t*>(nullptr),
+                 y.data(), &sentinel, [](int64_t u, int64_t v) { return u * v; },
+                 ThreadParallel(3));
+  EXPECT_EQ(sentinel, 42);
+}
+
+// --- BroadcastMulReduce -----------------------------------------------------------------------
+
+// target = sum over the target's broadcast dimensions of g * other, by the naive loop.
+template <typename T>
+std::vector<T> RefMulReduce(const Shape& target, const Shape& other, const Shape& out,
+                            const std::vector<T>& g, const std::vector<T>& o) {
+  std::vector<T> r(NumElements(target), T(0));
+  ForEachOutput(target, other, out,
+                [&](int64_t i, int64_t it, int64_t io) { r[it] += g[i] * o[io]; });
+  return r;
+}
+
+template <typename T>
+void CheckMulReduceOnRandomShapes(uint64_t seed, int iterations) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> value(-50, 50);
+  const auto parallels = AllParallels();
+  for (int iter = 0; iter < iterations; ++iter) {
+    const ShapePair p = RandomShapePair(rng, 5, 4096, /*zeros=*/true);
+    SCOPED_TRACE(ShapeString(p.a) + " * " + ShapeString(p.b));
+    const BroadcastPlan plan = PlanOrDie(p.a, p.b);
+    std::vector<T> a(NumElements(p.a)), b(NumElements(p.b)), g(plan.out_size);
+    for (auto& v : a) v = static_cast<T>(value(rng));
+    for (auto& v : b) v = static_cast<T>(value(rng));
+    for (auto& v : g) v = static_cast<T>(value(rng));
+    // Small integers: every sum is exact, so the comparison is exact for double too.
+    const std::vector<T> want_a = RefMulReduce(p.a, p.b, plan.out_shape, g, b);
+    const std::vector<T> want_b = RefMulReduce(p.b, p.a, plan.out_shape, g, a);
+    for (const auto& parallel : parallels) {
+      std::vector<T> got_a(a.size(), T(12345)), got_b(b.size(), T(12345));
+      BroadcastMulReduce(plan.dims, plan.a_strides, plan.b_strides, g.data(), b.data(),
+                         got_a.data(), *parallel);
+      BroadcastMulReduce(plan.dims, plan.b_strides, plan.a_strides, g.data(), a.data(),
+                         got_b.data(), *parallel);
+      ASSERT_EQ(got_a, want_a);
+      ASSERT_EQ(got_b, want_b);
+    }
+  }
+}
+
+TEST(BroadcastMulReduceTest, Int64MatchesNaiveLoopOnRandomShapes) {
+  CheckMulReduceOnRandomShapes<int64_t>(11, 400);
+}
+
+TEST(BroadcastMulReduceTest, DoubleMatchesNaiveLoopOnRandomShapes) {
+  CheckMulReduceOnRandomShapes<double>(12, 300);
+}
+
+// A target broadcast along a zero-size dimension still has elements, and each is an empty sum.
+TEST(BroadcastMulReduceTest, EmptyBroadcastDimensionGivesZeros) {
+  const std::pair<Shape, Shape> cases[] = {
+      {{3, 1}, {3, 0}},       {{2, 3}, {0, 1, 3}}, {{}, {0}},          {{1}, {0, 4}},
+      {{4, 1, 2}, {1, 0, 1}}, {{2, 1}, {0, 1, 5}}, {{5}, {5, 0, 5}}, {{1, 1}, {0, 0}},
+  };
+  for (const auto& [t, other] : cases) {
+    SCOPED_TRACE(ShapeString(t) + " * " + ShapeString(other));
+    const BroadcastPlan plan = PlanOrDie(t, other);
+    ASSERT_EQ(plan.out_size, 0);
+    const std::vector<int64_t> no_values(NumElements(other), 1);
+    for (const auto& parallel : AllParallels()) {
+      std::vector<int64_t> target(NumElements(t), 99);
+      ASSERT_GT(target.size(), 0u);
+      BroadcastMulReduce(plan.dims, plan.a_strides, plan.b_strides,
+                         static_cast<const int64_t*>(nullptr), no_values.data(), target.data(),
+                         *parallel);
+      EXPECT_EQ(target, std::vector<int64_t>(target.size(), 0));
+    }
+  }
+}
+
+// The huge-but-empty shapes of MakeBroadcastPlanTest.ZeroSizeOutputWithHugeOtherDimensions,
+// with a small target: its elements must come out 0, with no overflow on the way.
+TEST(BroadcastMulReduceTest, EmptyOutputWithHugeOtherDimensions) {
+  const int64_t big = int64_t{1} << 40;
+  const std::pair<Shape, Shape> cases[] = {
+      {{1, 3, 1, 1}, {0, 1, big, big}},
+      {{1, 2, 1, 3, 1}, {0, 1, big, 1, big}},
+      {{2, 1, 1, 1}, {1, 0, big, big}},
+      {{1, 4, 1, 5}, {big, 1, 0, 1}},
+  };
+  for (const auto& [t, other] : cases) {
+    SCOPED_TRACE(ShapeString(t) + " * " + ShapeString(other));
+    BroadcastPlan plan;
+    const Status s = MakeBroadcastPlan("Op", "a", "b", t, other, &plan);
+    ASSERT_TRUE(s.ok()) << s.message();
+    ASSERT_EQ(plan.out_size, 0);
+    for (const auto& parallel : AllParallels()) {
+      std::vector<double> target(NumElements(t), 99.0);
+      BroadcastMulReduce(plan.dims, plan.a_strides, plan.b_strides,
+                         static_cast<const double*>(nullptr), static_cast<const double*>(nullptr),
+                         target.data(), *parallel);
+      EXPECT_EQ(target, std::vector<double>(target.size(), 0.0));
+    }
+  }
+}
+
+TEST(BroadcastMulReduceTest, SumsInAFixedOrder) {
+  // 1 + 1e16 - 1e16 depends on the order of the sum; the kernel sums lexicographically over the
+  // reduced dimensions, the outer one first.
+  const BroadcastPlan plan = PlanOrDie({1}, {3});
+  const std::vector<double> g = {1.0, 1e16, -1e16}, other = {1.0, 1.0, 1.0};
+  double target = -1.0;
+  BroadcastMulReduce(plan.dims, plan.a_strides, plan.b_strides, g.data(), other.data(), &target,
+                     SerialParallel());
+  EXPECT_EQ(target, (0.0 + 1.0 + 1e16) - 1e16);
+}
+
+}  // namespace
+}  // namespace opforge

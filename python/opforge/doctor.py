@@ -1,0 +1,78 @@
+"""`opforge doctor`: what opforge was built with, what is running, and what is registered."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from typing import List
+
+
+def _nvcc_version() -> str:
+    nvcc = shutil.which("nvcc")
+    if not nvcc:
+        return "not found"
+    try:
+        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=20).stdout
+        return out.strip().splitlines()[-1] if out.strip() else nvcc
+    except (OSError, subprocess.SubprocessError):
+        return nvcc
+
+
+def registered_kernels(op_name: str) -> List[str]:
+    """'DEVICE: dtype, dtype, ...' for each device the op has kernels on."""
+    from tensorflow.python.framework import kernels
+    from tensorflow.python.framework import dtypes
+
+    by_device = {}
+    for kernel in kernels.get_registered_kernels_for_op(op_name).kernel:
+        types = []
+        for constraint in kernel.constraint:
+            if constraint.name == "T":
+                types = [dtypes.as_dtype(t).name for t in constraint.allowed_values.list.type]
+        by_device.setdefault(kernel.device_type, []).extend(types)
+    return [f"{device}: {', '.join(types)}" for device, types in sorted(by_device.items())]
+
+
+def run() -> int:
+    import tensorflow as tf
+
+    from opforge import __version__
+    from opforge._loader import LoadError, library_path, load_library
+
+    print(f"opforge {__version__}")
+    print(f"  library:              {library_path()}")
+    print(f"  TensorFlow running:   {tf.__version__} ({tf.__file__.rsplit('/', 1)[0]})")
+    running_flags = tf.sysconfig.get_compile_flags()
+    try:
+        from opforge import _build_info as b
+
+        print(f"  TensorFlow built for: {b.TF_VERSION}")
+        print(f"  C++ compiler:         {b.CXX_COMPILER}, C++{b.CXX_STANDARD}, {b.BUILD_TYPE}")
+        print(f"  _GLIBCXX_USE_CXX11_ABI: {b.CXX11_ABI}")
+        print(f"  compile flags:        {' '.join(b.TF_COMPILE_FLAGS)}")
+        print(f"  link flags:           {' '.join(b.TF_LINK_FLAGS)}")
+        print(f"  CUDA kernels:         {'compiled with nvcc ' + b.CUDA_VERSION if b.CUDA_VERSION else 'not compiled (no nvcc at build time)'}")
+        print(f"  GPU binding:          {'yes' if b.GPU_BINDING else 'no (TensorFlow is not a CUDA build)' if not b.TF_IS_CUDA_BUILD else 'no'}")
+        if b.TF_COMPILE_FLAGS != running_flags:
+            print(f"  WARNING: running TensorFlow's compile flags differ: {' '.join(running_flags)}")
+    except ImportError:
+        print("  build info:           missing (library not built)")
+    build = tf.sysconfig.get_build_info()
+    gpus = tf.config.list_physical_devices("GPU")
+    print(f"  TensorFlow CUDA build: {build.get('is_cuda_build')}"
+          + (f" (CUDA {build.get('cuda_version')})" if build.get("is_cuda_build") else ""))
+    print(f"  GPUs visible:         {len(gpus)}")
+    print(f"  nvcc on PATH:         {_nvcc_version()}")
+    try:
+        load_library()
+    except LoadError as exc:
+        print(f"\nopforge doctor: the library cannot be loaded:\n{exc}")
+        return 1
+    from opforge.ops import OP_NAMES
+
+    print("\nregistered kernels:")
+    missing = False
+    for name in OP_NAMES:
+        entries = registered_kernels(name)
+        missing |= not entries
+        print(f"  {name:<28}" + ("; ".join(entries) if entries else "NO KERNELS"))
+    return 1 if missing else 0
