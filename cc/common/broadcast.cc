@@ -1,5 +1,6 @@
 #include "common/broadcast.h"
 
+#include <algorithm>
 #include <limits>
 #include <sstream>
 
@@ -39,17 +40,31 @@ Status MakeBroadcastPlan(const char* op, const char* a_name, const char* b_name,
   plan->out_size = size;
   plan->same_shape = (a == b);
 
+  // The sizes iterated over. An empty output has nothing to read; only an operand that still has
+  // elements (broadcast along a zero-size dimension) gets work: zeros for its gradient. So every
+  // dimension along which no such operand varies is iterated as size 0. Without this, the
+  // products below (merged sizes, strides) of an empty output such as [0, 2^40, 2^40] against
+  // [1, 2^40, 1] overflow int64, though the output size itself was checked.
+  std::vector<int64_t> iter = out;
+  if (size == 0) {
+    const bool a_has = std::find(pa.begin(), pa.end(), 0) == pa.end();
+    const bool b_has = std::find(pb.begin(), pb.end(), 0) == pb.end();
+    for (size_t d = 0; d < rank; ++d) {
+      if (!(a_has && pa[d] != 1) && !(b_has && pb[d] != 1)) iter[d] = 0;
+    }
+  }
+
   // Collapse: drop output dimensions of size 1, merge neighbours with the same broadcast pattern.
   // pattern bit 0: a is broadcast along the dimension; bit 1: b is.
   std::vector<int64_t> dims;
   std::vector<int> pattern;
   for (size_t d = 0; d < rank; ++d) {
-    if (out[d] == 1) continue;
+    if (iter[d] == 1) continue;
     const int p = (pa[d] == 1 ? 1 : 0) | (pb[d] == 1 ? 2 : 0);
     if (!dims.empty() && pattern.back() == p) {
-      dims.back() *= out[d];
+      dims.back() *= iter[d];
     } else {
-      dims.push_back(out[d]);
+      dims.push_back(iter[d]);
       pattern.push_back(p);
     }
   }

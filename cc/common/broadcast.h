@@ -40,15 +40,16 @@ void BroadcastApply(const std::vector<int64_t>& dims, const std::vector<int64_t>
       const T* xp = x + xo;
       const T* yp = y + yo;
       T* op = out + pos;
-      // Unit or zero strides only (see MakeBroadcastPlan): four loops the compiler vectorises.
+      // Plans give unit or zero strides only (see MakeBroadcastPlan): four loops the compiler
+      // vectorises. Other strides (a direct caller's) take the general loop at the end.
       if (sx == 1 && sy == 1) {
         OPFORGE_IVDEP
         for (int64_t k = 0; k < n; ++k) op[k] = f(xp[k], yp[k]);
-      } else if (sx == 1) {
+      } else if (sx == 1 && sy == 0) {
         const T yv = *yp;
         OPFORGE_IVDEP
         for (int64_t k = 0; k < n; ++k) op[k] = f(xp[k], yv);
-      } else if (sy == 1) {
+      } else if (sx == 0 && sy == 1) {
         const T xv = *xp;
         OPFORGE_IVDEP
         for (int64_t k = 0; k < n; ++k) op[k] = f(xv, yp[k]);

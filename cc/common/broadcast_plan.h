@@ -21,7 +21,8 @@ struct BroadcastPlan {
   bool same_shape = false;         // a and b have identical shapes
   // Collapsed iteration space (never empty; {1} for a scalar result). Strides are in elements;
   // a stride of 0 marks a dimension along which that operand is broadcast. The output is
-  // contiguous over `dims`.
+  // contiguous over `dims`. For an empty output, dimensions along which no operand that has
+  // elements varies are iterated as size 0 (so no product of sizes can overflow int64).
   std::vector<int64_t> dims;
   std::vector<int64_t> a_strides;
   std::vector<int64_t> b_strides;

@@ -1,0 +1,638 @@
+// Tests of the ElementMul core: validation messages, the forward kernel against a naive
+// broadcast loop (bit-exact, integers wrapping), the gradient against a naive loop that sums in
+// double (exact for integers and for operands that were not broadcast), and identical bits for
+// every thread count.
+//
+// The naive loops work on the full, uncollapsed shapes: each output multi-index is mapped to
+// each operand by the NumPy rule, independently of the plan's collapsed strides.
+#include "ops/element_mul/element_mul.h"
+
+#include <gtest/gtest.h>
+
+#include <Eigen/Core>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <random>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "common/broadcast_plan.h"
+#include "common/parallel.h"
+#include "common/status.h"
+
+namespace opforge {
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+// True if `word` appears in `text` as a whole word.
+::testing::AssertionResult NamesWord(const std::string& text, const std::string& word) {
+  if (std::regex_search(text, std::regex("\\b" + word + "\\b"))) {
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure() << "\"" << text << "\" does not name \"" << word << "\"";
+}
+
+::testing::AssertionResult Contains(const std::string& text, const std::string& needle) {
+  if (text.find(needle) != std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "\"" << text << "\" does not contain \"" << needle
+                                       << "\"";
+}
+
+int64_t NumElements(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+// --- the naive broadcast ----------------------------------------------------------------------
+
+std::optional<Shape> RefBroadcastShape(const Shape& a, const Shape& b) {
+  const size_t rank = std::max(a.size(), b.size());
+  Shape out(rank);
+  for (size_t i = 0; i < rank; ++i) {  // i counts from the right
+    const int64_t da = i < a.size() ? a[a.size() - 1 - i] : 1;
+    const int64_t db = i < b.size() ? b[b.size() - 1 - i] : 1;
+    if (da == db || db == 1) {
+      out[rank - 1 - i] = da;
+    } else if (da == 1) {
+      out[rank - 1 - i] = db;
+    } else {
+      return std::nullopt;
+    }
+  }
+  return out;
+}
+
+int64_t RefOffset(const Shape& shape, const Shape& out, const Shape& idx) {
+  const size_t lead = out.size() - shape.size();
+  int64_t off = 0;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    off = off * shape[d] + (shape[d] == 1 ? 0 : idx[lead + d]);
+  }
+  return off;
+}
+
+// Calls visit(o, a_offset, b_offset) for every output element o in row-major order.
+template <typename Visit>
+void ForEachOutput(const Shape& a, const Shape& b, Visit visit) {
+  const Shape out = *RefBroadcastShape(a, b);
+  const int64_t n = NumElements(out);
+  Shape idx(out.size(), 0);
+  for (int64_t o = 0; o < n; ++o) {
+    visit(o, RefOffset(a, out, idx), RefOffset(b, out, idx));
+    for (size_t d = out.size(); d-- > 0;) {
+      if (++idx[d] < out[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+struct ShapePair {
+  Shape a, b;
+};
+
+// A random broadcast-compatible pair (see broadcast_test.cc); with `zeros`, some output
+// dimensions are 0 while an operand broadcast along them still has elements.
+ShapePair RandomShapePair(std::mt19937_64& rng, int max_rank, int64_t max_elements, bool zeros) {
+  static const int64_t kSizes[] = {1, 2, 3, 4, 5, 7, 8, 16, 33};
+  std::uniform_int_distribution<int> rank_dist(0, max_rank);
+  std::uniform_int_distribution<int> size_dist(0, static_cast<int>(std::size(kSizes)) - 1);
+  std::uniform_int_distribution<int> percent(0, 99);
+  for (;;) {
+    const int rank = rank_dist(rng);
+    Shape out(rank);
+    for (auto& d : out) d = (zeros && percent(rng) < 8) ? 0 : kSizes[size_dist(rng)];
+    int64_t nonzero_product = 1;
+    for (int64_t d : out) nonzero_product *= d == 0 ? 1 : d;
+    if (nonzero_product > max_elements) continue;
+    auto make_operand = [&](int operand_rank) {
+      Shape s(out.end() - operand_rank, out.end());
+      for (auto& d : s) {
+        if (percent(rng) < 35) d = 1;
+      }
+      return s;
+    };
+    std::uniform_int_distribution<int> operand_rank(0, rank);
+    ShapePair p;
+    p.a = make_operand(operand_rank(rng));
+    p.b = make_operand(operand_rank(rng));
+    return p;
+  }
+}
+
+// --- element types ----------------------------------------------------------------------------
+
+template <typename T>
+constexpr bool kIsInt = std::is_integral_v<T>;
+
+template <typename T>
+using BitsOf = std::conditional_t<sizeof(T) == 2, uint16_t,
+                                  std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>;
+
+template <typename T>
+BitsOf<T> Bits(T v) {
+  BitsOf<T> b;
+  std::memcpy(&b, &v, sizeof b);
+  return b;
+}
+
+template <typename T>
+double Wide(T v) {
+  if constexpr (std::is_same_v<T, double>) {
+    return v;
+  } else {
+    return static_cast<double>(static_cast<float>(v));
+  }
+}
+
+// One rounding of a double to T. The double is an exact product of two T for half, bfloat16
+// (exact in float) and float (48 bits), so this is the correctly rounded product.
+template <typename T>
+T Narrow(double v) {
+  if constexpr (std::is_same_v<T, double>) {
+    return v;
+  } else if constexpr (std::is_same_v<T, float>) {
+    return static_cast<float>(v);
+  } else {
+    return static_cast<T>(static_cast<float>(v));
+  }
+}
+
+// Two's-complement wrap-around, computed modulo 2^64 in unsigned arithmetic.
+template <typename T>
+T WrapMul(T a, T b) {
+  return static_cast<T>(static_cast<uint64_t>(static_cast<int64_t>(a)) *
+                        static_cast<uint64_t>(static_cast<int64_t>(b)));
+}
+
+// The product the forward kernel must give: correctly rounded, or wrapped for integers.
+template <typename T>
+T RefMul(T a, T b) {
+  if constexpr (kIsInt<T>) {
+    return WrapMul(a, b);
+  } else {
+    return Narrow<T>(Wide(a) * Wide(b));
+  }
+}
+
+template <typename T>
+bool IsNan(T v) {
+  if constexpr (kIsInt<T>) {
+    return false;
+  } else {
+    return std::isnan(Wide(v));
+  }
+}
+
+template <typename T>
+std::string Describe(T v) {
+  std::ostringstream s;
+  if constexpr (kIsInt<T>) {
+    s << static_cast<int64_t>(v);
+  } else {
+    s << Wide(v) << " (0x" << std::hex << static_cast<uint64_t>(Bits(v)) << ")";
+  }
+  return s.str();
+}
+
+// Same bits, except that any NaN matches any NaN (x86 keeps the payload of the NaN operand, and
+// which operand that is when both are NaN is the compiler's choice).
+template <typename T>
+::testing::AssertionResult SameValues(const std::vector<T>& got, const std::vector<T>& want) {
+  if (got.size() != want.size()) {
+    return ::testing::AssertionFailure() << "size " << got.size() << " vs " << want.size();
+  }
+  auto failure = ::testing::AssertionFailure();
+  int64_t count = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (Bits(got[i]) == Bits(want[i]) || (IsNan(got[i]) && IsNan(want[i]))) continue;
+    if (count++ < 8) {
+      failure << "\n  [" << i << "] got " << Describe(got[i]) << ", want " << Describe(want[i]);
+    }
+  }
+  if (count == 0) return ::testing::AssertionSuccess();
+  return failure << "\n  " << count << " of " << got.size() << " elements differ";
+}
+
+template <typename T>
+T RandomValue(std::mt19937_64& rng, bool specials) {
+  std::uniform_int_distribution<int> percent(0, 99);
+  if constexpr (kIsInt<T>) {
+    if (percent(rng) < 30) return static_cast<T>(rng());  // any value: products wrap
+    return static_cast<T>(std::uniform_int_distribution<int>(-100, 100)(rng));
+  } else {
+    using L = std::numeric_limits<T>;
+    if (specials && percent(rng) < 4) {
+      const T s[] = {L::infinity(), -L::infinity(), L::quiet_NaN(), static_cast<T>(0.0f),
+                     static_cast<T>(-0.0f), L::max(), L::lowest(), L::denorm_min(), L::min()};
+      return s[std::uniform_int_distribution<int>(0, 8)(rng)];
+    }
+    return static_cast<T>(std::uniform_real_distribution<float>(-2.0f, 2.0f)(rng));
+  }
+}
+
+template <typename T>
+std::vector<T> RandomVector(std::mt19937_64& rng, int64_t n, bool specials) {
+  std::vector<T> v(static_cast<size_t>(n));
+  for (auto& x : v) x = RandomValue<T>(rng, specials);
+  return v;
+}
+
+BroadcastPlan PlanOrDie(const Shape& a, const Shape& b) {
+  BroadcastPlan plan;
+  const Status s = ValidateElementMul(a, b, &plan);
+  EXPECT_TRUE(s.ok()) << s.message();
+  return plan;
+}
+
+// --- validation -------------------------------------------------------------------------------
+
+TEST(ValidateElementMulTest, CompatibleShapesGiveTheBroadcastShape) {
+  BroadcastPlan plan;
+  ASSERT_TRUE(ValidateElementMul({4, 1, 3}, {5, 1}, &plan).ok());
+  EXPECT_EQ(plan.out_shape, Shape({4, 5, 3}));
+  EXPECT_EQ(plan.out_size, 60);
+  ASSERT_TRUE(ValidateElementMul({}, {0, 2}, &plan).ok());
+  EXPECT_EQ(plan.out_shape, Shape({0, 2}));
+  EXPECT_EQ(plan.out_size, 0);
+}
+
+TEST(ValidateElementMulTest, IncompatibleShapesNameAAndB) {
+  const std::pair<Shape, Shape> cases[] = {{{2, 3}, {4}}, {{5, 2}, {3, 1, 3}}, {{0}, {3}}};
+  for (const auto& [a, b] : cases) {
+    BroadcastPlan plan;
+    const Status s = ValidateElementMul(a, b, &plan);
+    ASSERT_FALSE(s.ok()) << ShapeString(a) << " * " << ShapeString(b);
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+    EXPECT_TRUE(Contains(s.message(), "ElementMul"));
+    EXPECT_TRUE(NamesWord(s.message(), "a"));
+    EXPECT_TRUE(NamesWord(s.message(), "b"));
+    EXPECT_TRUE(Contains(s.message(), ShapeString(a)));
+    EXPECT_TRUE(Contains(s.message(), ShapeString(b)));
+  }
+}
+
+TEST(ValidateElementMulTest, NegativeDimensionIsRejected) {
+  BroadcastPlan plan;
+  const Status s = ValidateElementMul({2, 3}, {-1, 3}, &plan);
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(NamesWord(s.message(), "b"));
+}
+
+TEST(ValidateElementMulTest, ElementCountOverflowIsRejected) {
+  BroadcastPlan plan;
+  const Status s = ValidateElementMul({int64_t{1} << 32, 1}, {int64_t{1} << 32}, &plan);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_TRUE(NamesWord(s.message(), "a"));
+  EXPECT_TRUE(NamesWord(s.message(), "b"));
+}
+
+TEST(ValidateElementMulGradTest, MatchingGradIsAccepted) {
+  BroadcastPlan plan;
+  const Status s = ValidateElementMulGrad({2, 3}, {2, 1}, {3}, &plan);
+  EXPECT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(plan.out_shape, Shape({2, 3}));
+  EXPECT_TRUE(ValidateElementMulGrad({1}, {}, {1}, &plan).ok());
+  EXPECT_FALSE(ValidateElementMulGrad({}, {}, {1}, &plan).ok());  // the broadcast shape is [1]
+}
+
+TEST(ValidateElementMulGradTest, GradOfTheWrongShapeNamesGrad) {
+  struct Case {
+    Shape grad, a, b;
+  };
+  const Case cases[] = {{{3, 2}, {2, 1}, {3}},
+                        {{3}, {2, 1}, {3}},
+                        {{1, 2, 3}, {2, 1}, {3}},
+                        {{}, {2}, {2}},
+                        {{0, 3}, {2, 3}, {2, 3}}};
+  for (const auto& c : cases) {
+    BroadcastPlan plan;
+    const Status s = ValidateElementMulGrad(c.grad, c.a, c.b, &plan);
+    ASSERT_FALSE(s.ok()) << ShapeString(c.grad);
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+    EXPECT_TRUE(Contains(s.message(), "ElementMulGrad"));
+    EXPECT_TRUE(NamesWord(s.message(), "grad"));
+    EXPECT_TRUE(Contains(s.message(), ShapeString(c.grad)));
+    EXPECT_TRUE(Contains(s.message(), ShapeString(*RefBroadcastShape(c.a, c.b))));
+  }
+}
+
+TEST(ValidateElementMulGradTest, IncompatibleOperandsNameAAndB) {
+  BroadcastPlan plan;
+  const Status s = ValidateElementMulGrad({2, 3}, {2, 3}, {4}, &plan);
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(Contains(s.message(), "ElementMulGrad"));
+  EXPECT_TRUE(NamesWord(s.message(), "a"));
+  EXPECT_TRUE(NamesWord(s.message(), "b"));
+  EXPECT_TRUE(Contains(s.message(), "[2, 3]"));
+  EXPECT_TRUE(Contains(s.message(), "[4]"));
+}
+
+// --- kernels, for every element type ----------------------------------------------------------
+
+template <typename T>
+class ElementMulKernelTest : public ::testing::Test {};
+
+using AllTypes = ::testing::Types<float, double, Eigen::half, Eigen::bfloat16, int32_t, int64_t>;
+
+class TypeNames {
+ public:
+  template <typename T>
+  static std::string GetName(int) {
+    if constexpr (std::is_same_v<T, float>) return "float";
+    if constexpr (std::is_same_v<T, double>) return "double";
+    if constexpr (std::is_same_v<T, Eigen::half>) return "half";
+    if constexpr (std::is_same_v<T, Eigen::bfloat16>) return "bfloat16";
+    if constexpr (std::is_same_v<T, int32_t>) return "int32";
+    if constexpr (std::is_same_v<T, int64_t>) return "int64";
+    return "unknown";
+  }
+};
+TYPED_TEST_SUITE(ElementMulKernelTest, AllTypes, TypeNames);
+
+template <typename T>
+std::vector<T> RefForward(const Shape& as, const Shape& bs, const std::vector<T>& a,
+                          const std::vector<T>& b) {
+  std::vector<T> out(NumElements(*RefBroadcastShape(as, bs)));
+  ForEachOutput(as, bs, [&](int64_t o, int64_t ia, int64_t ib) { out[o] = RefMul(a[ia], b[ib]); });
+  return out;
+}
+
+TYPED_TEST(ElementMulKernelTest, ForwardMatchesNaiveBroadcast) {
+  using T = TypeParam;
+  std::mt19937_64 rng(101);
+  const SerialParallel serial;
+  const ThreadParallel threads(3);
+  for (int iter = 0; iter < 150; ++iter) {
+    const ShapePair p = RandomShapePair(rng, 5, 3000, /*zeros=*/true);
+    SCOPED_TRACE(ShapeString(p.a) + " * " + ShapeString(p.b));
+    const BroadcastPlan plan = PlanOrDie(p.a, p.b);
+    const auto a = RandomVector<T>(rng, NumElements(p.a), /*specials=*/true);
+    const auto b = RandomVector<T>(rng, NumElements(p.b), /*specials=*/true);
+    const auto want = RefForward(p.a, p.b, a, b);
+    for (const Parallel* parallel : {static_cast<const Parallel*>(&serial),
+                                     static_cast<const Parallel*>(&threads)}) {
+      std::vector<T> out(plan.out_size, static_cast<T>(77));
+      ElementMulForward<T>(plan, a.data(), b.data(), out.data(), *parallel);
+      ASSERT_TRUE(SameValues(out, want));
+    }
+  }
+}
+
+TYPED_TEST(ElementMulKernelTest, ForwardOfFixedShapes) {
+  using T = TypeParam;
+  std::mt19937_64 rng(102);
+  const std::pair<Shape, Shape> cases[] = {
+      {{}, {}},          {{7}, {}},           {{}, {7}},           {{6, 5}, {6, 5}},
+      {{6, 5}, {5}},     {{6, 1}, {5}},       {{1, 5}, {6, 1}},    {{4, 1, 3}, {1, 5, 1}},
+      {{2, 3, 4}, {4}},  {{2, 3, 4}, {3, 1}}, {{1, 1, 9}, {9, 1}}, {{0, 3}, {3}},
+      {{129}, {129}},    {{3, 129}, {1}},     {{129, 1}, {1, 3}},
+  };
+  for (const auto& [as, bs] : cases) {
+    SCOPED_TRACE(ShapeString(as) + " * " + ShapeString(bs));
+    const BroadcastPlan plan = PlanOrDie(as, bs);
+    const auto a = RandomVector<T>(rng, NumElements(as), /*specials=*/false);
+    const auto b = RandomVector<T>(rng, NumElements(bs), /*specials=*/false);
+    std::vector<T> out(plan.out_size, static_cast<T>(77));
+    ElementMulForward<T>(plan, a.data(), b.data(), out.data(), SerialParallel());
+    EXPECT_TRUE(SameValues(out, RefForward(as, bs, a, b)));
+  }
+}
+
+// The reference gradient of one operand: sums in double (wrapping uint64 for integers), with
+// the sum of absolute values and the number of terms for the tolerance.
+template <typename T>
+struct RefGrad {
+  std::vector<double> sum, abs_sum;
+  std::vector<uint64_t> wrapped;
+  std::vector<int64_t> terms;
+  std::vector<T> single;  // the one product, for an operand that was not broadcast
+};
+
+template <typename T>
+RefGrad<T> RefGradient(const Shape& target, const Shape& other, const std::vector<T>& g,
+                       const std::vector<T>& o) {
+  const size_t n = static_cast<size_t>(NumElements(target));
+  RefGrad<T> r;
+  r.sum.assign(n, 0.0);
+  r.abs_sum.assign(n, 0.0);
+  r.wrapped.assign(n, 0);
+  r.terms.assign(n, 0);
+  r.single.assign(n, static_cast<T>(0));
+  ForEachOutput(target, other, [&](int64_t i, int64_t it, int64_t io) {
+    if constexpr (kIsInt<T>) {
+      r.wrapped[it] += static_cast<uint64_t>(static_cast<int64_t>(g[i])) *
+                       static_cast<uint64_t>(static_cast<int64_t>(o[io]));
+    } else {
+      const double p = Wide(g[i]) * Wide(o[io]);
+      r.sum[it] += p;
+      r.abs_sum[it] += std::fabs(p);
+    }
+    r.single[it] = RefMul(g[i], o[io]);
+    ++r.terms[it];
+  });
+  return r;
+}
+
+template <typename T>
+::testing::AssertionResult GradMatches(const std::vector<T>& got, const RefGrad<T>& want,
+                                       bool broadcast) {
+  using L = std::numeric_limits<T>;
+  auto failure = ::testing::AssertionFailure();
+  int64_t count = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    bool ok;
+    std::string expected;
+    if constexpr (kIsInt<T>) {
+      const T w = static_cast<T>(want.wrapped[i]);
+      ok = got[i] == w;
+      expected = Describe(w);
+    } else if (!broadcast) {
+      // One product per element: exactly the correctly rounded product.
+      ok = Bits(got[i]) == Bits(want.single[i]);
+      expected = Describe(want.single[i]);
+    } else {
+      // Sums of want.terms products, accumulated in float (double for double) in some order,
+      // then rounded once to T.
+      const double acc_eps = std::is_same_v<T, double> ? std::numeric_limits<double>::epsilon()
+                                                       : std::numeric_limits<float>::epsilon();
+      const double tol = Wide(L::epsilon()) * std::fabs(want.sum[i]) +
+                         2.0 * static_cast<double>(want.terms[i] + 1) * acc_eps * want.abs_sum[i] +
+                         Wide(L::denorm_min());
+      ok = std::fabs(Wide(got[i]) - want.sum[i]) <= tol;
+      std::ostringstream s;
+      s << want.sum[i] << " +- " << tol;
+      expected = s.str();
+    }
+    if (!ok && count++ < 8) {
+      failure << "\n  [" << i << "] got " << Describe(got[i]) << ", want " << expected << " ("
+              << want.terms[i] << " terms)";
+    }
+  }
+  if (count == 0) return ::testing::AssertionSuccess();
+  return failure << "\n  " << count << " of " << got.size() << " elements differ";
+}
+
+TYPED_TEST(ElementMulKernelTest, BackwardMatchesNaiveReduction) {
+  using T = TypeParam;
+  std::mt19937_64 rng(103);
+  const SerialParallel serial;
+  const ThreadParallel threads(3);
+  for (int iter = 0; iter < 150; ++iter) {
+    const ShapePair p = RandomShapePair(rng, 5, 3000, /*zeros=*/true);
+    SCOPED_TRACE(ShapeString(p.a) + " * " + ShapeString(p.b));
+    BroadcastPlan plan;
+    const Shape out_shape = *RefBroadcastShape(p.a, p.b);
+    ASSERT_TRUE(ValidateElementMulGrad(out_shape, p.a, p.b, &plan).ok());
+    const auto a = RandomVector<T>(rng, NumElements(p.a), /*specials=*/false);
+    const auto b = RandomVector<T>(rng, NumElements(p.b), /*specials=*/false);
+    const auto g = RandomVector<T>(rng, plan.out_size, /*specials=*/false);
+    const auto want_a = RefGradient(p.a, p.b, g, b);
+    const auto want_b = RefGradient(p.b, p.a, g, a);
+    const bool a_broadcast = NumElements(p.a) != plan.out_size;
+    const bool b_broadcast = NumElements(p.b) != plan.out_size;
+    for (const Parallel* parallel : {static_cast<const Parallel*>(&serial),
+                                     static_cast<const Parallel*>(&threads)}) {
+      std::vector<T> grad_a(a.size(), static_cast<T>(77)), grad_b(b.size(), static_cast<T>(77));
+      ElementMulBackward<T>(plan, g.data(), a.data(), b.data(), grad_a.data(), grad_b.data(),
+                            *parallel);
+      ASSERT_TRUE(GradMatches(grad_a, want_a, a_broadcast)) << "grad_a";
+      ASSERT_TRUE(GradMatches(grad_b, want_b, b_broadcast)) << "grad_b";
+    }
+  }
+}
+
+// A gradient output that is null is not computed; the other one still is.
+TYPED_TEST(ElementMulKernelTest, BackwardWithOneOutput) {
+  using T = TypeParam;
+  std::mt19937_64 rng(104);
+  const Shape as = {4, 1, 3}, bs = {5, 1};
+  const BroadcastPlan plan = PlanOrDie(as, bs);
+  const auto a = RandomVector<T>(rng, NumElements(as), false);
+  const auto b = RandomVector<T>(rng, NumElements(bs), false);
+  const auto g = RandomVector<T>(rng, plan.out_size, false);
+  std::vector<T> both_a(a.size()), both_b(b.size()), only_a(a.size()), only_b(b.size());
+  ElementMulBackward<T>(plan, g.data(), a.data(), b.data(), both_a.data(), both_b.data(),
+                        SerialParallel());
+  ElementMulBackward<T>(plan, g.data(), a.data(), b.data(), only_a.data(), nullptr,
+                        SerialParallel());
+  ElementMulBackward<T>(plan, g.data(), a.data(), b.data(), nullptr, only_b.data(),
+                        SerialParallel());
+  EXPECT_TRUE(SameValues(only_a, both_a));
+  EXPECT_TRUE(SameValues(only_b, both_b));
+  EXPECT_TRUE(GradMatches(only_a, RefGradient(as, bs, g, b), true));
+  EXPECT_TRUE(GradMatches(only_b, RefGradient(bs, as, g, a), true));
+}
+
+// An operand broadcast along a zero-size dimension has elements but an empty gradient sum: 0.
+TYPED_TEST(ElementMulKernelTest, BackwardOfEmptyOutputGivesZeros) {
+  using T = TypeParam;
+  const std::pair<Shape, Shape> cases[] = {
+      {{3, 1}, {3, 0}}, {{2, 3}, {0, 1, 3}}, {{}, {0}}, {{1, 5}, {0, 1}}};
+  for (const auto& [as, bs] : cases) {
+    SCOPED_TRACE(ShapeString(as) + " * " + ShapeString(bs));
+    const BroadcastPlan plan = PlanOrDie(as, bs);
+    ASSERT_EQ(plan.out_size, 0);
+    const std::vector<T> a(NumElements(as), static_cast<T>(3)), b(NumElements(bs), static_cast<T>(3));
+    std::vector<T> grad_a(a.size(), static_cast<T>(77)), grad_b(b.size(), static_cast<T>(77));
+    ElementMulBackward<T>(plan, nullptr, a.data(), b.data(), grad_a.data(), grad_b.data(),
+                          ThreadParallel(2));
+    EXPECT_TRUE(SameValues(grad_a, std::vector<T>(a.size(), static_cast<T>(0))));
+    EXPECT_TRUE(SameValues(grad_b, std::vector<T>(b.size(), static_cast<T>(0))));
+    std::vector<T> out(1, static_cast<T>(77));
+    ElementMulForward<T>(plan, a.data(), b.data(), out.data(), SerialParallel());
+    EXPECT_TRUE(SameValues(out, std::vector<T>{static_cast<T>(77)}));
+  }
+}
+
+// Every partition of the work gives the same bits, forward and backward, including the
+// broadcast reductions whose float sums depend on their order.
+TYPED_TEST(ElementMulKernelTest, ThreadCountsGiveIdenticalBits) {
+  using T = TypeParam;
+  std::mt19937_64 rng(105);
+  std::vector<std::pair<Shape, Shape>> cases = {
+      {{64, 1, 128}, {1, 33, 128}},   // both reduce, inner dim kept
+      {{257, 130}, {130}},            // b reduced over the rows
+      {{257, 130}, {257, 1}},         // b reduced over the inner dim
+      {{3, 1, 5, 1, 7}, {1, 11, 1, 13, 1}},
+      {{100003}, {}},                 // a scalar operand
+  };
+  for (int i = 0; i < 6; ++i) {
+    const ShapePair p = RandomShapePair(rng, 6, 100000, /*zeros=*/false);
+    cases.push_back({p.a, p.b});
+  }
+  for (const auto& [as, bs] : cases) {
+    SCOPED_TRACE(ShapeString(as) + " * " + ShapeString(bs));
+    const BroadcastPlan plan = PlanOrDie(as, bs);
+    const auto a = RandomVector<T>(rng, NumElements(as), false);
+    const auto b = RandomVector<T>(rng, NumElements(bs), false);
+    const auto g = RandomVector<T>(rng, plan.out_size, false);
+    std::vector<T> out0(plan.out_size), ga0(a.size()), gb0(b.size());
+    ElementMulForward<T>(plan, a.data(), b.data(), out0.data(), SerialParallel());
+    ElementMulBackward<T>(plan, g.data(), a.data(), b.data(), ga0.data(), gb0.data(),
+                          SerialParallel());
+    for (int threads : {1, 2, 3, 7, 16}) {
+      SCOPED_TRACE(::testing::Message() << threads << " threads");
+      const ThreadParallel parallel(threads);
+      std::vector<T> out(plan.out_size), ga(a.size()), gb(b.size());
+      ElementMulForward<T>(plan, a.data(), b.data(), out.data(), parallel);
+      ElementMulBackward<T>(plan, g.data(), a.data(), b.data(), ga.data(), gb.data(), parallel);
+      EXPECT_EQ(std::memcmp(out.data(), out0.data(), out.size() * sizeof(T)), 0);
+      EXPECT_EQ(std::memcmp(ga.data(), ga0.data(), ga.size() * sizeof(T)), 0);
+      EXPECT_EQ(std::memcmp(gb.data(), gb0.data(), gb.size() * sizeof(T)), 0);
+    }
+  }
+}
+
+// --- integers wrap on overflow (no undefined behaviour: UBSan runs these) ----------------------
+
+template <typename T>
+class ElementMulIntTest : public ::testing::Test {};
+using IntTypes = ::testing::Types<int32_t, int64_t>;
+TYPED_TEST_SUITE(ElementMulIntTest, IntTypes, TypeNames);
+
+TYPED_TEST(ElementMulIntTest, ForwardWraps) {
+  using T = TypeParam;
+  using L = std::numeric_limits<T>;
+  const std::vector<T> a = {L::max(), L::min(), L::max(), L::min(), L::max()};
+  const std::vector<T> b = {2, -1, L::max(), L::min(), -1};
+  // max * 2 = 2^bits - 2 = -2; min * -1 = min; max^2 = 1 (mod 2^bits); min^2 = 0.
+  const std::vector<T> want = {-2, L::min(), 1, 0, -L::max()};
+  const BroadcastPlan plan = PlanOrDie({5}, {5});
+  std::vector<T> out(5);
+  ElementMulForward<T>(plan, a.data(), b.data(), out.data(), SerialParallel());
+  EXPECT_EQ(out, want);
+  // The same with b broadcast.
+  const std::vector<T> two = {2};
+  const BroadcastPlan row = PlanOrDie({5}, {1});
+  ElementMulForward<T>(row, a.data(), two.data(), out.data(), SerialParallel());
+  EXPECT_EQ(out, (std::vector<T>{-2, 0, -2, 0, -2}));
+}
+
+TYPED_TEST(ElementMulIntTest, BackwardWraps) {
+  using T = TypeParam;
+  using L = std::numeric_limits<T>;
+  // a is broadcast: grad_a = max * 1 + max * 2 = 3 * max wraps to max - 2. b is not:
+  // grad_b = g * a, and max * 2 wraps to -2.
+  const std::vector<T> a = {L::max()}, b = {L::max(), L::max()}, g = {1, 2};
+  const BroadcastPlan plan = PlanOrDie({1}, {2});
+  T grad_a = 0;
+  std::vector<T> grad_b(2);
+  ElementMulBackward<T>(plan, g.data(), a.data(), b.data(), &grad_a, grad_b.data(),
+                        SerialParallel());
+  EXPECT_EQ(grad_a, WrapMul<T>(L::max(), 3));  // max * 3 = max - 2 (mod 2^bits)
+  EXPECT_EQ(grad_a, L::max() - 2);
+  EXPECT_EQ(grad_b, (std::vector<T>{L::max(), -2}));
+}
+
+}  // namespace
+}  // namespace opforge

@@ -1,0 +1,232 @@
+"""ElementMul: forward and gradient against tf.multiply; broadcasting; shapes; bad input."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import opforge
+from conftest import bits_equal, run_cases_in_child, special_values
+
+DTYPES = [tf.float16, tf.bfloat16, tf.float32, tf.float64, tf.int32, tf.int64]
+SHAPE_PAIRS = [
+    ([5, 7], [5, 7]),
+    ([], []),
+    ([], [6]),
+    ([6], []),
+    ([3, 1, 4], [5, 1]),
+    ([8, 1], [1, 9]),
+    ([2, 3, 4, 5], [3, 1, 5]),
+    ([1, 1, 3], [2, 1, 1]),
+    ([2, 0, 3], [1, 3]),
+    ([4, 1], [4, 0]),
+    ([1], [7]),
+    ([2, 1, 3, 1, 2], [1, 4, 1, 5, 1]),
+]
+
+
+def make(shape, dtype, seed):
+    if dtype.is_integer:
+        rng = np.random.default_rng(seed)
+        return tf.constant(rng.integers(-1000, 1000, size=shape), dtype)
+    return special_values(shape, dtype, seed)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("shapes", SHAPE_PAIRS, ids=str)
+def test_forward_bit_exact(dtype, shapes):
+    a = make(shapes[0], dtype, 1)
+    b = make(shapes[1], dtype, 2)
+    out = opforge.ops.element_mul(a, b)
+    expected = tf.multiply(a, b)
+    assert out.dtype == dtype
+    assert out.shape == expected.shape
+    assert bits_equal(out.numpy(), expected.numpy())
+
+
+@pytest.mark.parametrize("dtype", [tf.int32, tf.int64], ids=lambda d: d.name)
+def test_integer_overflow_wraps_like_tensorflow(dtype):
+    big = np.iinfo(dtype.as_numpy_dtype).max
+    a = tf.constant([big, big, -big, 3], dtype)
+    b = tf.constant([2, big, 3, -1], dtype)
+    assert bits_equal(opforge.ops.element_mul(a, b).numpy(), tf.multiply(a, b).numpy())
+
+
+def test_python_numbers_and_numpy_convert_like_tf_multiply():
+    x = tf.constant([1.5, -2.0], tf.float16)
+    for a, b in [(x, 2), (3, x), (x, np.float32(0.5)), ([1.0, 2.0], [3.0, 4.0])]:
+        out = opforge.ops.element_mul(a, b)
+        expected = tf.multiply(a, b)
+        assert out.dtype == expected.dtype
+        assert bits_equal(out.numpy(), expected.numpy())
+
+
+def _grads(fn, a, b, g):
+    with tf.GradientTape() as tape:
+        tape.watch([a, b])
+        y = fn(a, b)
+    return tape.gradient(y, [a, b], output_gradients=g)
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.float64, tf.float16, tf.bfloat16], ids=lambda d: d.name)
+@pytest.mark.parametrize("shapes", SHAPE_PAIRS, ids=str)
+def test_gradient_against_tensorflow(dtype, shapes):
+    rng = np.random.default_rng(3)
+    a = tf.cast(rng.standard_normal(shapes[0]), dtype)
+    b = tf.cast(rng.standard_normal(shapes[1]), dtype)
+    shape = tf.broadcast_static_shape(a.shape, b.shape)
+    g = tf.cast(tf.random.stateless_normal(shape, seed=[5, 6]), dtype)
+    ours = _grads(opforge.ops.element_mul, a, b, g)
+    theirs = _grads(tf.multiply, a, b, g)
+    for x, o, t in zip((a, b), ours, theirs):
+        assert o.shape == x.shape and o.dtype == dtype
+        if x.shape == shape:
+            # Not broadcast: one product per element, bit-exact.
+            assert bits_equal(o.numpy(), t.numpy())
+        else:
+            # A sum over the broadcast dimensions: same terms, another summation order.
+            # (opforge accumulates half and bfloat16 in float, so it is the more accurate one.)
+            exact = np.sum(
+                np.broadcast_to(g.numpy().astype(np.float64), shape)
+                * np.broadcast_to((b if x is a else a).numpy().astype(np.float64), shape),
+                axis=tuple(i for i in range(len(shape)) if i < len(shape) - len(x.shape) or x.shape[i - len(shape) + len(x.shape)] == 1 and shape[i] != 1),
+            ).reshape(x.shape)
+            tol = {tf.float32: 1e-5, tf.float64: 1e-12, tf.float16: 2e-3, tf.bfloat16: 1e-2}[dtype]
+            scale = 1 + np.abs(exact)
+            np.testing.assert_array_less(np.abs(o.numpy().astype(np.float64) - exact) / scale, tol)
+            np.testing.assert_array_less(np.abs(t.numpy().astype(np.float64) - exact) / scale, 10 * tol)
+
+
+@pytest.mark.parametrize("dtype", [tf.int32, tf.int64], ids=lambda d: d.name)
+def test_integer_gradient_op_exact(dtype):
+    # Tapes do not differentiate integers; the gradient op is checked against TensorFlow's own
+    # formula for Mul's gradient (products reduced over BroadcastGradientArgs' axes).
+    lib = opforge.ops._common.lib()
+    a = make([3, 1, 4], dtype, 5)
+    b = make([5, 1], dtype, 6)
+    g = make([3, 5, 4], dtype, 7)
+    ga, gb = lib.opforge_element_mul_grad(g, a, b)
+    ra, rb = tf.raw_ops.BroadcastGradientArgs(s0=tf.shape(a), s1=tf.shape(b))
+    assert bits_equal(ga.numpy(), tf.reshape(tf.reduce_sum(g * b, ra), a.shape).numpy())
+    assert bits_equal(gb.numpy(), tf.reshape(tf.reduce_sum(a * g, rb), b.shape).numpy())
+
+
+@pytest.mark.parametrize("shapes", [([4, 5], [4, 5]), ([3, 1, 4], [5, 1]), ([6], []), ([2, 0], [1, 1])], ids=str)
+def test_numerical_gradient_float64(shapes):
+    rng = np.random.default_rng(9)
+    inputs = [tf.constant(rng.standard_normal(s)) for s in shapes]
+    theoretical, numerical = tf.test.compute_gradient(opforge.ops.element_mul, inputs)
+    for t, n in zip(theoretical, numerical):
+        np.testing.assert_allclose(t, n, atol=1e-8)
+
+
+def test_second_order_gradient_matches_tensorflow():
+    rng = np.random.default_rng(10)
+    a = tf.constant(rng.standard_normal([3, 1, 4]))
+    b = tf.constant(rng.standard_normal([5, 1]))
+
+    def second(fn):
+        with tf.GradientTape() as outer:
+            outer.watch([a, b])
+            with tf.GradientTape() as inner:
+                inner.watch([a, b])
+                y = tf.reduce_sum(tf.sin(fn(a, b)))
+            ga, gb = inner.gradient(y, [a, b])
+            z = tf.reduce_sum(ga * ga) + tf.reduce_sum(tf.cos(gb))
+        return outer.gradient(z, [a, b])
+
+    for o, t in zip(second(opforge.ops.element_mul), second(tf.multiply)):
+        np.testing.assert_allclose(o.numpy(), t.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_shape_function_broadcasts_known_dims_and_keeps_unknown():
+    seen = {}
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 1, 3]), tf.TensorSpec([4, 1])])
+    def f(a, b):
+        y = opforge.ops.element_mul(a, b)
+        with tf.GradientTape() as tape:
+            tape.watch([a, b])
+            z = opforge.ops.element_mul(a, b)
+        ga, gb = tape.gradient(z, [a, b])
+        seen.update(y=y.shape, ga=ga.shape, gb=gb.shape)
+        return y
+
+    f.get_concrete_function()
+    assert seen["y"].as_list() == [None, 4, 3]
+    assert seen["ga"].as_list() == [None, 1, 3]
+    assert seen["gb"].as_list() == [4, 1]
+
+    @tf.function(input_signature=[tf.TensorSpec(None), tf.TensorSpec([2])])
+    def g(a, b):
+        seen["u"] = opforge.ops.element_mul(a, b).shape
+        return a
+
+    g.get_concrete_function()
+    assert seen["u"].rank is None
+
+
+def test_shape_function_rejects_incompatible_known_dims_at_graph_build():
+    @tf.function(input_signature=[tf.TensorSpec([2, 3]), tf.TensorSpec([4, 3])])
+    def f(a, b):
+        return opforge.ops.element_mul(a, b)
+
+    with pytest.raises(ValueError, match="2 and 4|Dimensions must be equal"):
+        f.get_concrete_function()
+
+
+def test_eager_and_tf_function_agree():
+    a = special_values([6, 1, 5], tf.float32, 1)
+    b = special_values([4, 1], tf.float32, 2)
+    f = tf.function(opforge.ops.element_mul)
+    assert bits_equal(f(a, b).numpy(), opforge.ops.element_mul(a, b).numpy())
+
+
+def test_inputs_are_not_modified_in_place():
+    a = tf.constant([1.0, 2.0, 3.0])
+    b = tf.constant([4.0, 5.0, 6.0])
+    before = a.numpy().copy(), b.numpy().copy()
+    opforge.ops.element_mul(a, b)
+    _grads(opforge.ops.element_mul, a, b, tf.ones([3]))
+    assert bits_equal(a.numpy(), before[0]) and bits_equal(b.numpy(), before[1])
+
+
+BAD_INPUTS = {
+    "incompatible shapes": "opforge.ops.element_mul(tf.ones([2, 3]), tf.ones([4, 3]))",
+    "dtype mismatch": "opforge.ops.element_mul(tf.ones([3]), tf.ones([3], tf.int32))",
+    "string": "opforge.ops.element_mul(tf.constant(['a']), tf.constant(['b']))",
+    "uint8": "opforge.ops.element_mul(tf.ones([3], tf.uint8), tf.ones([3], tf.uint8))",
+    "complex": "opforge.ops.element_mul(tf.constant([1j]), tf.constant([2j]))",
+    "raw grad wrong grad shape": "lib().opforge_element_mul_grad(tf.ones([3, 3]), tf.ones([3, 1]), tf.ones([1, 4]))",
+    "raw grad incompatible": "lib().opforge_element_mul_grad(tf.ones([3]), tf.ones([3]), tf.ones([4]))",
+    "raw incompatible": "lib().opforge_element_mul(tf.ones([5]), tf.ones([2, 3]))",
+    "huge broadcast": "opforge.ops.element_mul(tf.ones([1 << 20, 1]), tf.ones([1, 1 << 20]))",
+    "zero-size incompatible": "opforge.ops.element_mul(tf.ones([0, 3]), tf.ones([2, 3]))",
+}
+EXPECTED = {
+    "incompatible shapes": ("InvalidArgumentError", ["a", "b", "[2, 3]", "[4, 3]"]),
+    "dtype mismatch": ("InvalidArgumentError", ["b", "float32", "int32"]),
+    "string": ("InvalidArgumentError", ["a", "string"]),
+    "uint8": ("InvalidArgumentError", ["a", "uint8"]),
+    "complex": ("InvalidArgumentError", ["a", "complex128"]),
+    "raw grad wrong grad shape": ("InvalidArgumentError", ["grad", "[3, 4]", "[3, 3]"]),
+    "raw grad incompatible": ("InvalidArgumentError", ["a", "b", "[3]", "[4]"]),
+    "raw incompatible": ("InvalidArgumentError", ["a", "b", "[5]", "[2, 3]"]),
+    # 2^40 floats (4 TiB): TensorFlow's allocator refuses, as it would for tf.multiply.
+    "huge broadcast": ("ResourceExhaustedError", ["OOM"]),
+    "zero-size incompatible": ("InvalidArgumentError", ["a", "b", "[0, 3]", "[2, 3]"]),
+}
+
+
+@pytest.fixture(scope="module")
+def bad_input_results():
+    return run_cases_in_child(BAD_INPUTS)
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+def test_bad_input_raises_clear_error(bad_input_results, case):
+    result = bad_input_results[case]
+    error, fragments = EXPECTED[case]
+    assert result["error"] == error, result
+    for fragment in fragments:
+        assert fragment in result["message"], (fragment, result["message"])
