@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <sstream>
+#include <utility>
 
 namespace opforge {
 
@@ -35,6 +36,20 @@ Status MakeBroadcastPlan(const char* op, const char* a_name, const char* b_name,
       return Status::Invalid(s.str());
     }
     size *= out[d];
+  }
+  // Each operand must itself be a possible tensor. Only an empty output can hide one that is not,
+  // such as [1, 2^40, 2^40] against [0, 1, 1]: its sizes do not all enter the output's count.
+  if (size == 0) {
+    for (const auto& [shape, name] : {std::make_pair(&a, a_name), std::make_pair(&b, b_name)}) {
+      int64_t n = 1;
+      for (int64_t d : *shape) {
+        if (d != 0 && n > std::numeric_limits<int64_t>::max() / d) {
+          return InvalidArgument(op, name, "a shape with fewer than 2^63 elements",
+                                 ShapeString(*shape));
+        }
+        n *= d;
+      }
+    }
   }
   plan->out_shape = out;
   plan->out_size = size;

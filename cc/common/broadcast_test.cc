@@ -227,10 +227,10 @@ TEST(MakeBroadcastPlanTest, ZeroSizeOutputWithHugeOtherDimensions) {
   const std::pair<Shape, Shape> cases[] = {
       {{0, big, big}, {1, big, 1}},
       {{0, big, big}, {1, 1, big}},
-      {{0, big, big}, {1, big, big}},
       {{big, 0, big}, {1, 1, big}},
-      {{1, big, big}, {0, 1, 1}},
+      {{1, big, 1}, {0, 1, big}},
       {{0, 1, big, 1, big}, {1, 3, 1, 5, 1}},
+      {{0, big, 1, big}, {1, 1, 3, 1}},
   };
   for (const auto& [a, b] : cases) {
     SCOPED_TRACE(ShapeString(a) + " * " + ShapeString(b));
@@ -302,6 +302,30 @@ TEST(MakeBroadcastPlanTest, ElementCountOverflowIsAnError) {
   }
 }
 
+// An operand that is not a possible tensor (more than 2^63 - 1 elements) is an error even when
+// the output is empty and so passes the output's own count.
+TEST(MakeBroadcastPlanTest, OperandElementCountOverflowIsAnError) {
+  const int64_t big = int64_t{1} << 40;
+  struct Case {
+    Shape a, b;
+    const char* name;
+  };
+  const Case cases[] = {
+      {{0, big, big}, {1, big, big}, "rhs"},
+      {{1, big, big}, {0, 1, 1}, "lhs"},
+      {{0, 1, 1}, {1, big, big}, "rhs"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(ShapeString(c.a) + " * " + ShapeString(c.b));
+    BroadcastPlan plan;
+    const Status s = MakeBroadcastPlan("MyOp", "lhs", "rhs", c.a, c.b, &plan);
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+    EXPECT_TRUE(Contains(s.message(), c.name));
+    EXPECT_TRUE(Contains(s.message(), "2^63"));
+  }
+}
+
 // Properties every plan must have, over many random shape pairs.
 TEST(MakeBroadcastPlanTest, RandomPlansAreConsistent) {
   std::mt19937_64 rng(20240601);
@@ -322,7 +346,9 @@ TEST(MakeBroadcastPlanTest, RandomPlansAreConsistent) {
     // The output is contiguous over dims, and the innermost loop has unit or zero strides.
     int64_t stride = 1;
     for (size_t i = n; i-- > 0;) {
-      if (plan.out_size > 0) EXPECT_EQ(plan.out_strides[i], stride);
+      if (plan.out_size > 0) {
+        EXPECT_EQ(plan.out_strides[i], stride);
+      }
       stride *= plan.dims[i];
     }
     EXPECT_TRUE(plan.a_strides[n - 1] == 0 || plan.a_strides[n - 1] == 1);

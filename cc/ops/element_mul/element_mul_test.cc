@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <Eigen/Core>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -17,7 +18,6 @@
 #include <memory>
 #include <optional>
 #include <random>
-#include <regex>
 #include <sstream>
 #include <string>
 #include <type_traits>
@@ -34,8 +34,13 @@ using Shape = std::vector<int64_t>;
 
 // True if `word` appears in `text` as a whole word.
 ::testing::AssertionResult NamesWord(const std::string& text, const std::string& word) {
-  if (std::regex_search(text, std::regex("\\b" + word + "\\b"))) {
-    return ::testing::AssertionSuccess();
+  auto is_word_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (size_t pos = text.find(word); pos != std::string::npos; pos = text.find(word, pos + 1)) {
+    const size_t end = pos + word.size();
+    if ((pos == 0 || !is_word_char(text[pos - 1])) &&
+        (end == text.size() || !is_word_char(text[end]))) {
+      return ::testing::AssertionSuccess();
+    }
   }
   return ::testing::AssertionFailure() << "\"" << text << "\" does not name \"" << word << "\"";
 }

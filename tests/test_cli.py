@@ -1,0 +1,75 @@
+"""The `opforge` command: doctor, verify and bench run and say what they should."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import opforge
+from conftest import run_python
+
+CLI = str(Path(sys.executable).parent / "opforge")
+
+
+def _run(*args, timeout=600):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def test_doctor_reports_build_and_kernels():
+    proc = _run("doctor")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    import tensorflow as tf
+
+    assert f"TensorFlow running:   {tf.__version__}" in out
+    assert f"TensorFlow built for: {tf.__version__}" in out
+    assert "_GLIBCXX_USE_CXX11_ABI" in out
+    for name in opforge.ops.OP_NAMES:
+        assert name in out
+    import re
+
+    assert re.search(r"Opforge>ElementMul\s+CPU: .*int64", out)
+
+
+def test_doctor_exits_non_zero_when_the_library_cannot_load():
+    proc = run_python(
+        """
+        import sys
+        from opforge import _build_info, cli
+        _build_info.TF_VERSION = "1.15.0"
+        sys.exit(cli.main(["doctor"]))
+        """
+    )
+    assert proc.returncode == 1
+    assert "cannot be loaded" in proc.stdout and "1.15.0" in proc.stdout
+
+
+def test_verify_json_all_rows_within_tolerance():
+    proc = _run("verify", "--json", "--size", "4096", "--repeats", "3")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = json.loads(proc.stdout)
+    assert {r["op"] for r in rows} == {"leaky_relu", "leaky_relu_with_mask", "element_mul"}
+    for r in rows:
+        assert r["ok"] and r["forward_error"] == 0.0 and r["gradient_error"] < 1e-6
+        assert r["speed_ratio"] > 0
+
+
+def test_bench_prints_ratios_for_every_case():
+    proc = _run("bench", "--size", "65536", "--repeats", "3", "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = json.loads(proc.stdout)
+    cases = {(r["op"], r["case"]) for r in rows}
+    assert any("py_function" in c for _, c in cases)
+    assert any("broadcast" in c for _, c in cases)
+    assert any("gradient" in c for _, c in cases)
+    for r in rows:
+        assert any(k.startswith("ratio_vs_") for k in r)
+
+
+def test_bench_rejects_unknown_op():
+    proc = _run("bench", "no_such_op")
+    assert proc.returncode == 2
+    assert "unknown op" in proc.stdout
