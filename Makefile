@@ -4,6 +4,8 @@
 #   make build       rebuild and reinstall opforge after a change (incremental)
 #   make bench       `opforge bench` for every op
 #   make format      clang-format the C++ sources
+#   make gpu-build-check  compile and load the GPU binding against TensorFlow's CUDA wheel
+#                    (separate .venv-gpu; needs nvcc; no GPU needed to compile)
 #
 # TensorFlow is pinned here and only here. For the CUDA build path use
 #   make build TF_PACKAGE=tensorflow
@@ -19,7 +21,7 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 SOURCES := $(shell find cc python cmake -type f -not -name '*.pyc' 2>/dev/null) \
            CMakeLists.txt pyproject.toml
 
-.PHONY: all demo test build deps core-test cuda-test pytest bench format clean
+.PHONY: all demo test build deps core-test cuda-test pytest bench format clean gpu-build-check
 
 all: build
 
@@ -64,6 +66,17 @@ test: core-test cuda-test pytest
 
 bench: build
 	$(VENV)/bin/opforge bench
+
+# The CUDA path: TensorFlow's CUDA wheel in its own venv, the binding compiled with GOOGLE_CUDA,
+# then loaded to list its GPU kernels (they run only where a GPU is present).
+gpu-build-check:
+	test -x .venv-gpu/bin/python || $(PYTHON) -m venv .venv-gpu
+	.venv-gpu/bin/python -m pip install -q --disable-pip-version-check "tensorflow==$(TF_VERSION)"
+	cmake -S . -B build/gpu -G Ninja -DPython_EXECUTABLE=$(abspath .venv-gpu/bin/python)
+	cmake --build build/gpu --target opforge_ops
+	.venv-gpu/bin/python -c "import tensorflow as tf; tf.load_op_library('build/gpu/_opforge_ops.so'); \
+	  from tensorflow.python.framework import kernels as k; \
+	  print(sorted({d.device_type for d in k.get_registered_kernels_for_op('Opforge>LeakyRelu').kernel}))"
 
 format:
 	clang-format -i $$(find cc -name '*.h' -o -name '*.cc' -o -name '*.cu')

@@ -15,7 +15,7 @@ void TfParallel::For(int64_t total, double cost_per_unit, const Fn& fn) const {
   if (total <= 0) return;
   auto* workers = context_->device()->tensorflow_cpu_worker_threads()->workers;
   const int64_t cost = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(cost_per_unit)));
-  workers->ParallelFor(total, cost, [&fn](int64_t begin, int64_t end) { fn(begin, end); });
+  workers->ParallelFor(total, tsl::thread::ThreadPool::SchedulingParams::Adaptive(cost), fn);
 }
 
 tensorflow::TensorShape ToTensorShape(const std::vector<int64_t>& dims) {

@@ -23,10 +23,10 @@ class TfParallel final : public Parallel {
   tensorflow::OpKernelContext* context_;
 };
 
-inline tensorflow::Status ToTfStatus(const Status& status) {
-  if (status.ok()) return tensorflow::OkStatus();
-  if (status.code() == Status::Code::kInternal) return tensorflow::errors::Internal(status.message());
-  return tensorflow::errors::InvalidArgument(status.message());
+inline absl::Status ToTfStatus(const Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  if (status.code() == Status::Code::kInternal) return absl::InternalError(status.message());
+  return absl::InvalidArgumentError(status.message());
 }
 
 // Runs a core validate() and, on failure, sets InvalidArgument on the context and returns.

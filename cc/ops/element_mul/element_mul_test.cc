@@ -144,9 +144,7 @@ using BitsOf = std::conditional_t<sizeof(T) == 2, uint16_t,
 
 template <typename T>
 BitsOf<T> Bits(T v) {
-  BitsOf<T> b;
-  std::memcpy(&b, &v, sizeof b);
-  return b;
+  return Eigen::numext::bit_cast<BitsOf<T>>(v);
 }
 
 template <typename T>

@@ -35,7 +35,7 @@ REGISTER_OP("Opforge>ElementMulGrad")
       TF_RETURN_IF_ERROR(c->Merge(c->input(0), product, &product));
       c->set_output(0, c->input(1));
       c->set_output(1, c->input(2));
-      return tensorflow::OkStatus();
+      return absl::OkStatus();
     })
     .Doc("grad_a = sum(grad * b) and grad_b = sum(a * grad) over each one's broadcast dims.");
 

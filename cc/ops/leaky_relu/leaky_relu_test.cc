@@ -44,17 +44,12 @@ using BitsOf = std::conditional_t<sizeof(T) == 2, uint16_t,
 
 template <typename T>
 BitsOf<T> Bits(T v) {
-  static_assert(sizeof(T) == sizeof(BitsOf<T>));
-  BitsOf<T> b;
-  std::memcpy(&b, &v, sizeof b);
-  return b;
+  return Eigen::numext::bit_cast<BitsOf<T>>(v);
 }
 
 template <typename T>
 T FromBits(BitsOf<T> b) {
-  T v;
-  std::memcpy(&v, &b, sizeof b);
-  return v;
+  return Eigen::numext::bit_cast<T>(b);
 }
 
 // Exact widening to double, and one rounding back (the argument is exact in float for half and

@@ -29,7 +29,7 @@ REGISTER_OP("Opforge>LeakyReluWithMask")
     .SetShapeFn([](shape_inference::InferenceContext* c) {
       c->set_output(0, c->input(0));
       c->set_output(1, c->input(0));
-      return tensorflow::OkStatus();
+      return absl::OkStatus();
     })
     .Doc("LeakyRelu that also returns mask = features > 0 ? 1 : alpha.");
 
