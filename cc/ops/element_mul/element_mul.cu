@@ -55,6 +55,11 @@ __global__ void ReduceKernel(GpuPlan p, int64_t target_size, const T* g, const T
       g_base += k * g_strides[d];
       o_base += k * p.y_strides[d];
     }
+    if (reduce_size == 1) {
+      // Not broadcast: one product, exactly as the CPU kernel (no 0 + x, which turns -0 into +0).
+      target[t] = N::From(cuda::Mul(N::To(g[g_base]), N::To(other[o_base])));
+      continue;
+    }
     C acc = static_cast<C>(0);
     for (int64_t r = 0; r < reduce_size; ++r) {
       int64_t rr = r, go = g_base, oo = o_base;

@@ -4,9 +4,9 @@
 //
 // Forward: the same bits for every type (a NaN matches any NaN: CUDA returns the canonical NaN,
 // x86 keeps an operand's payload). Backward: exact for integers; for floating types, an operand
-// that was not broadcast gets one product per element, equal in value (the GPU adds it to a zero
-// accumulator, so -0 may come back as +0); a broadcast operand gets a sum in the same order as on
-// the CPU, but nvcc may fuse its multiply-adds, so it is compared with a tolerance.
+// that was not broadcast gets one product per element, the same bits as on the CPU; a broadcast
+// operand gets a sum in the same order as on the CPU, but nvcc may fuse its multiply-adds, so it
+// is compared with a tolerance.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -235,7 +235,7 @@ template <typename T>
     if constexpr (kIsInt<T>) {
       ok = gpu[i] == cpu[i];
     } else if (!broadcast) {
-      ok = Wide(gpu[i]) == Wide(cpu[i]);
+      ok = std::memcmp(&gpu[i], &cpu[i], sizeof(T)) == 0 || (IsNan(gpu[i]) && IsNan(cpu[i]));
     } else {
       const double acc_eps = std::is_same_v<T, double> ? std::numeric_limits<double>::epsilon()
                                                        : std::numeric_limits<float>::epsilon();
