@@ -47,6 +47,7 @@ demo: build
 
 # The framework-free core with its GoogleTest suite under AddressSanitizer and UBSan.
 core-test: deps
+	mkdir -p build
 	cmake -S . -B build/sanitize -G Ninja -DOPFORGE_CORE_ONLY=ON -DOPFORGE_SANITIZE=ON \
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython_EXECUTABLE=$(abspath $(VPY)) > build/sanitize.log 2>&1 \
 	  || (cat build/sanitize.log; exit 1)

@@ -90,6 +90,15 @@ def run_cases_in_child(cases: Dict[str, str], timeout: float = 600) -> Dict[str,
     return results
 
 
+def check_bad_input(results: Dict[str, dict], case: str, error: str, fragments) -> None:
+    """Asserts that bad-input case `case` (run by run_cases_in_child) raised `error` with a
+    message that contains every fragment (the argument's name, what was given...)."""
+    result = results[case]
+    assert result["error"] == error, result
+    for fragment in fragments:
+        assert fragment in result["message"], (fragment, result["message"])
+
+
 def bits_equal(a, b) -> bool:
     """Exact equality of two arrays of one dtype: every value identical, the sign of zero
     included; any NaN equals any NaN (the sign and payload of a NaN carry no meaning, and
