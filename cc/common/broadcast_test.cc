@@ -17,100 +17,18 @@
 #include "common/broadcast_plan.h"
 #include "common/parallel.h"
 #include "common/status.h"
+#include "common/test_util.h"
 
 namespace opforge {
 namespace {
 
-using Shape = std::vector<int64_t>;
-
-::testing::AssertionResult Contains(const std::string& text, const std::string& needle) {
-  if (text.find(needle) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "\"" << text << "\" does not contain \"" << needle
-                                       << "\"";
-}
-
-int64_t NumElements(const Shape& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
-
-// NumPy's broadcast rule, written out independently of MakeBroadcastPlan.
-std::optional<Shape> RefBroadcastShape(const Shape& a, const Shape& b) {
-  const size_t rank = std::max(a.size(), b.size());
-  Shape out(rank);
-  for (size_t i = 0; i < rank; ++i) {  // i counts from the right
-    const int64_t da = i < a.size() ? a[a.size() - 1 - i] : 1;
-    const int64_t db = i < b.size() ? b[b.size() - 1 - i] : 1;
-    if (da == db || db == 1) {
-      out[rank - 1 - i] = da;
-    } else if (da == 1) {
-      out[rank - 1 - i] = db;
-    } else {
-      return std::nullopt;
-    }
-  }
-  return out;
-}
-
-// Row-major offset in an operand of shape `shape` (right-aligned against `out`) of the element
-// that the output multi-index `idx` reads.
-int64_t RefOffset(const Shape& shape, const Shape& out, const Shape& idx) {
-  const size_t lead = out.size() - shape.size();
-  int64_t off = 0;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    off = off * shape[d] + (shape[d] == 1 ? 0 : idx[lead + d]);
-  }
-  return off;
-}
-
-// Calls visit(o, a_offset, b_offset) for every output element o in row-major order.
-template <typename Visit>
-void ForEachOutput(const Shape& a, const Shape& b, const Shape& out, Visit visit) {
-  const int64_t n = NumElements(out);
-  Shape idx(out.size(), 0);
-  for (int64_t o = 0; o < n; ++o) {
-    visit(o, RefOffset(a, out, idx), RefOffset(b, out, idx));
-    for (size_t d = out.size(); d-- > 0;) {
-      if (++idx[d] < out[d]) break;
-      idx[d] = 0;
-    }
-  }
-}
-
-struct ShapePair {
-  Shape a, b;
-};
-
-// A random broadcast-compatible pair: an output shape of rank <= max_rank, each operand a suffix
-// of it with some dimensions replaced by 1. With `zeros`, some output dimensions are 0, so some
-// operands are broadcast along a zero-size dimension and still have elements.
-ShapePair RandomShapePair(std::mt19937_64& rng, int max_rank, int64_t max_elements, bool zeros) {
-  static const int64_t kSizes[] = {1, 2, 3, 4, 5, 7, 8, 16, 33};
-  std::uniform_int_distribution<int> rank_dist(0, max_rank);
-  std::uniform_int_distribution<int> size_dist(0, static_cast<int>(std::size(kSizes)) - 1);
-  std::uniform_int_distribution<int> percent(0, 99);
-  for (;;) {
-    const int rank = rank_dist(rng);
-    Shape out(rank);
-    for (auto& d : out) d = (zeros && percent(rng) < 10) ? 0 : kSizes[size_dist(rng)];
-    int64_t nonzero_product = 1;
-    for (int64_t d : out) nonzero_product *= d == 0 ? 1 : d;
-    if (nonzero_product > max_elements) continue;
-    auto make_operand = [&](int operand_rank) {
-      Shape s(out.end() - operand_rank, out.end());
-      for (auto& d : s) {
-        if (percent(rng) < 35) d = 1;
-      }
-      return s;
-    };
-    ShapePair p;
-    std::uniform_int_distribution<int> operand_rank(0, rank);
-    p.a = make_operand(operand_rank(rng));
-    p.b = make_operand(operand_rank(rng));
-    return p;
-  }
-}
+using test::Contains;
+using test::ForEachOutput;
+using test::NumElements;
+using test::RandomShapePair;
+using test::RefBroadcastShape;
+using test::Shape;
+using test::ShapePair;
 
 std::vector<std::unique_ptr<Parallel>> AllParallels() {
   std::vector<std::unique_ptr<Parallel>> v;
@@ -330,7 +248,7 @@ TEST(MakeBroadcastPlanTest, OperandElementCountOverflowIsAnError) {
 TEST(MakeBroadcastPlanTest, RandomPlansAreConsistent) {
   std::mt19937_64 rng(20240601);
   for (int iter = 0; iter < 2000; ++iter) {
-    const ShapePair p = RandomShapePair(rng, 6, 1 << 16, /*zeros=*/true);
+    const ShapePair p = RandomShapePair(rng, 6, 1 << 16, /*zero_percent=*/10);
     SCOPED_TRACE(ShapeString(p.a) + " * " + ShapeString(p.b));
     const BroadcastPlan plan = PlanOrDie(p.a, p.b);
     const auto out = RefBroadcastShape(p.a, p.b);
@@ -373,7 +291,7 @@ TEST(BroadcastApplyTest, MatchesNaiveLoopOnRandomShapes) {
   std::mt19937_64 rng(7);
   const auto parallels = AllParallels();
   for (int iter = 0; iter < 400; ++iter) {
-    const ShapePair p = RandomShapePair(rng, 5, 4096, /*zeros=*/true);
+    const ShapePair p = RandomShapePair(rng, 5, 4096, /*zero_percent=*/10);
     SCOPED_TRACE(ShapeString(p.a) + " * " + ShapeString(p.b));
     const BroadcastPlan plan = PlanOrDie(p.a, p.b);
     std::vector<int64_t> x(NumElements(p.a)), y(NumElements(p.b));
@@ -396,7 +314,7 @@ TEST(BroadcastApplyTest, DoubleOperandsMatchNaiveLoop) {
   std::uniform_real_distribution<double> value(-10.0, 10.0);
   const auto parallels = AllParallels();
   for (int iter = 0; iter < 200; ++iter) {
-    const ShapePair p = RandomShapePair(rng, 4, 4096, /*zeros=*/false);
+    const ShapePair p = RandomShapePair(rng, 4, 4096, /*zero_percent=*/0);
     SCOPED_TRACE(ShapeString(p.a) + " * " + ShapeString(p.b));
     const BroadcastPlan plan = PlanOrDie(p.a, p.b);
     std::vector<double> x(NumElements(p.a)), y(NumElements(p.b));
@@ -462,7 +380,7 @@ void CheckMulReduceOnRandomShapes(uint64_t seed, int iterations) {
   std::uniform_int_distribution<int> value(-50, 50);
   const auto parallels = AllParallels();
   for (int iter = 0; iter < iterations; ++iter) {
-    const ShapePair p = RandomShapePair(rng, 5, 4096, /*zeros=*/true);
+    const ShapePair p = RandomShapePair(rng, 5, 4096, /*zero_percent=*/10);
     SCOPED_TRACE(ShapeString(p.a) + " * " + ShapeString(p.b));
     const BroadcastPlan plan = PlanOrDie(p.a, p.b);
     std::vector<T> a(NumElements(p.a)), b(NumElements(p.b)), g(plan.out_size);

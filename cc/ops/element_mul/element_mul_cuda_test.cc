@@ -16,209 +16,53 @@
 #include <cstring>
 #include <limits>
 #include <random>
-#include <sstream>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "common/broadcast_plan.h"
+#include "common/cuda_test_util.h"
 #include "common/dtype.h"
 #include "common/parallel.h"
 #include "common/status.h"
+#include "common/test_util.h"
 #include "ops/element_mul/element_mul.h"
 
 namespace opforge {
 namespace {
 
-using Shape = std::vector<int64_t>;
-
-bool HasCudaDevice() {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    cudaGetLastError();  // clear the error
-    return false;
-  }
-  return count > 0;
-}
-
-#define OPFORGE_SKIP_WITHOUT_CUDA()                  \
-  do {                                               \
-    if (!HasCudaDevice()) {                          \
-      GTEST_SKIP() << "skipped: no CUDA device";     \
-    }                                                \
-  } while (0)
-
-#define OPFORGE_ASSERT_CUDA(expr)                                               \
-  do {                                                                          \
-    const cudaError_t opforge_err = (expr);                                     \
-    ASSERT_EQ(opforge_err, cudaSuccess) << #expr << ": "                        \
-                                        << cudaGetErrorString(opforge_err);     \
-  } while (0)
-
-#define OPFORGE_ASSERT_OK(expr)                         \
-  do {                                                  \
-    const ::opforge::Status opforge_s = (expr);         \
-    ASSERT_TRUE(opforge_s.ok()) << opforge_s.message(); \
-  } while (0)
-
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() {
-    if (ptr_ != nullptr) cudaFree(ptr_);
-  }
-  cudaError_t Allocate(size_t bytes) { return bytes == 0 ? cudaSuccess : cudaMalloc(&ptr_, bytes); }
-  void* get() const { return ptr_; }
-
- private:
-  void* ptr_ = nullptr;
-};
-
-template <typename T>
-void Upload(const std::vector<T>& host, DeviceBuffer* dev) {
-  OPFORGE_ASSERT_CUDA(dev->Allocate(host.size() * sizeof(T)));
-  if (!host.empty()) {
-    OPFORGE_ASSERT_CUDA(
-        cudaMemcpy(dev->get(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
-  }
-}
-
-template <typename T>
-void Download(const DeviceBuffer& dev, std::vector<T>* host) {
-  if (!host->empty()) {
-    OPFORGE_ASSERT_CUDA(
-        cudaMemcpy(host->data(), dev.get(), host->size() * sizeof(T), cudaMemcpyDeviceToHost));
-  }
-}
-
-void Sync() {
-  OPFORGE_ASSERT_CUDA(cudaGetLastError());
-  OPFORGE_ASSERT_CUDA(cudaDeviceSynchronize());
-}
-
-template <typename T>
-constexpr bool kIsInt = std::is_integral_v<T>;
-
-template <typename T>
-constexpr DType DTypeOf() {
-  if constexpr (std::is_same_v<T, Eigen::half>) return DType::kHalf;
-  if constexpr (std::is_same_v<T, Eigen::bfloat16>) return DType::kBFloat16;
-  if constexpr (std::is_same_v<T, float>) return DType::kFloat;
-  if constexpr (std::is_same_v<T, double>) return DType::kDouble;
-  if constexpr (std::is_same_v<T, int32_t>) return DType::kInt32;
-  return DType::kInt64;
-}
-
-template <typename T>
-using BitsOf = std::conditional_t<sizeof(T) == 2, uint16_t,
-                                  std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>;
-
-template <typename T>
-BitsOf<T> Bits(T v) {
-  return Eigen::numext::bit_cast<BitsOf<T>>(v);
-}
-
-template <typename T>
-double Wide(T v) {
-  if constexpr (std::is_same_v<T, double>) {
-    return v;
-  } else {
-    return static_cast<double>(static_cast<float>(v));
-  }
-}
-
-template <typename T>
-bool IsNan(T v) {
-  if constexpr (kIsInt<T>) {
-    return false;
-  } else {
-    return std::isnan(Wide(v));
-  }
-}
-
-template <typename T>
-std::string Describe(T v) {
-  std::ostringstream s;
-  if constexpr (kIsInt<T>) {
-    s << static_cast<int64_t>(v);
-  } else {
-    s << Wide(v) << " (0x" << std::hex << static_cast<uint64_t>(Bits(v)) << ")";
-  }
-  return s.str();
-}
-
-int64_t NumElements(const Shape& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
+using test::AllTypes;
+using test::Describe;
+using test::DeviceBuffer;
+using test::Download;
+using test::DTypeOf;
+using test::IsNan;
+using test::kIsInt;
+using test::NumElements;
+using test::RandomShapePair;
+using test::RandomVector;
+using test::SameBitsOrBothNan;
+using test::Shape;
+using test::ShapePair;
+using test::Sync;
+using test::TypeNames;
+using test::Upload;
+using test::Wide;
 
 // A random broadcast-compatible pair of rank <= 6 (so the collapsed plan fits the GPU's 8
-// dimensions); with `zeros`, some output dimensions are 0.
-std::pair<Shape, Shape> RandomShapePair(std::mt19937_64& rng, int64_t max_elements, bool zeros) {
-  static const int64_t kSizes[] = {1, 2, 3, 4, 5, 7, 8, 16, 33, 129};
-  std::uniform_int_distribution<int> rank_dist(0, 6);
-  std::uniform_int_distribution<int> size_dist(0, static_cast<int>(std::size(kSizes)) - 1);
-  std::uniform_int_distribution<int> percent(0, 99);
-  for (;;) {
-    Shape out(rank_dist(rng));
-    for (auto& d : out) d = (zeros && percent(rng) < 8) ? 0 : kSizes[size_dist(rng)];
-    int64_t nonzero_product = 1;
-    for (int64_t d : out) nonzero_product *= d == 0 ? 1 : d;
-    if (nonzero_product > max_elements) continue;
-    std::uniform_int_distribution<int> operand_rank(0, static_cast<int>(out.size()));
-    auto make_operand = [&] {
-      Shape s(out.end() - operand_rank(rng), out.end());
-      for (auto& d : s) {
-        if (percent(rng) < 35) d = 1;
-      }
-      return s;
-    };
-    Shape a = make_operand();
-    Shape b = make_operand();
-    return {a, b};
-  }
+// dimensions), with 129 among the sizes and some output dimensions 0.
+std::pair<Shape, Shape> RandomGpuShapePair(std::mt19937_64& rng, int64_t max_elements) {
+  const ShapePair p = RandomShapePair(rng, /*max_rank=*/6, max_elements, /*zero_percent=*/8,
+                                      /*sizes=*/{1, 2, 3, 4, 5, 7, 8, 16, 33, 129});
+  return {p.a, p.b};
 }
 
+// The special values that RandomVector mixes into floating inputs.
 template <typename T>
-std::vector<T> RandomVector(std::mt19937_64& rng, int64_t n, bool specials) {
-  std::vector<T> v(static_cast<size_t>(n));
-  std::uniform_int_distribution<int> percent(0, 99);
-  for (auto& x : v) {
-    if constexpr (kIsInt<T>) {
-      x = percent(rng) < 30 ? static_cast<T>(rng())  // any value: products wrap
-                            : static_cast<T>(std::uniform_int_distribution<int>(-100, 100)(rng));
-    } else {
-      using L = std::numeric_limits<T>;
-      if (specials && percent(rng) < 4) {
-        const T s[] = {L::infinity(), -L::infinity(), L::quiet_NaN(), static_cast<T>(0.0f),
-                       static_cast<T>(-0.0f), L::max(), L::denorm_min(), L::min()};
-        x = s[std::uniform_int_distribution<int>(0, 7)(rng)];
-      } else {
-        x = static_cast<T>(std::uniform_real_distribution<float>(-2.0f, 2.0f)(rng));
-      }
-    }
-  }
-  return v;
-}
-
-template <typename T>
-::testing::AssertionResult SameBitsOrBothNan(const std::vector<T>& gpu, const std::vector<T>& cpu) {
-  if (gpu.size() != cpu.size()) {
-    return ::testing::AssertionFailure() << "size " << gpu.size() << " vs " << cpu.size();
-  }
-  auto failure = ::testing::AssertionFailure();
-  int64_t count = 0;
-  for (size_t i = 0; i < gpu.size(); ++i) {
-    if (Bits(gpu[i]) == Bits(cpu[i]) || (IsNan(gpu[i]) && IsNan(cpu[i]))) continue;
-    if (count++ < 8) {
-      failure << "\n  [" << i << "] gpu " << Describe(gpu[i]) << ", cpu " << Describe(cpu[i]);
-    }
-  }
-  if (count == 0) return ::testing::AssertionSuccess();
-  return failure << "\n  " << count << " of " << gpu.size() << " elements differ";
+std::vector<T> Specials() {
+  using L = std::numeric_limits<T>;
+  return {L::infinity(), -L::infinity(), L::quiet_NaN(), static_cast<T>(0.0f),
+          static_cast<T>(-0.0f), L::max(), L::denorm_min(), L::min()};
 }
 
 // Compares one gradient. `abs_sum` is the CPU gradient computed in double from |grad|, |a|, |b|
@@ -267,22 +111,6 @@ std::vector<double> AbsAsDouble(const std::vector<T>& v) {
 
 template <typename T>
 class ElementMulCudaTest : public ::testing::Test {};
-
-using AllTypes = ::testing::Types<float, double, Eigen::half, Eigen::bfloat16, int32_t, int64_t>;
-
-class TypeNames {
- public:
-  template <typename T>
-  static std::string GetName(int) {
-    if constexpr (std::is_same_v<T, float>) return "float";
-    if constexpr (std::is_same_v<T, double>) return "double";
-    if constexpr (std::is_same_v<T, Eigen::half>) return "half";
-    if constexpr (std::is_same_v<T, Eigen::bfloat16>) return "bfloat16";
-    if constexpr (std::is_same_v<T, int32_t>) return "int32";
-    if constexpr (std::is_same_v<T, int64_t>) return "int64";
-    return "unknown";
-  }
-};
 TYPED_TEST_SUITE(ElementMulCudaTest, AllTypes, TypeNames);
 
 TYPED_TEST(ElementMulCudaTest, ForwardMatchesCpu) {
@@ -293,13 +121,13 @@ TYPED_TEST(ElementMulCudaTest, ForwardMatchesCpu) {
       {{}, {}}, {{1 << 20}, {1 << 20}}, {{1000, 1000}, {1000}}, {{1000, 1}, {1, 1000}},
       {{(1 << 24) + 3}, {}},  // more elements than one grid
   };
-  for (int i = 0; i < 60; ++i) cases.push_back(RandomShapePair(rng, 200000, /*zeros=*/true));
+  for (int i = 0; i < 60; ++i) cases.push_back(RandomGpuShapePair(rng, 200000));
   for (const auto& [as, bs] : cases) {
     SCOPED_TRACE(ShapeString(as) + " * " + ShapeString(bs));
     BroadcastPlan plan;
     OPFORGE_ASSERT_OK(ValidateElementMul(as, bs, &plan));
-    const auto a = RandomVector<T>(rng, NumElements(as), /*specials=*/true);
-    const auto b = RandomVector<T>(rng, NumElements(bs), /*specials=*/true);
+    const auto a = RandomVector<T>(rng, NumElements(as), Specials<T>());
+    const auto b = RandomVector<T>(rng, NumElements(bs), Specials<T>());
     std::vector<T> cpu(plan.out_size);
     ElementMulForward<T>(plan, a.data(), b.data(), cpu.data(), SerialParallel());
     DeviceBuffer da, db, dout;
@@ -323,15 +151,15 @@ TYPED_TEST(ElementMulCudaTest, BackwardMatchesCpu) {
       {{}, {}}, {{1 << 16}, {}}, {{513, 257}, {257}}, {{513, 257}, {513, 1}},
       {{64, 1, 128}, {1, 33, 128}}, {{3, 1}, {3, 0}}, {{2, 3}, {0, 1, 3}},
   };
-  for (int i = 0; i < 60; ++i) cases.push_back(RandomShapePair(rng, 100000, /*zeros=*/true));
+  for (int i = 0; i < 60; ++i) cases.push_back(RandomGpuShapePair(rng, 100000));
   for (const auto& [as, bs] : cases) {
     SCOPED_TRACE(ShapeString(as) + " * " + ShapeString(bs));
     BroadcastPlan plan;
     ASSERT_TRUE(ValidateElementMul(as, bs, &plan).ok());
     OPFORGE_ASSERT_OK(ValidateElementMulGrad(plan.out_shape, as, bs, &plan));
-    const auto a = RandomVector<T>(rng, NumElements(as), /*specials=*/false);
-    const auto b = RandomVector<T>(rng, NumElements(bs), /*specials=*/false);
-    const auto g = RandomVector<T>(rng, plan.out_size, /*specials=*/false);
+    const auto a = RandomVector<T>(rng, NumElements(as));
+    const auto b = RandomVector<T>(rng, NumElements(bs));
+    const auto g = RandomVector<T>(rng, plan.out_size);
     std::vector<T> cpu_a(a.size()), cpu_b(b.size());
     ElementMulBackward<T>(plan, g.data(), a.data(), b.data(), cpu_a.data(), cpu_b.data(),
                           SerialParallel());
@@ -383,9 +211,9 @@ TYPED_TEST(ElementMulCudaTest, BackwardWithOneOutput) {
   const Shape as = {4, 1, 3}, bs = {5, 1};
   BroadcastPlan plan;
   OPFORGE_ASSERT_OK(ValidateElementMulGrad({4, 5, 3}, as, bs, &plan));
-  const auto a = RandomVector<T>(rng, NumElements(as), false);
-  const auto b = RandomVector<T>(rng, NumElements(bs), false);
-  const auto g = RandomVector<T>(rng, plan.out_size, false);
+  const auto a = RandomVector<T>(rng, NumElements(as));
+  const auto b = RandomVector<T>(rng, NumElements(bs));
+  const auto g = RandomVector<T>(rng, plan.out_size);
   DeviceBuffer dg, da, db, dga, dgb;
   ASSERT_NO_FATAL_FAILURE(Upload(g, &dg));
   ASSERT_NO_FATAL_FAILURE(Upload(a, &da));

@@ -10,7 +10,6 @@
 #include <gtest/gtest.h>
 
 #include <Eigen/Core>
-#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -26,148 +25,31 @@
 #include "common/broadcast_plan.h"
 #include "common/parallel.h"
 #include "common/status.h"
+#include "common/test_util.h"
 
 namespace opforge {
 namespace {
 
-using Shape = std::vector<int64_t>;
-
-// True if `word` appears in `text` as a whole word.
-::testing::AssertionResult NamesWord(const std::string& text, const std::string& word) {
-  auto is_word_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
-  for (size_t pos = text.find(word); pos != std::string::npos; pos = text.find(word, pos + 1)) {
-    const size_t end = pos + word.size();
-    if ((pos == 0 || !is_word_char(text[pos - 1])) &&
-        (end == text.size() || !is_word_char(text[end]))) {
-      return ::testing::AssertionSuccess();
-    }
-  }
-  return ::testing::AssertionFailure() << "\"" << text << "\" does not name \"" << word << "\"";
-}
-
-::testing::AssertionResult Contains(const std::string& text, const std::string& needle) {
-  if (text.find(needle) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "\"" << text << "\" does not contain \"" << needle
-                                       << "\"";
-}
-
-int64_t NumElements(const Shape& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
-
-// --- the naive broadcast ----------------------------------------------------------------------
-
-std::optional<Shape> RefBroadcastShape(const Shape& a, const Shape& b) {
-  const size_t rank = std::max(a.size(), b.size());
-  Shape out(rank);
-  for (size_t i = 0; i < rank; ++i) {  // i counts from the right
-    const int64_t da = i < a.size() ? a[a.size() - 1 - i] : 1;
-    const int64_t db = i < b.size() ? b[b.size() - 1 - i] : 1;
-    if (da == db || db == 1) {
-      out[rank - 1 - i] = da;
-    } else if (da == 1) {
-      out[rank - 1 - i] = db;
-    } else {
-      return std::nullopt;
-    }
-  }
-  return out;
-}
-
-int64_t RefOffset(const Shape& shape, const Shape& out, const Shape& idx) {
-  const size_t lead = out.size() - shape.size();
-  int64_t off = 0;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    off = off * shape[d] + (shape[d] == 1 ? 0 : idx[lead + d]);
-  }
-  return off;
-}
-
-// Calls visit(o, a_offset, b_offset) for every output element o in row-major order.
-template <typename Visit>
-void ForEachOutput(const Shape& a, const Shape& b, Visit visit) {
-  const Shape out = *RefBroadcastShape(a, b);
-  const int64_t n = NumElements(out);
-  Shape idx(out.size(), 0);
-  for (int64_t o = 0; o < n; ++o) {
-    visit(o, RefOffset(a, out, idx), RefOffset(b, out, idx));
-    for (size_t d = out.size(); d-- > 0;) {
-      if (++idx[d] < out[d]) break;
-      idx[d] = 0;
-    }
-  }
-}
-
-struct ShapePair {
-  Shape a, b;
-};
-
-// A random broadcast-compatible pair (see broadcast_test.cc); with `zeros`, some output
-// dimensions are 0 while an operand broadcast along them still has elements.
-ShapePair RandomShapePair(std::mt19937_64& rng, int max_rank, int64_t max_elements, bool zeros) {
-  static const int64_t kSizes[] = {1, 2, 3, 4, 5, 7, 8, 16, 33};
-  std::uniform_int_distribution<int> rank_dist(0, max_rank);
-  std::uniform_int_distribution<int> size_dist(0, static_cast<int>(std::size(kSizes)) - 1);
-  std::uniform_int_distribution<int> percent(0, 99);
-  for (;;) {
-    const int rank = rank_dist(rng);
-    Shape out(rank);
-    for (auto& d : out) d = (zeros && percent(rng) < 8) ? 0 : kSizes[size_dist(rng)];
-    int64_t nonzero_product = 1;
-    for (int64_t d : out) nonzero_product *= d == 0 ? 1 : d;
-    if (nonzero_product > max_elements) continue;
-    auto make_operand = [&](int operand_rank) {
-      Shape s(out.end() - operand_rank, out.end());
-      for (auto& d : s) {
-        if (percent(rng) < 35) d = 1;
-      }
-      return s;
-    };
-    std::uniform_int_distribution<int> operand_rank(0, rank);
-    ShapePair p;
-    p.a = make_operand(operand_rank(rng));
-    p.b = make_operand(operand_rank(rng));
-    return p;
-  }
-}
+using test::AllTypes;
+using test::Bits;
+using test::Contains;
+using test::Describe;
+using test::ForEachOutput;
+using test::IntTypes;
+using test::kIsInt;
+using test::NamesWord;
+using test::Narrow;
+using test::NumElements;
+using test::RandomShapePair;
+using test::RandomVector;
+using test::RefBroadcastShape;
+using test::SameBitsOrBothNan;
+using test::Shape;
+using test::ShapePair;
+using test::TypeNames;
+using test::Wide;
 
 // --- element types ----------------------------------------------------------------------------
-
-template <typename T>
-constexpr bool kIsInt = std::is_integral_v<T>;
-
-template <typename T>
-using BitsOf = std::conditional_t<sizeof(T) == 2, uint16_t,
-                                  std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>;
-
-template <typename T>
-BitsOf<T> Bits(T v) {
-  return Eigen::numext::bit_cast<BitsOf<T>>(v);
-}
-
-template <typename T>
-double Wide(T v) {
-  if constexpr (std::is_same_v<T, double>) {
-    return v;
-  } else {
-    return static_cast<double>(static_cast<float>(v));
-  }
-}
-
-// One rounding of a double to T. The double is an exact product of two T for half, bfloat16
-// (exact in float) and float (48 bits), so this is the correctly rounded product.
-template <typename T>
-T Narrow(double v) {
-  if constexpr (std::is_same_v<T, double>) {
-    return v;
-  } else if constexpr (std::is_same_v<T, float>) {
-    return static_cast<float>(v);
-  } else {
-    return static_cast<T>(static_cast<float>(v));
-  }
-}
 
 // Two's-complement wrap-around, computed modulo 2^64 in unsigned arithmetic.
 template <typename T>
@@ -186,67 +68,12 @@ T RefMul(T a, T b) {
   }
 }
 
+// The special values that RandomVector mixes into floating inputs.
 template <typename T>
-bool IsNan(T v) {
-  if constexpr (kIsInt<T>) {
-    return false;
-  } else {
-    return std::isnan(Wide(v));
-  }
-}
-
-template <typename T>
-std::string Describe(T v) {
-  std::ostringstream s;
-  if constexpr (kIsInt<T>) {
-    s << static_cast<int64_t>(v);
-  } else {
-    s << Wide(v) << " (0x" << std::hex << static_cast<uint64_t>(Bits(v)) << ")";
-  }
-  return s.str();
-}
-
-// Same bits, except that any NaN matches any NaN (x86 keeps the payload of the NaN operand, and
-// which operand that is when both are NaN is the compiler's choice).
-template <typename T>
-::testing::AssertionResult SameValues(const std::vector<T>& got, const std::vector<T>& want) {
-  if (got.size() != want.size()) {
-    return ::testing::AssertionFailure() << "size " << got.size() << " vs " << want.size();
-  }
-  auto failure = ::testing::AssertionFailure();
-  int64_t count = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (Bits(got[i]) == Bits(want[i]) || (IsNan(got[i]) && IsNan(want[i]))) continue;
-    if (count++ < 8) {
-      failure << "\n  [" << i << "] got " << Describe(got[i]) << ", want " << Describe(want[i]);
-    }
-  }
-  if (count == 0) return ::testing::AssertionSuccess();
-  return failure << "\n  " << count << " of " << got.size() << " elements differ";
-}
-
-template <typename T>
-T RandomValue(std::mt19937_64& rng, bool specials) {
-  std::uniform_int_distribution<int> percent(0, 99);
-  if constexpr (kIsInt<T>) {
-    if (percent(rng) < 30) return static_cast<T>(rng());  // any value: products wrap
-    return static_cast<T>(std::uniform_int_distribution<int>(-100, 100)(rng));
-  } else {
-    using L = std::numeric_limits<T>;
-    if (specials && percent(rng) < 4) {
-      const T s[] = {L::infinity(), -L::infinity(), L::quiet_NaN(), static_cast<T>(0.0f),
-                     static_cast<T>(-0.0f), L::max(), L::lowest(), L::denorm_min(), L::min()};
-      return s[std::uniform_int_distribution<int>(0, 8)(rng)];
-    }
-    return static_cast<T>(std::uniform_real_distribution<float>(-2.0f, 2.0f)(rng));
-  }
-}
-
-template <typename T>
-std::vector<T> RandomVector(std::mt19937_64& rng, int64_t n, bool specials) {
-  std::vector<T> v(static_cast<size_t>(n));
-  for (auto& x : v) x = RandomValue<T>(rng, specials);
-  return v;
+std::vector<T> Specials() {
+  using L = std::numeric_limits<T>;
+  return {L::infinity(), -L::infinity(), L::quiet_NaN(), static_cast<T>(0.0f),
+          static_cast<T>(-0.0f), L::max(), L::lowest(), L::denorm_min(), L::min()};
 }
 
 BroadcastPlan PlanOrDie(const Shape& a, const Shape& b) {
@@ -344,22 +171,6 @@ TEST(ValidateElementMulGradTest, IncompatibleOperandsNameAAndB) {
 
 template <typename T>
 class ElementMulKernelTest : public ::testing::Test {};
-
-using AllTypes = ::testing::Types<float, double, Eigen::half, Eigen::bfloat16, int32_t, int64_t>;
-
-class TypeNames {
- public:
-  template <typename T>
-  static std::string GetName(int) {
-    if constexpr (std::is_same_v<T, float>) return "float";
-    if constexpr (std::is_same_v<T, double>) return "double";
-    if constexpr (std::is_same_v<T, Eigen::half>) return "half";
-    if constexpr (std::is_same_v<T, Eigen::bfloat16>) return "bfloat16";
-    if constexpr (std::is_same_v<T, int32_t>) return "int32";
-    if constexpr (std::is_same_v<T, int64_t>) return "int64";
-    return "unknown";
-  }
-};
 TYPED_TEST_SUITE(ElementMulKernelTest, AllTypes, TypeNames);
 
 template <typename T>
@@ -376,17 +187,17 @@ TYPED_TEST(ElementMulKernelTest, ForwardMatchesNaiveBroadcast) {
   const SerialParallel serial;
   const ThreadParallel threads(3);
   for (int iter = 0; iter < 150; ++iter) {
-    const ShapePair p = RandomShapePair(rng, 5, 3000, /*zeros=*/true);
+    const ShapePair p = RandomShapePair(rng, 5, 3000, /*zero_percent=*/8);
     SCOPED_TRACE(ShapeString(p.a) + " * " + ShapeString(p.b));
     const BroadcastPlan plan = PlanOrDie(p.a, p.b);
-    const auto a = RandomVector<T>(rng, NumElements(p.a), /*specials=*/true);
-    const auto b = RandomVector<T>(rng, NumElements(p.b), /*specials=*/true);
+    const auto a = RandomVector<T>(rng, NumElements(p.a), Specials<T>());
+    const auto b = RandomVector<T>(rng, NumElements(p.b), Specials<T>());
     const auto want = RefForward(p.a, p.b, a, b);
     for (const Parallel* parallel : {static_cast<const Parallel*>(&serial),
                                      static_cast<const Parallel*>(&threads)}) {
       std::vector<T> out(plan.out_size, static_cast<T>(77));
       ElementMulForward<T>(plan, a.data(), b.data(), out.data(), *parallel);
-      ASSERT_TRUE(SameValues(out, want));
+      ASSERT_TRUE(SameBitsOrBothNan(out, want));
     }
   }
 }
@@ -403,11 +214,11 @@ TYPED_TEST(ElementMulKernelTest, ForwardOfFixedShapes) {
   for (const auto& [as, bs] : cases) {
     SCOPED_TRACE(ShapeString(as) + " * " + ShapeString(bs));
     const BroadcastPlan plan = PlanOrDie(as, bs);
-    const auto a = RandomVector<T>(rng, NumElements(as), /*specials=*/false);
-    const auto b = RandomVector<T>(rng, NumElements(bs), /*specials=*/false);
+    const auto a = RandomVector<T>(rng, NumElements(as));
+    const auto b = RandomVector<T>(rng, NumElements(bs));
     std::vector<T> out(plan.out_size, static_cast<T>(77));
     ElementMulForward<T>(plan, a.data(), b.data(), out.data(), SerialParallel());
-    EXPECT_TRUE(SameValues(out, RefForward(as, bs, a, b)));
+    EXPECT_TRUE(SameBitsOrBothNan(out, RefForward(as, bs, a, b)));
   }
 }
 
@@ -491,14 +302,14 @@ TYPED_TEST(ElementMulKernelTest, BackwardMatchesNaiveReduction) {
   const SerialParallel serial;
   const ThreadParallel threads(3);
   for (int iter = 0; iter < 150; ++iter) {
-    const ShapePair p = RandomShapePair(rng, 5, 3000, /*zeros=*/true);
+    const ShapePair p = RandomShapePair(rng, 5, 3000, /*zero_percent=*/8);
     SCOPED_TRACE(ShapeString(p.a) + " * " + ShapeString(p.b));
     BroadcastPlan plan;
     const Shape out_shape = *RefBroadcastShape(p.a, p.b);
     ASSERT_TRUE(ValidateElementMulGrad(out_shape, p.a, p.b, &plan).ok());
-    const auto a = RandomVector<T>(rng, NumElements(p.a), /*specials=*/false);
-    const auto b = RandomVector<T>(rng, NumElements(p.b), /*specials=*/false);
-    const auto g = RandomVector<T>(rng, plan.out_size, /*specials=*/false);
+    const auto a = RandomVector<T>(rng, NumElements(p.a));
+    const auto b = RandomVector<T>(rng, NumElements(p.b));
+    const auto g = RandomVector<T>(rng, plan.out_size);
     const auto want_a = RefGradient(p.a, p.b, g, b);
     const auto want_b = RefGradient(p.b, p.a, g, a);
     const bool a_broadcast = NumElements(p.a) != plan.out_size;
@@ -520,9 +331,9 @@ TYPED_TEST(ElementMulKernelTest, BackwardWithOneOutput) {
   std::mt19937_64 rng(104);
   const Shape as = {4, 1, 3}, bs = {5, 1};
   const BroadcastPlan plan = PlanOrDie(as, bs);
-  const auto a = RandomVector<T>(rng, NumElements(as), false);
-  const auto b = RandomVector<T>(rng, NumElements(bs), false);
-  const auto g = RandomVector<T>(rng, plan.out_size, false);
+  const auto a = RandomVector<T>(rng, NumElements(as));
+  const auto b = RandomVector<T>(rng, NumElements(bs));
+  const auto g = RandomVector<T>(rng, plan.out_size);
   std::vector<T> both_a(a.size()), both_b(b.size()), only_a(a.size()), only_b(b.size());
   ElementMulBackward<T>(plan, g.data(), a.data(), b.data(), both_a.data(), both_b.data(),
                         SerialParallel());
@@ -530,8 +341,8 @@ TYPED_TEST(ElementMulKernelTest, BackwardWithOneOutput) {
                         SerialParallel());
   ElementMulBackward<T>(plan, g.data(), a.data(), b.data(), nullptr, only_b.data(),
                         SerialParallel());
-  EXPECT_TRUE(SameValues(only_a, both_a));
-  EXPECT_TRUE(SameValues(only_b, both_b));
+  EXPECT_TRUE(SameBitsOrBothNan(only_a, both_a));
+  EXPECT_TRUE(SameBitsOrBothNan(only_b, both_b));
   EXPECT_TRUE(GradMatches(only_a, RefGradient(as, bs, g, b), true));
   EXPECT_TRUE(GradMatches(only_b, RefGradient(bs, as, g, a), true));
 }
@@ -549,11 +360,11 @@ TYPED_TEST(ElementMulKernelTest, BackwardOfEmptyOutputGivesZeros) {
     std::vector<T> grad_a(a.size(), static_cast<T>(77)), grad_b(b.size(), static_cast<T>(77));
     ElementMulBackward<T>(plan, nullptr, a.data(), b.data(), grad_a.data(), grad_b.data(),
                           ThreadParallel(2));
-    EXPECT_TRUE(SameValues(grad_a, std::vector<T>(a.size(), static_cast<T>(0))));
-    EXPECT_TRUE(SameValues(grad_b, std::vector<T>(b.size(), static_cast<T>(0))));
+    EXPECT_TRUE(SameBitsOrBothNan(grad_a, std::vector<T>(a.size(), static_cast<T>(0))));
+    EXPECT_TRUE(SameBitsOrBothNan(grad_b, std::vector<T>(b.size(), static_cast<T>(0))));
     std::vector<T> out(1, static_cast<T>(77));
     ElementMulForward<T>(plan, a.data(), b.data(), out.data(), SerialParallel());
-    EXPECT_TRUE(SameValues(out, std::vector<T>{static_cast<T>(77)}));
+    EXPECT_TRUE(SameBitsOrBothNan(out, std::vector<T>{static_cast<T>(77)}));
   }
 }
 
@@ -570,15 +381,15 @@ TYPED_TEST(ElementMulKernelTest, ThreadCountsGiveIdenticalBits) {
       {{100003}, {}},                 // a scalar operand
   };
   for (int i = 0; i < 6; ++i) {
-    const ShapePair p = RandomShapePair(rng, 6, 100000, /*zeros=*/false);
+    const ShapePair p = RandomShapePair(rng, 6, 100000, /*zero_percent=*/0);
     cases.push_back({p.a, p.b});
   }
   for (const auto& [as, bs] : cases) {
     SCOPED_TRACE(ShapeString(as) + " * " + ShapeString(bs));
     const BroadcastPlan plan = PlanOrDie(as, bs);
-    const auto a = RandomVector<T>(rng, NumElements(as), false);
-    const auto b = RandomVector<T>(rng, NumElements(bs), false);
-    const auto g = RandomVector<T>(rng, plan.out_size, false);
+    const auto a = RandomVector<T>(rng, NumElements(as));
+    const auto b = RandomVector<T>(rng, NumElements(bs));
+    const auto g = RandomVector<T>(rng, plan.out_size);
     std::vector<T> out0(plan.out_size), ga0(a.size()), gb0(b.size());
     ElementMulForward<T>(plan, a.data(), b.data(), out0.data(), SerialParallel());
     ElementMulBackward<T>(plan, g.data(), a.data(), b.data(), ga0.data(), gb0.data(),
@@ -600,7 +411,6 @@ TYPED_TEST(ElementMulKernelTest, ThreadCountsGiveIdenticalBits) {
 
 template <typename T>
 class ElementMulIntTest : public ::testing::Test {};
-using IntTypes = ::testing::Types<int32_t, int64_t>;
 TYPED_TEST_SUITE(ElementMulIntTest, IntTypes, TypeNames);
 
 TYPED_TEST(ElementMulIntTest, ForwardWraps) {

@@ -10,169 +10,46 @@
 
 #include <Eigen/Core>
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <random>
-#include <sstream>
 #include <string>
-#include <type_traits>
 #include <vector>
 
+#include "common/cuda_test_util.h"
 #include "common/dtype.h"
 #include "common/parallel.h"
 #include "common/status.h"
+#include "common/test_util.h"
 #include "ops/leaky_relu/leaky_relu.h"
 
 namespace opforge {
 namespace {
 
+using test::BitPatternInputs;
+using test::DeviceBuffer;
+using test::Download;
+using test::DTypeOf;
+using test::FloatTypes;
+using test::SameBitsOrBothNan;
+using test::Sync;
+using test::TypeNames;
+using test::Upload;
+
 constexpr float kAlphas[] = {0.0f, 0.2f, 1.5f, -0.3f};
-
-bool HasCudaDevice() {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    cudaGetLastError();  // clear the error
-    return false;
-  }
-  return count > 0;
-}
-
-#define OPFORGE_SKIP_WITHOUT_CUDA()                  \
-  do {                                               \
-    if (!HasCudaDevice()) {                          \
-      GTEST_SKIP() << "skipped: no CUDA device";     \
-    }                                                \
-  } while (0)
-
-#define OPFORGE_ASSERT_CUDA(expr)                                               \
-  do {                                                                          \
-    const cudaError_t opforge_err = (expr);                                     \
-    ASSERT_EQ(opforge_err, cudaSuccess) << #expr << ": "                        \
-                                        << cudaGetErrorString(opforge_err);     \
-  } while (0)
-
-#define OPFORGE_ASSERT_OK(expr)                      \
-  do {                                               \
-    const ::opforge::Status opforge_s = (expr);      \
-    ASSERT_TRUE(opforge_s.ok()) << opforge_s.message(); \
-  } while (0)
-
-// A device allocation freed on scope exit.
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() {
-    if (ptr_ != nullptr) cudaFree(ptr_);
-  }
-  cudaError_t Allocate(size_t bytes) { return bytes == 0 ? cudaSuccess : cudaMalloc(&ptr_, bytes); }
-  void* get() const { return ptr_; }
-
- private:
-  void* ptr_ = nullptr;
-};
-
-template <typename T>
-void Upload(const std::vector<T>& host, DeviceBuffer* dev) {
-  OPFORGE_ASSERT_CUDA(dev->Allocate(host.size() * sizeof(T)));
-  if (!host.empty()) {
-    OPFORGE_ASSERT_CUDA(
-        cudaMemcpy(dev->get(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
-  }
-}
-
-template <typename T>
-void Download(const DeviceBuffer& dev, std::vector<T>* host) {
-  if (!host->empty()) {
-    OPFORGE_ASSERT_CUDA(
-        cudaMemcpy(host->data(), dev.get(), host->size() * sizeof(T), cudaMemcpyDeviceToHost));
-  }
-}
-
-void Sync() {
-  OPFORGE_ASSERT_CUDA(cudaGetLastError());
-  OPFORGE_ASSERT_CUDA(cudaDeviceSynchronize());
-}
-
-template <typename T>
-constexpr DType DTypeOf() {
-  if constexpr (std::is_same_v<T, Eigen::half>) return DType::kHalf;
-  if constexpr (std::is_same_v<T, Eigen::bfloat16>) return DType::kBFloat16;
-  if constexpr (std::is_same_v<T, float>) return DType::kFloat;
-  if constexpr (std::is_same_v<T, double>) return DType::kDouble;
-  return DType::kInt32;
-}
-
-template <typename T>
-using BitsOf = std::conditional_t<sizeof(T) == 2, uint16_t,
-                                  std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>;
-
-template <typename T>
-BitsOf<T> Bits(T v) {
-  return Eigen::numext::bit_cast<BitsOf<T>>(v);
-}
-
-template <typename T>
-T FromBits(BitsOf<T> b) {
-  return Eigen::numext::bit_cast<T>(b);
-}
-
-template <typename T>
-double Wide(T v) {
-  if constexpr (std::is_same_v<T, double>) {
-    return v;
-  } else {
-    return static_cast<double>(static_cast<float>(v));
-  }
-}
-
-template <typename T>
-std::string Describe(T v) {
-  std::ostringstream s;
-  s << Wide(v) << " (0x" << std::hex << static_cast<uint64_t>(Bits(v)) << ")";
-  return s.str();
-}
-
-template <typename T>
-::testing::AssertionResult SameBitsOrBothNan(const std::vector<T>& gpu, const std::vector<T>& cpu,
-                                             const std::vector<T>& input) {
-  if (gpu.size() != cpu.size()) {
-    return ::testing::AssertionFailure() << "size " << gpu.size() << " vs " << cpu.size();
-  }
-  auto failure = ::testing::AssertionFailure();
-  int64_t count = 0;
-  for (size_t i = 0; i < gpu.size(); ++i) {
-    if (Bits(gpu[i]) == Bits(cpu[i])) continue;
-    if (std::isnan(Wide(gpu[i])) && std::isnan(Wide(cpu[i]))) continue;
-    if (count++ < 8) {
-      failure << "\n  [" << i << "] input " << Describe(input[i]) << ": gpu " << Describe(gpu[i])
-              << ", cpu " << Describe(cpu[i]);
-    }
-  }
-  if (count == 0) return ::testing::AssertionSuccess();
-  return failure << "\n  " << count << " of " << gpu.size() << " elements differ";
-}
 
 // Every bit pattern for half and bfloat16; for float and double special values, random bit
 // patterns and ordinary values, enough of them to need many blocks.
 template <typename T>
 std::vector<T> TestInputs(uint64_t seed) {
-  std::vector<T> v;
-  if constexpr (sizeof(T) == 2) {
-    for (uint32_t b = 0; b <= 0xFFFF; ++b) v.push_back(FromBits<T>(static_cast<uint16_t>(b)));
-  } else {
-    using L = std::numeric_limits<T>;
-    v = {T(0), -T(0), T(1), T(-1), L::infinity(), -L::infinity(), L::quiet_NaN(),
-         -L::quiet_NaN(), L::denorm_min(), -L::denorm_min(), L::min(), L::max(), L::lowest()};
-    std::mt19937_64 rng(seed);
-    for (int i = 0; i < (1 << 18); ++i) v.push_back(FromBits<T>(static_cast<BitsOf<T>>(rng())));
-    std::uniform_real_distribution<double> value(-8.0, 8.0);
-    for (int i = 0; i < (1 << 19) + 13; ++i) v.push_back(static_cast<T>(value(rng)));
-  }
-  return v;
+  using L = std::numeric_limits<T>;
+  const std::vector<T> specials = {
+      static_cast<T>(0.0f), -static_cast<T>(0.0f), static_cast<T>(1.0f), static_cast<T>(-1.0f),
+      L::infinity(), -L::infinity(), L::quiet_NaN(), -L::quiet_NaN(), L::denorm_min(),
+      -L::denorm_min(), L::min(), L::max(), L::lowest()};
+  return BitPatternInputs<T>(seed, specials, /*random_patterns=*/1 << 18,
+                             /*ordinary=*/(1 << 19) + 13);
 }
 
 LeakyReluParams Params(float alpha, size_t size) {
@@ -184,20 +61,6 @@ LeakyReluParams Params(float alpha, size_t size) {
 
 template <typename T>
 class LeakyReluCudaTest : public ::testing::Test {};
-
-using FloatTypes = ::testing::Types<float, double, Eigen::half, Eigen::bfloat16>;
-
-class TypeNames {
- public:
-  template <typename T>
-  static std::string GetName(int) {
-    if constexpr (std::is_same_v<T, float>) return "float";
-    if constexpr (std::is_same_v<T, double>) return "double";
-    if constexpr (std::is_same_v<T, Eigen::half>) return "half";
-    if constexpr (std::is_same_v<T, Eigen::bfloat16>) return "bfloat16";
-    return "unknown";
-  }
-};
 TYPED_TEST_SUITE(LeakyReluCudaTest, FloatTypes, TypeNames);
 
 TYPED_TEST(LeakyReluCudaTest, ForwardMatchesCpu) {

@@ -17,94 +17,28 @@
 #include <limits>
 #include <memory>
 #include <random>
-#include <sstream>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "common/parallel.h"
 #include "common/status.h"
+#include "common/test_util.h"
 
 namespace opforge {
 namespace {
 
+using test::BitPatternInputs;
+using test::Bits;
+using test::BitsOf;
+using test::Contains;
+using test::FloatTypes;
+using test::FromBits;
+using test::Narrow;
+using test::SameBits;
+using test::TypeNames;
+using test::Wide;
+
 constexpr float kAlphas[] = {0.0f, 0.2f, 1.5f, -0.3f};
-
-::testing::AssertionResult Contains(const std::string& text, const std::string& needle) {
-  if (text.find(needle) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "\"" << text << "\" does not contain \"" << needle
-                                       << "\"";
-}
-
-// --- bit patterns ------------------------------------------------------------------------------
-
-template <typename T>
-using BitsOf = std::conditional_t<sizeof(T) == 2, uint16_t,
-                                  std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>;
-
-template <typename T>
-BitsOf<T> Bits(T v) {
-  return Eigen::numext::bit_cast<BitsOf<T>>(v);
-}
-
-template <typename T>
-T FromBits(BitsOf<T> b) {
-  return Eigen::numext::bit_cast<T>(b);
-}
-
-// Exact widening to double, and one rounding back (the argument is exact in float for half and
-// bfloat16 products, so going through float rounds once).
-template <typename T>
-double Wide(T v) {
-  if constexpr (std::is_same_v<T, double>) {
-    return v;
-  } else {
-    return static_cast<double>(static_cast<float>(v));
-  }
-}
-
-template <typename T>
-T Narrow(double v) {
-  if constexpr (std::is_same_v<T, double>) {
-    return v;
-  } else if constexpr (std::is_same_v<T, float>) {
-    return static_cast<float>(v);
-  } else {
-    return static_cast<T>(static_cast<float>(v));
-  }
-}
-
-template <typename T>
-std::string Describe(T v) {
-  std::ostringstream s;
-  s << Wide(v) << " (0x" << std::hex << static_cast<uint64_t>(Bits(v)) << ")";
-  return s.str();
-}
-
-// Compares bit patterns (memcmp), then names the first few differing elements.
-template <typename T>
-::testing::AssertionResult SameBits(const std::vector<T>& got, const std::vector<T>& want,
-                                    const std::vector<T>& input) {
-  if (got.size() != want.size()) {
-    return ::testing::AssertionFailure() << "size " << got.size() << " vs " << want.size();
-  }
-  if (got.empty() || std::memcmp(got.data(), want.data(), got.size() * sizeof(T)) == 0) {
-    return ::testing::AssertionSuccess();
-  }
-  auto failure = ::testing::AssertionFailure();
-  int shown = 0;
-  int64_t count = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (Bits(got[i]) == Bits(want[i])) continue;
-    ++count;
-    if (shown++ < 8) {
-      failure << "\n  [" << i << "] input " << Describe(input[i]) << ": got " << Describe(got[i])
-              << ", want " << Describe(want[i]);
-    }
-  }
-  failure << "\n  " << count << " of " << got.size() << " elements differ";
-  return failure;
-}
 
 // --- the reference ----------------------------------------------------------------------------
 
@@ -156,17 +90,8 @@ std::vector<T> SpecialValues() {
 // patterns (every exponent, NaNs, subnormals) and ordinary values around 0.
 template <typename T>
 std::vector<T> TestInputs(uint64_t seed) {
-  std::vector<T> v;
-  if constexpr (sizeof(T) == 2) {
-    for (uint32_t b = 0; b <= 0xFFFF; ++b) v.push_back(FromBits<T>(static_cast<uint16_t>(b)));
-  } else {
-    std::mt19937_64 rng(seed);
-    v = SpecialValues<T>();
-    for (int i = 0; i < 20000; ++i) v.push_back(FromBits<T>(static_cast<BitsOf<T>>(rng())));
-    std::uniform_real_distribution<double> value(-8.0, 8.0);
-    for (int i = 0; i < 20000; ++i) v.push_back(static_cast<T>(value(rng)));
-  }
-  return v;
+  return BitPatternInputs<T>(seed, SpecialValues<T>(), /*random_patterns=*/20000,
+                             /*ordinary=*/20000);
 }
 
 template <typename T>
@@ -250,20 +175,6 @@ TEST(ValidateLeakyReluGradTest, NonFiniteAlphaIsRejected) {
 
 template <typename T>
 class LeakyReluKernelTest : public ::testing::Test {};
-
-using FloatTypes = ::testing::Types<float, double, Eigen::half, Eigen::bfloat16>;
-
-class TypeNames {
- public:
-  template <typename T>
-  static std::string GetName(int) {
-    if constexpr (std::is_same_v<T, float>) return "float";
-    if constexpr (std::is_same_v<T, double>) return "double";
-    if constexpr (std::is_same_v<T, Eigen::half>) return "half";
-    if constexpr (std::is_same_v<T, Eigen::bfloat16>) return "bfloat16";
-    return "unknown";
-  }
-};
 TYPED_TEST_SUITE(LeakyReluKernelTest, FloatTypes, TypeNames);
 
 TYPED_TEST(LeakyReluKernelTest, ForwardMatchesReference) {

@@ -1,0 +1,110 @@
+// Helpers for the CUDA kernel tests (<op>_cuda_test.cc): skipping without a device, CUDA error
+// assertions, device buffers and copies, and the DType of a C++ element type. These tests are
+// compiled by the host compiler and linked against the CUDA kernels library and the CUDA
+// runtime; the host-only helpers come from common/test_util.h. Test code only; header-only.
+//
+// Upload, Download and Sync assert (fatally) inside; call them as
+// ASSERT_NO_FATAL_FAILURE(Upload(x, &dx)) so that a failure stops the test.
+#ifndef OPFORGE_COMMON_CUDA_TEST_UTIL_H_
+#define OPFORGE_COMMON_CUDA_TEST_UTIL_H_
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <Eigen/Core>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "common/dtype.h"
+#include "common/test_util.h"
+
+// Skips the current test, saying "skipped: no CUDA device", when no CUDA device is usable.
+#define OPFORGE_SKIP_WITHOUT_CUDA()              \
+  do {                                           \
+    if (!::opforge::test::HasCudaDevice()) {     \
+      GTEST_SKIP() << "skipped: no CUDA device"; \
+    }                                            \
+  } while (0)
+
+// Asserts that a CUDA runtime call returned cudaSuccess, printing the call and the error.
+#define OPFORGE_ASSERT_CUDA(expr)                                                            \
+  do {                                                                                       \
+    const cudaError_t opforge_err = (expr);                                                  \
+    ASSERT_EQ(opforge_err, cudaSuccess) << #expr << ": " << cudaGetErrorString(opforge_err); \
+  } while (0)
+
+namespace opforge {
+namespace test {
+
+inline bool HasCudaDevice() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // clear the error
+    return false;
+  }
+  return count > 0;
+}
+
+// The DType that the CUDA entry points take for the C++ element type T.
+template <typename T>
+constexpr DType DTypeOf() {
+  if constexpr (std::is_same_v<T, Eigen::half>) return DType::kHalf;
+  if constexpr (std::is_same_v<T, Eigen::bfloat16>) return DType::kBFloat16;
+  if constexpr (std::is_same_v<T, float>) return DType::kFloat;
+  if constexpr (std::is_same_v<T, double>) return DType::kDouble;
+  if constexpr (std::is_same_v<T, int32_t>) return DType::kInt32;
+  return DType::kInt64;
+}
+
+// A device allocation freed on scope exit.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() {
+    if (ptr_ != nullptr) cudaFree(ptr_);
+  }
+  // Allocates `bytes`, freeing any earlier allocation (nothing for 0 bytes: get() is null).
+  cudaError_t Allocate(size_t bytes) {
+    if (ptr_ != nullptr) cudaFree(ptr_);
+    ptr_ = nullptr;
+    return bytes == 0 ? cudaSuccess : cudaMalloc(&ptr_, bytes);
+  }
+  void* get() const { return ptr_; }
+
+ private:
+  void* ptr_ = nullptr;
+};
+
+// Allocates `dev` to the size of `host` and copies `host` into it.
+template <typename T>
+void Upload(const std::vector<T>& host, DeviceBuffer* dev) {
+  OPFORGE_ASSERT_CUDA(dev->Allocate(host.size() * sizeof(T)));
+  if (!host.empty()) {
+    OPFORGE_ASSERT_CUDA(
+        cudaMemcpy(dev->get(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+  }
+}
+
+// Copies host->size() elements from `dev` into `host`.
+template <typename T>
+void Download(const DeviceBuffer& dev, std::vector<T>* host) {
+  if (!host->empty()) {
+    OPFORGE_ASSERT_CUDA(
+        cudaMemcpy(host->data(), dev.get(), host->size() * sizeof(T), cudaMemcpyDeviceToHost));
+  }
+}
+
+// Checks for a failed launch, then waits for the device and checks the kernels' errors.
+inline void Sync() {
+  OPFORGE_ASSERT_CUDA(cudaGetLastError());
+  OPFORGE_ASSERT_CUDA(cudaDeviceSynchronize());
+}
+
+}  // namespace test
+}  // namespace opforge
+
+#endif  // OPFORGE_COMMON_CUDA_TEST_UTIL_H_
