@@ -1,7 +1,9 @@
 """Interleaved timing: the one way opforge compares speeds.
 
 Machines are shared and noisy, so absolute times mean little. Each candidate is timed in the
-same process, in turn (A B C A B C ...), after a warm-up, and compared by the median.
+same process, in turn, after a warm-up, and compared by the median. The order rotates every
+round (A B C, B C A, C A B, ...): a candidate that always ran second would find the inputs the
+first one just read still in cache, and would look faster for it.
 """
 from __future__ import annotations
 
@@ -38,8 +40,11 @@ def interleaved(
     samples: Dict[str, List[float]] = {name: [] for name in candidates}
     start = time.perf_counter()
     rounds = 0
+    names = list(candidates)
     while rounds < repeats or time.perf_counter() - start < min_seconds:
-        for name, fn in candidates.items():
+        k = rounds % len(names)
+        for name in names[k:] + names[:k]:
+            fn = candidates[name]
             t0 = time.perf_counter()
             run(fn)
             samples[name].append(time.perf_counter() - t0)
