@@ -226,3 +226,35 @@ def bad_input_results():
 @pytest.mark.parametrize("case", list(BAD_INPUTS))
 def test_bad_input_raises_clear_error(bad_input_results, case):
     check_bad_input(bad_input_results, case, *EXPECTED[case])
+
+
+def test_gradient_skips_operands_that_need_none():
+    rng = np.random.default_rng(11)
+    a = tf.constant(rng.standard_normal([4, 1, 6]).astype(np.float32))
+    b = tf.constant(rng.standard_normal([5, 1]).astype(np.float32))
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(a)  # b is a constant: its gradient is not computed
+        y = opforge.ops.element_mul(a, b)
+    only_a = tape.gradient(y, a)
+    full_a, _ = _grads(opforge.ops.element_mul, a, b, tf.ones_like(y))
+    assert bits_equal(only_a.numpy(), full_a.numpy())
+
+    lib = opforge.ops._common.lib()
+    g = tf.ones([4, 5, 6])
+    ga, gb = lib.opforge_element_mul_grad(g, a, b, need_grad_b=False)
+    assert ga.shape == a.shape and gb.shape == [0]
+    ga2, gb2 = lib.opforge_element_mul_grad(g, a, b, need_grad_a=False)
+    assert ga2.shape == [0] and gb2.shape == b.shape
+
+    @tf.function
+    def f(x, c):
+        with tf.GradientTape() as t:
+            t.watch(x)
+            z = opforge.ops.element_mul(x, c)
+        return t.gradient(z, x)
+
+    graph = f.get_concrete_function(a, b).graph
+    grad_ops = [o for o in graph.get_operations() if o.type == "Opforge>ElementMulGrad"]
+    assert grad_ops and all(not o.get_attr("need_grad_b") for o in grad_ops)
+    assert grad_ops[0].outputs[1].shape.as_list() == [0]
+    assert bits_equal(f(a, b).numpy(), full_a.numpy())

@@ -28,13 +28,20 @@ REGISTER_OP("Opforge>ElementMulGrad")
     .Output("grad_a: T")
     .Output("grad_b: T")
     .Attr("T: {half, bfloat16, float, double, int32, int64}")
+    // An operand whose gradient nobody needs (a constant, say) is not computed: its output is an
+    // empty [0] tensor. The Python gradient sets these from the tape's skip_input_indices.
+    .Attr("need_grad_a: bool = true")
+    .Attr("need_grad_b: bool = true")
     .SetShapeFn([](shape_inference::InferenceContext* c) {
       shape_inference::ShapeHandle product;
       TF_RETURN_IF_ERROR(shape_inference::BroadcastBinaryOpOutputShapeFnHelper(
           c, c->input(1), c->input(2), true, &product));
       TF_RETURN_IF_ERROR(c->Merge(c->input(0), product, &product));
-      c->set_output(0, c->input(1));
-      c->set_output(1, c->input(2));
+      bool need_a = true, need_b = true;
+      TF_RETURN_IF_ERROR(c->GetAttr("need_grad_a", &need_a));
+      TF_RETURN_IF_ERROR(c->GetAttr("need_grad_b", &need_b));
+      c->set_output(0, need_a ? c->input(1) : c->Vector(0));
+      c->set_output(1, need_b ? c->input(2) : c->Vector(0));
       return absl::OkStatus();
     })
     .Doc("grad_a = sum(grad * b) and grad_b = sum(a * grad) over each one's broadcast dims.");
@@ -73,7 +80,10 @@ class ElementMulOp : public OpKernel {
 template <typename Device, typename T>
 class ElementMulGradOp : public OpKernel {
  public:
-  explicit ElementMulGradOp(OpKernelConstruction* context) : OpKernel(context) {}
+  explicit ElementMulGradOp(OpKernelConstruction* context) : OpKernel(context) {
+    OP_REQUIRES_OK(context, context->GetAttr("need_grad_a", &need_a_));
+    OP_REQUIRES_OK(context, context->GetAttr("need_grad_b", &need_b_));
+  }
 
   void Compute(OpKernelContext* context) override {
     const Tensor& grad = context->input(0);
@@ -82,21 +92,27 @@ class ElementMulGradOp : public OpKernel {
     BroadcastPlan plan;
     OPFORGE_OP_REQUIRES_OK(context, ValidateElementMulGrad(Dims(grad.shape()), Dims(a.shape()),
                                                            Dims(b.shape()), &plan));
+    const tensorflow::TensorShape skipped({0});
     // grad_b is computed first into a fresh buffer, so grad_a may then overwrite grad in place.
     Tensor* grad_b = nullptr;
-    OP_REQUIRES_OK(context, context->allocate_output(1, b.shape(), &grad_b));
+    OP_REQUIRES_OK(context, context->allocate_output(1, need_b_ ? b.shape() : skipped, &grad_b));
     Tensor* grad_a = nullptr;
-    OP_REQUIRES_OK(context, context->forward_input_or_allocate_output({0}, 0, a.shape(), &grad_a));
-    if (grad_a->NumElements() == 0 && grad_b->NumElements() == 0) return;
+    if (need_a_) {
+      OP_REQUIRES_OK(context,
+                     context->forward_input_or_allocate_output({0}, 0, a.shape(), &grad_a));
+    } else {
+      OP_REQUIRES_OK(context, context->allocate_output(0, skipped, &grad_a));
+    }
+    T* ga = need_a_ && grad_a->NumElements() > 0 ? grad_a->flat<T>().data() : nullptr;
+    T* gb = need_b_ && grad_b->NumElements() > 0 ? grad_b->flat<T>().data() : nullptr;
+    if (ga == nullptr && gb == nullptr) return;
     const T* pg = grad.flat<T>().data();
     const T* pa = a.flat<T>().data();
     const T* pb = b.flat<T>().data();
-    T* ga = grad_a->flat<T>().data();
-    T* gb = grad_b->flat<T>().data();
     if constexpr (std::is_same_v<Device, CpuTag>) {
       TfParallel parallel(context);
-      ElementMulBackward<T>(plan, pg, pa, pb, nullptr, gb, parallel);
-      ElementMulBackward<T>(plan, pg, pa, pb, ga, nullptr, parallel);
+      if (gb != nullptr) ElementMulBackward<T>(plan, pg, pa, pb, nullptr, gb, parallel);
+      if (ga != nullptr) ElementMulBackward<T>(plan, pg, pa, pb, ga, nullptr, parallel);
     } else {
 #if GOOGLE_CUDA
       // One stream: the two launches run in order.
@@ -108,6 +124,10 @@ class ElementMulGradOp : public OpKernel {
 #endif
     }
   }
+
+ private:
+  bool need_a_ = true;
+  bool need_b_ = true;
 };
 
 #define OPFORGE_REGISTER(DEVICE, TAG, T)                                                        \

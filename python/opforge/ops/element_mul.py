@@ -47,20 +47,26 @@ def element_mul(a, b, name: Optional[str] = None) -> tf.Tensor:
 @tf.RegisterGradient("Opforge>ElementMul")
 def _element_mul_gradient(op, grad):
     a, b = op.inputs
-    grad_a, grad_b = lib().opforge_element_mul_grad(grad, a, b)
-    return grad_a, grad_b
+    # The tape says which inputs need no gradient (a constant operand, say); skip their work.
+    skip = getattr(op, "skip_input_indices", None) or ()
+    need_a, need_b = 0 not in skip, 1 not in skip
+    grad_a, grad_b = lib().opforge_element_mul_grad(
+        grad, a, b, need_grad_a=need_a, need_grad_b=need_b
+    )
+    return (grad_a if need_a else None), (grad_b if need_b else None)
 
 
 @tf.RegisterGradient("Opforge>ElementMulGrad")
 def _element_mul_grad_gradient(op, grad_ga, grad_gb):
     # grad_a = R_a(g * b), grad_b = R_b(a * g), R_x summing over x's broadcast dimensions.
+    # An output that was skipped (need_grad_x false) contributes nothing.
     g, a, b = op.inputs
-    if grad_ga is None:
+    if grad_ga is None or not op.get_attr("need_grad_a"):
         grad_ga = tf.zeros_like(a)
-    if grad_gb is None:
+    if grad_gb is None or not op.get_attr("need_grad_b"):
         grad_gb = tf.zeros_like(b)
     m = lib()
     d_g = m.opforge_element_mul(grad_ga, b) + m.opforge_element_mul(a, grad_gb)
-    d_a = m.opforge_element_mul_grad(g, a, grad_gb)[0]
-    d_b = m.opforge_element_mul_grad(g, grad_ga, b)[1]
+    d_a = m.opforge_element_mul_grad(g, a, grad_gb, need_grad_b=False)[0]
+    d_b = m.opforge_element_mul_grad(g, grad_ga, b, need_grad_a=False)[1]
     return d_g, d_a, d_b
