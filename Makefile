@@ -3,6 +3,7 @@
 #   make test        core GoogleTests under ASan+UBSan, the CUDA test binary, then pytest
 #   make build       rebuild and reinstall opforge after a change (incremental)
 #   make bench       `opforge bench` for every op
+#   make core-bench  Google Benchmark of the C++ core alone (no TensorFlow in the process)
 #   make format      clang-format the C++ sources
 #   make gpu-build-check  compile and load the GPU binding against TensorFlow's CUDA wheel
 #                    (separate .venv-gpu; needs nvcc; no GPU needed to compile)
@@ -21,7 +22,8 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 SOURCES := $(shell find cc python cmake -type f -not -name '*.pyc' 2>/dev/null) \
            CMakeLists.txt pyproject.toml
 
-.PHONY: all demo test build deps core-test cuda-test pytest bench format clean gpu-build-check
+.PHONY: all demo test build deps core-test cuda-test pytest bench core-bench format clean \
+        gpu-build-check
 
 all: build
 
@@ -67,6 +69,13 @@ test: core-test cuda-test pytest
 
 bench: build
 	$(VENV)/bin/opforge bench
+
+core-bench: deps
+	mkdir -p build
+	cmake -S . -B build/bench -G Ninja -DOPFORGE_CORE_ONLY=ON -DCMAKE_BUILD_TYPE=Release \
+	  -DPython_EXECUTABLE=$(abspath $(VPY)) > build/bench.log 2>&1 || (cat build/bench.log; exit 1)
+	cmake --build build/bench --target opforge_core_bench
+	build/bench/opforge_core_bench --benchmark_min_time=0.2
 
 # The CUDA path: TensorFlow's CUDA wheel in its own venv, the binding compiled with GOOGLE_CUDA,
 # then loaded to list its GPU kernels (they run only where a GPU is present).
