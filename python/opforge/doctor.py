@@ -51,7 +51,13 @@ def run() -> int:
         print(f"  compile flags:        {' '.join(b.TF_COMPILE_FLAGS)}")
         print(f"  link flags:           {' '.join(b.TF_LINK_FLAGS)}")
         print(f"  CUDA kernels:         {'compiled with nvcc ' + b.CUDA_VERSION if b.CUDA_VERSION else 'not compiled (no nvcc at build time)'}")
-        print(f"  GPU binding:          {'yes' if b.GPU_BINDING else 'no (TensorFlow is not a CUDA build)' if not b.TF_IS_CUDA_BUILD else 'no'}")
+        if b.GPU_BINDING:
+            binding = "yes (GPU kernels registered with TensorFlow)"
+        elif not b.TF_IS_CUDA_BUILD:
+            binding = "no (the TensorFlow built against is not a CUDA build)"
+        else:
+            binding = "no (no nvcc at build time)"
+        print(f"  GPU binding:          {binding}")
         if b.TF_COMPILE_FLAGS != running_flags:
             print(f"  WARNING: running TensorFlow's compile flags differ: {' '.join(running_flags)}")
     except ImportError:
