@@ -2,26 +2,18 @@
 // Arguments: elements, threads (ThreadParallel). Reports bytes moved per second.
 #include <benchmark/benchmark.h>
 
-#include <random>
 #include <vector>
 
+#include "common/bench_util.h"
 #include "ops/leaky_relu/leaky_relu.h"
 
 namespace opforge {
 namespace {
 
-std::vector<float> RandomFloats(int64_t n) {
-  std::vector<float> v(static_cast<size_t>(n));
-  std::mt19937 rng(7);
-  std::normal_distribution<float> dist;
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
-
 void BM_LeakyReluForward(benchmark::State& state) {
   const int64_t n = state.range(0);
   const ThreadParallel parallel(static_cast<int>(state.range(1)));
-  const auto x = RandomFloats(n);
+  const auto x = bench::RandomFloats(n, 7);
   std::vector<float> y(x.size());
   LeakyReluParams params;
   params.size = n;
@@ -35,7 +27,7 @@ void BM_LeakyReluForward(benchmark::State& state) {
 void BM_LeakyReluForwardWithMask(benchmark::State& state) {
   const int64_t n = state.range(0);
   const ThreadParallel parallel(static_cast<int>(state.range(1)));
-  const auto x = RandomFloats(n);
+  const auto x = bench::RandomFloats(n, 7);
   std::vector<float> y(x.size()), mask(x.size());
   LeakyReluParams params;
   params.size = n;
@@ -49,8 +41,8 @@ void BM_LeakyReluForwardWithMask(benchmark::State& state) {
 void BM_LeakyReluBackward(benchmark::State& state) {
   const int64_t n = state.range(0);
   const ThreadParallel parallel(static_cast<int>(state.range(1)));
-  const auto x = RandomFloats(n);
-  const auto g = RandomFloats(n);
+  const auto x = bench::RandomFloats(n, 7);
+  const auto g = bench::RandomFloats(n, 8);
   std::vector<float> dx(x.size());
   LeakyReluParams params;
   params.size = n;
