@@ -89,7 +89,7 @@ gpu-build-check:
 	  print(sorted({d.device_type for d in k.get_registered_kernels_for_op('Opforge>LeakyRelu').kernel}))"
 
 format:
-	clang-format -i $$(find cc -name '*.h' -o -name '*.cc' -o -name '*.cu')
+	clang-format -i $$(find cc -name '*.h' -o -name '*.cc' -o -name '*.cu' -o -name '*.cuh')
 
 clean:
 	rm -rf build $(VENV)/.built

@@ -22,10 +22,10 @@ Status MakeBroadcastPlan(const char* op, const char* a_name, const char* b_name,
     }
     if (pa[d] != pb[d] && pa[d] != 1 && pb[d] != 1) {
       std::ostringstream s;
-      s << op << ": " << a_name << " and " << b_name << " must have broadcast-compatible shapes, got "
-        << ShapeString(a) << " and " << ShapeString(b) << " (dimension "
-        << static_cast<int64_t>(d) - static_cast<int64_t>(rank) << " is " << pa[d] << " vs "
-        << pb[d] << ")";
+      s << op << ": " << a_name << " and " << b_name
+        << " must have broadcast-compatible shapes, got " << ShapeString(a) << " and "
+        << ShapeString(b) << " (dimension " << static_cast<int64_t>(d) - static_cast<int64_t>(rank)
+        << " is " << pa[d] << " vs " << pb[d] << ")";
       return Status::Invalid(s.str());
     }
     out[d] = pa[d] == 1 ? pb[d] : pa[d];

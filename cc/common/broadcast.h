@@ -80,7 +80,8 @@ void BroadcastApply(const std::vector<int64_t>& dims, const std::vector<int64_t>
 // a fixed order (lexicographic over the reduced dimensions), so the result does not depend on the
 // number of threads. Accumulates in Acc<T> (float for half and bfloat16).
 template <typename T>
-void BroadcastMulReduce(const std::vector<int64_t>& dims, const std::vector<int64_t>& target_strides,
+void BroadcastMulReduce(const std::vector<int64_t>& dims,
+                        const std::vector<int64_t>& target_strides,
                         const std::vector<int64_t>& other_strides, const T* g, const T* other,
                         T* target, const Parallel& parallel) {
   using A = Acc<T>;
@@ -148,7 +149,8 @@ void BroadcastMulReduce(const std::vector<int64_t>& dims, const std::vector<int6
           A s = acc[0];
           const int64_t so = other_strides[rank - 1];
           for (int64_t k = 0; k < inner_reduce; ++k) {
-            s = Add<A>(s, Mul<A>(static_cast<A>(g[g_off + k]), static_cast<A>(other[o_off + k * so])));
+            s = Add<A>(s,
+                       Mul<A>(static_cast<A>(g[g_off + k]), static_cast<A>(other[o_off + k * so])));
           }
           acc[0] = s;
         }

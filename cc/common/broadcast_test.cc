@@ -76,8 +76,8 @@ TEST(MakeBroadcastPlanTest, OutputShapes) {
 }
 
 TEST(MakeBroadcastPlanTest, ScalarsCollapseToOneElement) {
-  for (const auto& [a, b] : std::vector<std::pair<Shape, Shape>>{
-           {{}, {}}, {{1}, {}}, {{}, {1, 1}}, {{1, 1}, {1}}}) {
+  for (const auto& [a, b] :
+       std::vector<std::pair<Shape, Shape>>{{{}, {}}, {{1}, {}}, {{}, {1, 1}}, {{1, 1}, {1}}}) {
     SCOPED_TRACE(ShapeString(a) + " * " + ShapeString(b));
     const BroadcastPlan plan = PlanOrDie(a, b);
     EXPECT_EQ(plan.out_size, 1);
@@ -143,12 +143,9 @@ TEST(MakeBroadcastPlanTest, ZeroSizeDimensions) {
 TEST(MakeBroadcastPlanTest, ZeroSizeOutputWithHugeOtherDimensions) {
   const int64_t big = int64_t{1} << 40;
   const std::pair<Shape, Shape> cases[] = {
-      {{0, big, big}, {1, big, 1}},
-      {{0, big, big}, {1, 1, big}},
-      {{big, 0, big}, {1, 1, big}},
-      {{1, big, 1}, {0, 1, big}},
-      {{0, 1, big, 1, big}, {1, 3, 1, 5, 1}},
-      {{0, big, 1, big}, {1, 1, 3, 1}},
+      {{0, big, big}, {1, big, 1}},           {{0, big, big}, {1, 1, big}},
+      {{big, 0, big}, {1, 1, big}},           {{1, big, 1}, {0, 1, big}},
+      {{0, 1, big, 1, big}, {1, 3, 1, 5, 1}}, {{0, big, 1, big}, {1, 1, 3, 1}},
   };
   for (const auto& [a, b] : cases) {
     SCOPED_TRACE(ShapeString(a) + " * " + ShapeString(b));
@@ -202,10 +199,8 @@ TEST(MakeBroadcastPlanTest, ElementCountOverflowIsAnError) {
     EXPECT_EQ(plan.out_size, kMax);
   }
   const std::pair<Shape, Shape> cases[] = {
-      {{3037000500, 1}, {3037000500}},
-      {{int64_t{1} << 32, 1}, {int64_t{1} << 32}},
-      {{int64_t{1} << 62}, {2, 1}},
-      {{kMax, 1}, {1, 2}},
+      {{3037000500, 1}, {3037000500}}, {{int64_t{1} << 32, 1}, {int64_t{1} << 32}},
+      {{int64_t{1} << 62}, {2, 1}},    {{kMax, 1}, {1, 2}},
       {{kMax, kMax}, {kMax, kMax}},
   };
   for (const auto& [a, b] : cases) {
@@ -302,8 +297,9 @@ TEST(BroadcastApplyTest, MatchesNaiveLoopOnRandomShapes) {
                   [&](int64_t o, int64_t ia, int64_t ib) { want[o] = Pair(x[ia], y[ib]); });
     for (const auto& parallel : parallels) {
       std::vector<int64_t> got(plan.out_size, -1);
-      BroadcastApply(plan.dims, plan.a_strides, plan.b_strides, x.data(), y.data(), got.data(),
-                     [](int64_t u, int64_t v) { return Pair(u, v); }, *parallel);
+      BroadcastApply(
+          plan.dims, plan.a_strides, plan.b_strides, x.data(), y.data(), got.data(),
+          [](int64_t u, int64_t v) { return Pair(u, v); }, *parallel);
       ASSERT_EQ(got, want);
     }
   }
@@ -346,8 +342,9 @@ TEST(BroadcastApplyTest, GeneralStrides) {
   }
   for (const auto& parallel : AllParallels()) {
     std::vector<int64_t> got(rows * cols, 0);
-    BroadcastApply({rows, cols}, {1, rows}, {0, 1}, x.data(), y.data(), got.data(),
-                   [](int64_t u, int64_t v) { return Pair(u, v); }, *parallel);
+    BroadcastApply(
+        {rows, cols}, {1, rows}, {0, 1}, x.data(), y.data(), got.data(),
+        [](int64_t u, int64_t v) { return Pair(u, v); }, *parallel);
     EXPECT_EQ(got, want);
   }
 }
@@ -356,9 +353,9 @@ TEST(BroadcastApplyTest, EmptyOutputWritesNothing) {
   const BroadcastPlan plan = PlanOrDie({0, 3}, {1, 3});
   const std::vector<int64_t> y = {1, 2, 3};
   int64_t sentinel = 42;
-  BroadcastApply(plan.dims, plan.a_strides, plan.b_strides, static_cast<const int64_t*>(nullptr),
-                 y.data(), &sentinel, [](int64_t u, int64_t v) { return u * v; },
-                 ThreadParallel(3));
+  BroadcastApply(
+      plan.dims, plan.a_strides, plan.b_strides, static_cast<const int64_t*>(nullptr), y.data(),
+      &sentinel, [](int64_t u, int64_t v) { return u * v; }, ThreadParallel(3));
   EXPECT_EQ(sentinel, 42);
 }
 
@@ -413,7 +410,7 @@ TEST(BroadcastMulReduceTest, DoubleMatchesNaiveLoopOnRandomShapes) {
 // A target broadcast along a zero-size dimension still has elements, and each is an empty sum.
 TEST(BroadcastMulReduceTest, EmptyBroadcastDimensionGivesZeros) {
   const std::pair<Shape, Shape> cases[] = {
-      {{3, 1}, {3, 0}},       {{2, 3}, {0, 1, 3}}, {{}, {0}},          {{1}, {0, 4}},
+      {{3, 1}, {3, 0}},       {{2, 3}, {0, 1, 3}}, {{}, {0}},        {{1}, {0, 4}},
       {{4, 1, 2}, {1, 0, 1}}, {{2, 1}, {0, 1, 5}}, {{5}, {5, 0, 5}}, {{1, 1}, {0, 0}},
   };
   for (const auto& [t, other] : cases) {

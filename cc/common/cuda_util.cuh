@@ -60,7 +60,8 @@ __device__ inline C Add(C a, C b) {
 
 constexpr int kThreads = 256;
 inline unsigned Blocks(int64_t n) {
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((n + kThreads - 1) / kThreads, 1 << 16)));
+  return static_cast<unsigned>(
+      std::max<int64_t>(1, std::min<int64_t>((n + kThreads - 1) / kThreads, 1 << 16)));
 }
 
 inline Status LaunchStatus(const char* what) {

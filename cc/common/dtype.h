@@ -13,12 +13,18 @@ enum class DType : int { kHalf, kBFloat16, kFloat, kDouble, kInt32, kInt64 };
 
 inline const char* DTypeName(DType t) {
   switch (t) {
-    case DType::kHalf: return "half";
-    case DType::kBFloat16: return "bfloat16";
-    case DType::kFloat: return "float32";
-    case DType::kDouble: return "float64";
-    case DType::kInt32: return "int32";
-    case DType::kInt64: return "int64";
+    case DType::kHalf:
+      return "half";
+    case DType::kBFloat16:
+      return "bfloat16";
+    case DType::kFloat:
+      return "float32";
+    case DType::kDouble:
+      return "float64";
+    case DType::kInt32:
+      return "int32";
+    case DType::kInt64:
+      return "int64";
   }
   return "unknown";
 }

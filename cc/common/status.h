@@ -23,7 +23,9 @@ class Status {
     return Status(Code::kInvalidArgument, std::move(message));
   }
   // A failure that is not the caller's fault (a failed CUDA launch, say).
-  static Status Internal(std::string message) { return Status(Code::kInternal, std::move(message)); }
+  static Status Internal(std::string message) {
+    return Status(Code::kInternal, std::move(message));
+  }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }
@@ -53,9 +55,9 @@ Status InvalidArgument(const char* op, const char* argument, const std::string& 
   return Status::Invalid(s.str());
 }
 
-#define OPFORGE_RETURN_IF_ERROR(expr)       \
-  do {                                      \
-    ::opforge::Status _opf_status = (expr); \
+#define OPFORGE_RETURN_IF_ERROR(expr)          \
+  do {                                         \
+    ::opforge::Status _opf_status = (expr);    \
     if (!_opf_status.ok()) return _opf_status; \
   } while (0)
 

@@ -30,10 +30,10 @@ inline absl::Status ToTfStatus(const Status& status) {
 }
 
 // Runs a core validate() and, on failure, sets InvalidArgument on the context and returns.
-#define OPFORGE_OP_REQUIRES_OK(context, expr)                          \
-  do {                                                                  \
-    ::opforge::Status _opf_s = (expr);                                  \
-    OP_REQUIRES_OK(context, ::opforge::ToTfStatus(_opf_s));             \
+#define OPFORGE_OP_REQUIRES_OK(context, expr)               \
+  do {                                                      \
+    ::opforge::Status _opf_s = (expr);                      \
+    OP_REQUIRES_OK(context, ::opforge::ToTfStatus(_opf_s)); \
   } while (0)
 
 inline std::vector<int64_t> Dims(const tensorflow::TensorShape& shape) {

@@ -80,9 +80,11 @@ Status MakeGpuPlan(const BroadcastPlan& plan, const std::vector<int64_t>& x_stri
                    const std::vector<int64_t>& y_strides, GpuPlan* out) {
   const int rank = static_cast<int>(plan.dims.size());
   if (rank > kElementMulGpuMaxDims) {
-    return Status::Invalid("ElementMul: on the GPU, a and b may differ in broadcasting along at "
-                           "most " + std::to_string(kElementMulGpuMaxDims) +
-                           " groups of dimensions, got " + std::to_string(rank));
+    return Status::Invalid(
+        "ElementMul: on the GPU, a and b may differ in broadcasting along at "
+        "most " +
+        std::to_string(kElementMulGpuMaxDims) + " groups of dimensions, got " +
+        std::to_string(rank));
   }
   out->rank = rank;
   for (int d = 0; d < rank; ++d) {
@@ -94,8 +96,7 @@ Status MakeGpuPlan(const BroadcastPlan& plan, const std::vector<int64_t>& x_stri
 }
 
 template <typename T>
-Status Forward(const BroadcastPlan& plan, const void* a, const void* b, void* out,
-               cudaStream_t s) {
+Status Forward(const BroadcastPlan& plan, const void* a, const void* b, void* out, cudaStream_t s) {
   GpuPlan p;
   OPFORGE_RETURN_IF_ERROR(MakeGpuPlan(plan, plan.a_strides, plan.b_strides, &p));
   ForwardKernel<T><<<cuda::Blocks(plan.out_size), cuda::kThreads, 0, s>>>(
@@ -139,12 +140,18 @@ Status ElementMulForwardGpu(DType dtype, const BroadcastPlan& plan, const void* 
   if (plan.out_size == 0) return Status::Ok();
   auto s = static_cast<cudaStream_t>(stream);
   switch (dtype) {
-    case DType::kHalf: return Forward<__half>(plan, a, b, out, s);
-    case DType::kBFloat16: return Forward<__nv_bfloat16>(plan, a, b, out, s);
-    case DType::kFloat: return Forward<float>(plan, a, b, out, s);
-    case DType::kDouble: return Forward<double>(plan, a, b, out, s);
-    case DType::kInt32: return Forward<int32_t>(plan, a, b, out, s);
-    case DType::kInt64: return Forward<int64_t>(plan, a, b, out, s);
+    case DType::kHalf:
+      return Forward<__half>(plan, a, b, out, s);
+    case DType::kBFloat16:
+      return Forward<__nv_bfloat16>(plan, a, b, out, s);
+    case DType::kFloat:
+      return Forward<float>(plan, a, b, out, s);
+    case DType::kDouble:
+      return Forward<double>(plan, a, b, out, s);
+    case DType::kInt32:
+      return Forward<int32_t>(plan, a, b, out, s);
+    case DType::kInt64:
+      return Forward<int64_t>(plan, a, b, out, s);
   }
   return cuda::UnsupportedDType("ElementMul", dtype);
 }
@@ -154,12 +161,18 @@ Status ElementMulBackwardGpu(DType dtype, const BroadcastPlan& plan, const void*
                              void* stream) {
   auto s = static_cast<cudaStream_t>(stream);
   switch (dtype) {
-    case DType::kHalf: return Backward<__half>(plan, grad, a, b, grad_a, grad_b, s);
-    case DType::kBFloat16: return Backward<__nv_bfloat16>(plan, grad, a, b, grad_a, grad_b, s);
-    case DType::kFloat: return Backward<float>(plan, grad, a, b, grad_a, grad_b, s);
-    case DType::kDouble: return Backward<double>(plan, grad, a, b, grad_a, grad_b, s);
-    case DType::kInt32: return Backward<int32_t>(plan, grad, a, b, grad_a, grad_b, s);
-    case DType::kInt64: return Backward<int64_t>(plan, grad, a, b, grad_a, grad_b, s);
+    case DType::kHalf:
+      return Backward<__half>(plan, grad, a, b, grad_a, grad_b, s);
+    case DType::kBFloat16:
+      return Backward<__nv_bfloat16>(plan, grad, a, b, grad_a, grad_b, s);
+    case DType::kFloat:
+      return Backward<float>(plan, grad, a, b, grad_a, grad_b, s);
+    case DType::kDouble:
+      return Backward<double>(plan, grad, a, b, grad_a, grad_b, s);
+    case DType::kInt32:
+      return Backward<int32_t>(plan, grad, a, b, grad_a, grad_b, s);
+    case DType::kInt64:
+      return Backward<int64_t>(plan, grad, a, b, grad_a, grad_b, s);
   }
   return cuda::UnsupportedDType("ElementMulGrad", dtype);
 }

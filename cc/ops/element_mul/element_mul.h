@@ -30,8 +30,8 @@ void ElementMulForward(const BroadcastPlan& plan, const T* a, const T* b, T* out
 // grad_a = sum_{broadcast dims of a} grad * b, grad_b = sum_{broadcast dims of b} a * grad.
 // Either output may be null (not needed).
 template <typename T>
-void ElementMulBackward(const BroadcastPlan& plan, const T* grad, const T* a, const T* b,
-                        T* grad_a, T* grad_b, const Parallel& parallel);
+void ElementMulBackward(const BroadcastPlan& plan, const T* grad, const T* a, const T* b, T* grad_a,
+                        T* grad_b, const Parallel& parallel);
 
 // CUDA versions (element_mul.cu), asynchronous on `stream`. The collapsed plan may have at most
 // kElementMulGpuMaxDims dimensions.

@@ -26,13 +26,14 @@ Status ValidateElementMulGrad(const std::vector<int64_t>& grad, const std::vecto
 template <typename T>
 void ElementMulForward(const BroadcastPlan& plan, const T* a, const T* b, T* out,
                        const Parallel& parallel) {
-  BroadcastApply(plan.dims, plan.a_strides, plan.b_strides, a, b, out,
-                 [](T x, T y) { return Mul<T>(x, y); }, parallel);
+  BroadcastApply(
+      plan.dims, plan.a_strides, plan.b_strides, a, b, out, [](T x, T y) { return Mul<T>(x, y); },
+      parallel);
 }
 
 template <typename T>
-void ElementMulBackward(const BroadcastPlan& plan, const T* grad, const T* a, const T* b,
-                        T* grad_a, T* grad_b, const Parallel& parallel) {
+void ElementMulBackward(const BroadcastPlan& plan, const T* grad, const T* a, const T* b, T* grad_a,
+                        T* grad_b, const Parallel& parallel) {
   auto mul = [](T x, T y) { return Mul<T>(x, y); };
   // An operand that was not broadcast gets one product per element: an element-wise multiply
   // with the other operand read through its broadcast strides. The rest is a reduction.
@@ -53,11 +54,11 @@ void ElementMulBackward(const BroadcastPlan& plan, const T* grad, const T* a, co
   }
 }
 
-#define OPFORGE_INSTANTIATE(T)                                                                   \
-  template void ElementMulForward<T>(const BroadcastPlan&, const T*, const T*, T*,              \
-                                     const Parallel&);                                          \
-  template void ElementMulBackward<T>(const BroadcastPlan&, const T*, const T*, const T*, T*,   \
-                                      T*, const Parallel&);
+#define OPFORGE_INSTANTIATE(T)                                                                    \
+  template void ElementMulForward<T>(const BroadcastPlan&, const T*, const T*, T*,                \
+                                     const Parallel&);                                            \
+  template void ElementMulBackward<T>(const BroadcastPlan&, const T*, const T*, const T*, T*, T*, \
+                                      const Parallel&);
 OPFORGE_INSTANTIATE(Eigen::half)
 OPFORGE_INSTANTIATE(Eigen::bfloat16)
 OPFORGE_INSTANTIATE(float)

@@ -61,8 +61,8 @@ std::pair<Shape, Shape> RandomGpuShapePair(std::mt19937_64& rng, int64_t max_ele
 template <typename T>
 std::vector<T> Specials() {
   using L = std::numeric_limits<T>;
-  return {L::infinity(), -L::infinity(), L::quiet_NaN(), static_cast<T>(0.0f),
-          static_cast<T>(-0.0f), L::max(), L::denorm_min(), L::min()};
+  return {L::infinity(),         -L::infinity(), L::quiet_NaN(),  static_cast<T>(0.0f),
+          static_cast<T>(-0.0f), L::max(),       L::denorm_min(), L::min()};
 }
 
 // Compares one gradient. `abs_sum` is the CPU gradient computed in double from |grad|, |a|, |b|
@@ -118,7 +118,10 @@ TYPED_TEST(ElementMulCudaTest, ForwardMatchesCpu) {
   using T = TypeParam;
   std::mt19937_64 rng(201);
   std::vector<std::pair<Shape, Shape>> cases = {
-      {{}, {}}, {{1 << 20}, {1 << 20}}, {{1000, 1000}, {1000}}, {{1000, 1}, {1, 1000}},
+      {{}, {}},
+      {{1 << 20}, {1 << 20}},
+      {{1000, 1000}, {1000}},
+      {{1000, 1}, {1, 1000}},
       {{(1 << 24) + 3}, {}},  // more elements than one grid
   };
   for (int i = 0; i < 60; ++i) cases.push_back(RandomGpuShapePair(rng, 200000));
@@ -148,8 +151,13 @@ TYPED_TEST(ElementMulCudaTest, BackwardMatchesCpu) {
   using T = TypeParam;
   std::mt19937_64 rng(202);
   std::vector<std::pair<Shape, Shape>> cases = {
-      {{}, {}}, {{1 << 16}, {}}, {{513, 257}, {257}}, {{513, 257}, {513, 1}},
-      {{64, 1, 128}, {1, 33, 128}}, {{3, 1}, {3, 0}}, {{2, 3}, {0, 1, 3}},
+      {{}, {}},
+      {{1 << 16}, {}},
+      {{513, 257}, {257}},
+      {{513, 257}, {513, 1}},
+      {{64, 1, 128}, {1, 33, 128}},
+      {{3, 1}, {3, 0}},
+      {{2, 3}, {0, 1, 3}},
   };
   for (int i = 0; i < 60; ++i) cases.push_back(RandomGpuShapePair(rng, 100000));
   for (const auto& [as, bs] : cases) {
@@ -167,8 +175,8 @@ TYPED_TEST(ElementMulCudaTest, BackwardMatchesCpu) {
     std::vector<double> abs_a(a.size()), abs_b(b.size());
     {
       const auto ga = AbsAsDouble(g), aa = AbsAsDouble(a), ba = AbsAsDouble(b);
-      ElementMulBackward<double>(plan, ga.data(), aa.data(), ba.data(), abs_a.data(),
-                                 abs_b.data(), SerialParallel());
+      ElementMulBackward<double>(plan, ga.data(), aa.data(), ba.data(), abs_a.data(), abs_b.data(),
+                                 SerialParallel());
     }
 
     DeviceBuffer dg, da, db, dga, dgb;
@@ -232,8 +240,8 @@ TYPED_TEST(ElementMulCudaTest, BackwardWithOneOutput) {
   ASSERT_NO_FATAL_FAILURE(Sync());
   ASSERT_NO_FATAL_FAILURE(Download(dga, &only_a));
   ASSERT_NO_FATAL_FAILURE(Upload(std::vector<T>(b.size(), static_cast<T>(77)), &dgb));
-  OPFORGE_ASSERT_OK(ElementMulBackwardGpu(DTypeOf<T>(), plan, dg.get(), da.get(), db.get(),
-                                          nullptr, dgb.get(), nullptr));
+  OPFORGE_ASSERT_OK(ElementMulBackwardGpu(DTypeOf<T>(), plan, dg.get(), da.get(), db.get(), nullptr,
+                                          dgb.get(), nullptr));
   ASSERT_NO_FATAL_FAILURE(Sync());
   ASSERT_NO_FATAL_FAILURE(Download(dgb, &only_b));
   EXPECT_TRUE(SameBitsOrBothNan(only_a, both_a));
@@ -250,8 +258,8 @@ TEST(ElementMulCudaIntTest, OverflowWraps) {
   ASSERT_NO_FATAL_FAILURE(Upload(a, &da));
   ASSERT_NO_FATAL_FAILURE(Upload(b, &db));
   OPFORGE_ASSERT_CUDA(dout.Allocate(3 * sizeof(int32_t)));
-  OPFORGE_ASSERT_OK(ElementMulForwardGpu(DType::kInt32, plan, da.get(), db.get(), dout.get(),
-                                         nullptr));
+  OPFORGE_ASSERT_OK(
+      ElementMulForwardGpu(DType::kInt32, plan, da.get(), db.get(), dout.get(), nullptr));
   ASSERT_NO_FATAL_FAILURE(Sync());
   std::vector<int32_t> out(3);
   ASSERT_NO_FATAL_FAILURE(Download(dout, &out));

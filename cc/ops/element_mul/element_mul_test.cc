@@ -72,8 +72,9 @@ T RefMul(T a, T b) {
 template <typename T>
 std::vector<T> Specials() {
   using L = std::numeric_limits<T>;
-  return {L::infinity(), -L::infinity(), L::quiet_NaN(), static_cast<T>(0.0f),
-          static_cast<T>(-0.0f), L::max(), L::lowest(), L::denorm_min(), L::min()};
+  return {L::infinity(),        -L::infinity(),        L::quiet_NaN(),
+          static_cast<T>(0.0f), static_cast<T>(-0.0f), L::max(),
+          L::lowest(),          L::denorm_min(),       L::min()};
 }
 
 BroadcastPlan PlanOrDie(const Shape& a, const Shape& b) {
@@ -193,8 +194,8 @@ TYPED_TEST(ElementMulKernelTest, ForwardMatchesNaiveBroadcast) {
     const auto a = RandomVector<T>(rng, NumElements(p.a), Specials<T>());
     const auto b = RandomVector<T>(rng, NumElements(p.b), Specials<T>());
     const auto want = RefForward(p.a, p.b, a, b);
-    for (const Parallel* parallel : {static_cast<const Parallel*>(&serial),
-                                     static_cast<const Parallel*>(&threads)}) {
+    for (const Parallel* parallel :
+         {static_cast<const Parallel*>(&serial), static_cast<const Parallel*>(&threads)}) {
       std::vector<T> out(plan.out_size, static_cast<T>(77));
       ElementMulForward<T>(plan, a.data(), b.data(), out.data(), *parallel);
       ASSERT_TRUE(SameBitsOrBothNan(out, want));
@@ -206,10 +207,10 @@ TYPED_TEST(ElementMulKernelTest, ForwardOfFixedShapes) {
   using T = TypeParam;
   std::mt19937_64 rng(102);
   const std::pair<Shape, Shape> cases[] = {
-      {{}, {}},          {{7}, {}},           {{}, {7}},           {{6, 5}, {6, 5}},
-      {{6, 5}, {5}},     {{6, 1}, {5}},       {{1, 5}, {6, 1}},    {{4, 1, 3}, {1, 5, 1}},
-      {{2, 3, 4}, {4}},  {{2, 3, 4}, {3, 1}}, {{1, 1, 9}, {9, 1}}, {{0, 3}, {3}},
-      {{129}, {129}},    {{3, 129}, {1}},     {{129, 1}, {1, 3}},
+      {{}, {}},         {{7}, {}},           {{}, {7}},           {{6, 5}, {6, 5}},
+      {{6, 5}, {5}},    {{6, 1}, {5}},       {{1, 5}, {6, 1}},    {{4, 1, 3}, {1, 5, 1}},
+      {{2, 3, 4}, {4}}, {{2, 3, 4}, {3, 1}}, {{1, 1, 9}, {9, 1}}, {{0, 3}, {3}},
+      {{129}, {129}},   {{3, 129}, {1}},     {{129, 1}, {1, 3}},
   };
   for (const auto& [as, bs] : cases) {
     SCOPED_TRACE(ShapeString(as) + " * " + ShapeString(bs));
@@ -314,8 +315,8 @@ TYPED_TEST(ElementMulKernelTest, BackwardMatchesNaiveReduction) {
     const auto want_b = RefGradient(p.b, p.a, g, a);
     const bool a_broadcast = NumElements(p.a) != plan.out_size;
     const bool b_broadcast = NumElements(p.b) != plan.out_size;
-    for (const Parallel* parallel : {static_cast<const Parallel*>(&serial),
-                                     static_cast<const Parallel*>(&threads)}) {
+    for (const Parallel* parallel :
+         {static_cast<const Parallel*>(&serial), static_cast<const Parallel*>(&threads)}) {
       std::vector<T> grad_a(a.size(), static_cast<T>(77)), grad_b(b.size(), static_cast<T>(77));
       ElementMulBackward<T>(plan, g.data(), a.data(), b.data(), grad_a.data(), grad_b.data(),
                             *parallel);
@@ -356,7 +357,8 @@ TYPED_TEST(ElementMulKernelTest, BackwardOfEmptyOutputGivesZeros) {
     SCOPED_TRACE(ShapeString(as) + " * " + ShapeString(bs));
     const BroadcastPlan plan = PlanOrDie(as, bs);
     ASSERT_EQ(plan.out_size, 0);
-    const std::vector<T> a(NumElements(as), static_cast<T>(3)), b(NumElements(bs), static_cast<T>(3));
+    const std::vector<T> a(NumElements(as), static_cast<T>(3)),
+        b(NumElements(bs), static_cast<T>(3));
     std::vector<T> grad_a(a.size(), static_cast<T>(77)), grad_b(b.size(), static_cast<T>(77));
     ElementMulBackward<T>(plan, nullptr, a.data(), b.data(), grad_a.data(), grad_b.data(),
                           ThreadParallel(2));
@@ -374,11 +376,11 @@ TYPED_TEST(ElementMulKernelTest, ThreadCountsGiveIdenticalBits) {
   using T = TypeParam;
   std::mt19937_64 rng(105);
   std::vector<std::pair<Shape, Shape>> cases = {
-      {{64, 1, 128}, {1, 33, 128}},   // both reduce, inner dim kept
-      {{257, 130}, {130}},            // b reduced over the rows
-      {{257, 130}, {257, 1}},         // b reduced over the inner dim
+      {{64, 1, 128}, {1, 33, 128}},  // both reduce, inner dim kept
+      {{257, 130}, {130}},           // b reduced over the rows
+      {{257, 130}, {257, 1}},        // b reduced over the inner dim
       {{3, 1, 5, 1, 7}, {1, 11, 1, 13, 1}},
-      {{100003}, {}},                 // a scalar operand
+      {{100003}, {}},  // a scalar operand
   };
   for (int i = 0; i < 6; ++i) {
     const ShapePair p = RandomShapePair(rng, 6, 100000, /*zero_percent=*/0);

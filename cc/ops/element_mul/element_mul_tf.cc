@@ -70,8 +70,8 @@ class ElementMulOp : public OpKernel {
       ElementMulForward<T>(plan, pa, pb, po, TfParallel(context));
     } else {
 #if GOOGLE_CUDA
-      OPFORGE_OP_REQUIRES_OK(context, ElementMulForwardGpu(DTypeOf<T>::value, plan, pa, pb, po,
-                                                           GpuStream(context)));
+      OPFORGE_OP_REQUIRES_OK(
+          context, ElementMulForwardGpu(DTypeOf<T>::value, plan, pa, pb, po, GpuStream(context)));
 #endif
     }
   }
@@ -117,10 +117,10 @@ class ElementMulGradOp : public OpKernel {
 #if GOOGLE_CUDA
       // One stream: the two launches run in order.
       void* stream = GpuStream(context);
-      OPFORGE_OP_REQUIRES_OK(context, ElementMulBackwardGpu(DTypeOf<T>::value, plan, pg, pa, pb,
-                                                            nullptr, gb, stream));
-      OPFORGE_OP_REQUIRES_OK(context, ElementMulBackwardGpu(DTypeOf<T>::value, plan, pg, pa, pb,
-                                                            ga, nullptr, stream));
+      OPFORGE_OP_REQUIRES_OK(
+          context, ElementMulBackwardGpu(DTypeOf<T>::value, plan, pg, pa, pb, nullptr, gb, stream));
+      OPFORGE_OP_REQUIRES_OK(
+          context, ElementMulBackwardGpu(DTypeOf<T>::value, plan, pg, pa, pb, ga, nullptr, stream));
 #endif
     }
   }
@@ -133,9 +133,8 @@ class ElementMulGradOp : public OpKernel {
 #define OPFORGE_REGISTER(DEVICE, TAG, T)                                                        \
   REGISTER_KERNEL_BUILDER(Name("Opforge>ElementMul").Device(DEVICE).TypeConstraint<T>("T"),     \
                           ElementMulOp<TAG, T>);                                                \
-  REGISTER_KERNEL_BUILDER(                                                                      \
-      Name("Opforge>ElementMulGrad").Device(DEVICE).TypeConstraint<T>("T"),                     \
-      ElementMulGradOp<TAG, T>);
+  REGISTER_KERNEL_BUILDER(Name("Opforge>ElementMulGrad").Device(DEVICE).TypeConstraint<T>("T"), \
+                          ElementMulGradOp<TAG, T>);
 
 OPFORGE_REGISTER(DEVICE_CPU, CpuTag, Eigen::half)
 OPFORGE_REGISTER(DEVICE_CPU, CpuTag, Eigen::bfloat16)

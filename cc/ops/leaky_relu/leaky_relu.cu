@@ -55,11 +55,16 @@ Status LeakyReluForwardGpu(DType dtype, const LeakyReluParams& params, const voi
   if (params.size == 0) return Status::Ok();
   auto s = static_cast<cudaStream_t>(stream);
   switch (dtype) {
-    case DType::kHalf: return Forward<__half>(params, x, y, mask, s);
-    case DType::kBFloat16: return Forward<__nv_bfloat16>(params, x, y, mask, s);
-    case DType::kFloat: return Forward<float>(params, x, y, mask, s);
-    case DType::kDouble: return Forward<double>(params, x, y, mask, s);
-    default: return cuda::UnsupportedDType("LeakyRelu", dtype);
+    case DType::kHalf:
+      return Forward<__half>(params, x, y, mask, s);
+    case DType::kBFloat16:
+      return Forward<__nv_bfloat16>(params, x, y, mask, s);
+    case DType::kFloat:
+      return Forward<float>(params, x, y, mask, s);
+    case DType::kDouble:
+      return Forward<double>(params, x, y, mask, s);
+    default:
+      return cuda::UnsupportedDType("LeakyRelu", dtype);
   }
 }
 
@@ -68,11 +73,16 @@ Status LeakyReluBackwardGpu(DType dtype, const LeakyReluParams& params, const vo
   if (params.size == 0) return Status::Ok();
   auto s = static_cast<cudaStream_t>(stream);
   switch (dtype) {
-    case DType::kHalf: return Backward<__half>(params, g, x, dx, s);
-    case DType::kBFloat16: return Backward<__nv_bfloat16>(params, g, x, dx, s);
-    case DType::kFloat: return Backward<float>(params, g, x, dx, s);
-    case DType::kDouble: return Backward<double>(params, g, x, dx, s);
-    default: return cuda::UnsupportedDType("LeakyReluGrad", dtype);
+    case DType::kHalf:
+      return Backward<__half>(params, g, x, dx, s);
+    case DType::kBFloat16:
+      return Backward<__nv_bfloat16>(params, g, x, dx, s);
+    case DType::kFloat:
+      return Backward<float>(params, g, x, dx, s);
+    case DType::kDouble:
+      return Backward<double>(params, g, x, dx, s);
+    default:
+      return cuda::UnsupportedDType("LeakyReluGrad", dtype);
   }
 }
 

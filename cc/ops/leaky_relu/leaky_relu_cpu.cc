@@ -100,10 +100,9 @@ void LeakyReluBackward(const LeakyReluParams& params, const T* g, const T* x, T*
   });
 }
 
-#define OPFORGE_INSTANTIATE(T)                                                             \
-  template void LeakyReluForward<T>(const LeakyReluParams&, const T*, T*, T*,            \
-                                    const Parallel&);                                    \
-  template void LeakyReluBackward<T>(const LeakyReluParams&, const T*, const T*, T*,     \
+#define OPFORGE_INSTANTIATE(T)                                                                  \
+  template void LeakyReluForward<T>(const LeakyReluParams&, const T*, T*, T*, const Parallel&); \
+  template void LeakyReluBackward<T>(const LeakyReluParams&, const T*, const T*, T*,            \
                                      const Parallel&);
 OPFORGE_INSTANTIATE(Eigen::half)
 OPFORGE_INSTANTIATE(Eigen::bfloat16)

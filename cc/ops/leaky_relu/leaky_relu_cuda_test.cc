@@ -44,10 +44,19 @@ constexpr float kAlphas[] = {0.0f, 0.2f, 1.5f, -0.3f};
 template <typename T>
 std::vector<T> TestInputs(uint64_t seed) {
   using L = std::numeric_limits<T>;
-  const std::vector<T> specials = {
-      static_cast<T>(0.0f), -static_cast<T>(0.0f), static_cast<T>(1.0f), static_cast<T>(-1.0f),
-      L::infinity(), -L::infinity(), L::quiet_NaN(), -L::quiet_NaN(), L::denorm_min(),
-      -L::denorm_min(), L::min(), L::max(), L::lowest()};
+  const std::vector<T> specials = {static_cast<T>(0.0f),
+                                   -static_cast<T>(0.0f),
+                                   static_cast<T>(1.0f),
+                                   static_cast<T>(-1.0f),
+                                   L::infinity(),
+                                   -L::infinity(),
+                                   L::quiet_NaN(),
+                                   -L::quiet_NaN(),
+                                   L::denorm_min(),
+                                   -L::denorm_min(),
+                                   L::min(),
+                                   L::max(),
+                                   L::lowest()};
   return BitPatternInputs<T>(seed, specials, /*random_patterns=*/1 << 18,
                              /*ordinary=*/(1 << 19) + 13);
 }
@@ -87,8 +96,8 @@ TYPED_TEST(LeakyReluCudaTest, ForwardMatchesCpu) {
 
     // With the mask.
     OPFORGE_ASSERT_CUDA(cudaMemset(dy.get(), 0x7F, x.size() * sizeof(T)));
-    OPFORGE_ASSERT_OK(LeakyReluForwardGpu(DTypeOf<T>(), params, dx.get(), dy.get(), dmask.get(),
-                                          nullptr));
+    OPFORGE_ASSERT_OK(
+        LeakyReluForwardGpu(DTypeOf<T>(), params, dx.get(), dy.get(), dmask.get(), nullptr));
     ASSERT_NO_FATAL_FAILURE(Sync());
     std::vector<T> mask(x.size());
     ASSERT_NO_FATAL_FAILURE(Download(dy, &y));

@@ -111,9 +111,9 @@ LeakyReluParams Params(float alpha, size_t size) {
 // --- validation -------------------------------------------------------------------------------
 
 TEST(ValidateLeakyReluTest, FiniteAlphaIsAccepted) {
-  for (float alpha : {0.0f, -0.0f, 0.2f, 1.5f, -0.3f, std::numeric_limits<float>::max(),
-                      std::numeric_limits<float>::lowest(),
-                      std::numeric_limits<float>::denorm_min()}) {
+  for (float alpha :
+       {0.0f, -0.0f, 0.2f, 1.5f, -0.3f, std::numeric_limits<float>::max(),
+        std::numeric_limits<float>::lowest(), std::numeric_limits<float>::denorm_min()}) {
     const Status s = ValidateLeakyRelu(Params(alpha, 10));
     EXPECT_TRUE(s.ok()) << alpha << ": " << s.message();
   }
@@ -121,9 +121,9 @@ TEST(ValidateLeakyReluTest, FiniteAlphaIsAccepted) {
 }
 
 TEST(ValidateLeakyReluTest, NonFiniteAlphaIsRejected) {
-  for (float alpha : {std::numeric_limits<float>::quiet_NaN(),
-                      std::numeric_limits<float>::infinity(),
-                      -std::numeric_limits<float>::infinity()}) {
+  for (float alpha :
+       {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+        -std::numeric_limits<float>::infinity()}) {
     const Status s = ValidateLeakyRelu(Params(alpha, 10));
     ASSERT_FALSE(s.ok()) << alpha;
     EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
@@ -165,8 +165,8 @@ TEST(ValidateLeakyReluGradTest, ShapeMismatchNamesGradientsAndBothShapes) {
 }
 
 TEST(ValidateLeakyReluGradTest, NonFiniteAlphaIsRejected) {
-  const Status s = ValidateLeakyReluGrad(Params(std::numeric_limits<float>::quiet_NaN(), 6),
-                                         {2, 3}, {2, 3});
+  const Status s =
+      ValidateLeakyReluGrad(Params(std::numeric_limits<float>::quiet_NaN(), 6), {2, 3}, {2, 3});
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(Contains(s.message(), "alpha"));
 }
@@ -201,8 +201,7 @@ TYPED_TEST(LeakyReluKernelTest, ForwardWithMaskMatchesReference) {
       want_mask[i] = RefMask(x[i], alpha);
     }
     std::vector<T> y(x.size(), static_cast<T>(123.0f)), mask(x.size(), static_cast<T>(123.0f));
-    LeakyReluForward<T>(Params(alpha, x.size()), x.data(), y.data(), mask.data(),
-                        SerialParallel());
+    LeakyReluForward<T>(Params(alpha, x.size()), x.data(), y.data(), mask.data(), SerialParallel());
     EXPECT_TRUE(SameBits(y, want_y, x));
     EXPECT_TRUE(SameBits(mask, want_mask, x));
   }
@@ -218,8 +217,7 @@ TYPED_TEST(LeakyReluKernelTest, BackwardMatchesReference) {
     std::vector<T> want(x.size());
     for (size_t i = 0; i < x.size(); ++i) want[i] = RefBackward(g[i], x[i], alpha);
     std::vector<T> dx(x.size(), static_cast<T>(123.0f));
-    LeakyReluBackward<T>(Params(alpha, x.size()), g.data(), x.data(), dx.data(),
-                         SerialParallel());
+    LeakyReluBackward<T>(Params(alpha, x.size()), g.data(), x.data(), dx.data(), SerialParallel());
     EXPECT_TRUE(SameBits(dx, want, x));
   }
 }
@@ -250,8 +248,7 @@ TYPED_TEST(LeakyReluKernelTest, NanAndInfinityPassThrough) {
   for (float alpha : kAlphas) {
     SCOPED_TRACE(::testing::Message() << "alpha " << alpha);
     std::vector<T> y(x.size()), mask(x.size());
-    LeakyReluForward<T>(Params(alpha, x.size()), x.data(), y.data(), mask.data(),
-                        SerialParallel());
+    LeakyReluForward<T>(Params(alpha, x.size()), x.data(), y.data(), mask.data(), SerialParallel());
     EXPECT_TRUE(std::isnan(Wide(y[0])));
     EXPECT_TRUE(std::isnan(Wide(y[1])));
     EXPECT_EQ(Bits(y[2]), Bits(L::infinity()));
@@ -270,8 +267,7 @@ TYPED_TEST(LeakyReluKernelTest, NanAndInfinityPassThrough) {
     // Backward: a NaN or infinite gradient passes where x > 0 and is scaled elsewhere.
     const std::vector<T> g = {L::infinity(), L::quiet_NaN(), -L::infinity(), L::infinity()};
     std::vector<T> dx(x.size());
-    LeakyReluBackward<T>(Params(alpha, x.size()), g.data(), x.data(), dx.data(),
-                         SerialParallel());
+    LeakyReluBackward<T>(Params(alpha, x.size()), g.data(), x.data(), dx.data(), SerialParallel());
     EXPECT_EQ(Bits(dx[2]), Bits(-L::infinity()));  // x = +inf > 0: g passes
     EXPECT_TRUE(std::isnan(Wide(dx[1])));
     if (alpha == 0.0f) {
@@ -294,8 +290,7 @@ TYPED_TEST(LeakyReluKernelTest, GradientAtZeroIsAlphaTimesG) {
   {
     // alpha = 0.25 is exact in every type, so the products are known.
     std::vector<T> dx(x.size());
-    LeakyReluBackward<T>(Params(0.25f, x.size()), g.data(), x.data(), dx.data(),
-                         SerialParallel());
+    LeakyReluBackward<T>(Params(0.25f, x.size()), g.data(), x.data(), dx.data(), SerialParallel());
     EXPECT_TRUE(SameBits(dx, std::vector<T>{t(0.25f), t(-0.5f), t(0.875f), t(0.1875f)}, x));
   }
   for (float alpha : kAlphas) {
@@ -304,8 +299,7 @@ TYPED_TEST(LeakyReluKernelTest, GradientAtZeroIsAlphaTimesG) {
     for (size_t i = 0; i < x.size(); ++i) {
       want[i] = Narrow<T>(Wide(g[i]) * Wide(static_cast<T>(alpha)));
     }
-    LeakyReluBackward<T>(Params(alpha, x.size()), g.data(), x.data(), dx.data(),
-                         SerialParallel());
+    LeakyReluBackward<T>(Params(alpha, x.size()), g.data(), x.data(), dx.data(), SerialParallel());
     EXPECT_TRUE(SameBits(dx, want, x));
   }
 }
@@ -356,8 +350,8 @@ TYPED_TEST(LeakyReluKernelTest, SizeZero) {
   using T = TypeParam;
   const SerialParallel serial;
   const ThreadParallel threads(4);
-  for (const Parallel* p : {static_cast<const Parallel*>(&serial),
-                            static_cast<const Parallel*>(&threads)}) {
+  for (const Parallel* p :
+       {static_cast<const Parallel*>(&serial), static_cast<const Parallel*>(&threads)}) {
     // No buffers at all...
     LeakyReluForward<T>(Params(0.2f, 0), nullptr, nullptr, nullptr, *p);
     LeakyReluBackward<T>(Params(0.2f, 0), nullptr, nullptr, nullptr, *p);

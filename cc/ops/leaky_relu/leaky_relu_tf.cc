@@ -52,8 +52,7 @@ void ReadParams(OpKernelConstruction* context, LeakyReluParams* params) {
 template <typename Device, typename T, bool kWithMask>
 class LeakyReluOp : public OpKernel {
  public:
-  explicit LeakyReluOp(OpKernelConstruction* context)
-      : OpKernel(context) {
+  explicit LeakyReluOp(OpKernelConstruction* context) : OpKernel(context) {
     ReadParams(context, &params_);
   }
 
@@ -61,8 +60,8 @@ class LeakyReluOp : public OpKernel {
     const Tensor& features = context->input(0);
     Tensor* activations = nullptr;
     // Reuse the input buffer when nobody else holds it (the built-in does the same).
-    OP_REQUIRES_OK(context, context->forward_input_or_allocate_output({0}, 0, features.shape(),
-                                                                      &activations));
+    OP_REQUIRES_OK(
+        context, context->forward_input_or_allocate_output({0}, 0, features.shape(), &activations));
     Tensor* mask = nullptr;
     if (kWithMask) OP_REQUIRES_OK(context, context->allocate_output(1, features.shape(), &mask));
     LeakyReluParams params = params_;
@@ -75,8 +74,8 @@ class LeakyReluOp : public OpKernel {
       LeakyReluForward<T>(params, x, y, m, TfParallel(context));
     } else {
 #if GOOGLE_CUDA
-      OPFORGE_OP_REQUIRES_OK(context, LeakyReluForwardGpu(DTypeOf<T>::value, params, x, y, m,
-                                                          GpuStream(context)));
+      OPFORGE_OP_REQUIRES_OK(
+          context, LeakyReluForwardGpu(DTypeOf<T>::value, params, x, y, m, GpuStream(context)));
 #endif
     }
   }
@@ -88,8 +87,7 @@ class LeakyReluOp : public OpKernel {
 template <typename Device, typename T>
 class LeakyReluGradOp : public OpKernel {
  public:
-  explicit LeakyReluGradOp(OpKernelConstruction* context)
-      : OpKernel(context) {
+  explicit LeakyReluGradOp(OpKernelConstruction* context) : OpKernel(context) {
     ReadParams(context, &params_);
   }
 
@@ -97,11 +95,11 @@ class LeakyReluGradOp : public OpKernel {
     const Tensor& gradients = context->input(0);
     const Tensor& features = context->input(1);
     LeakyReluParams params = params_;
-    OPFORGE_OP_REQUIRES_OK(context, ValidateLeakyReluGrad(params, Dims(gradients.shape()),
-                                                          Dims(features.shape())));
+    OPFORGE_OP_REQUIRES_OK(
+        context, ValidateLeakyReluGrad(params, Dims(gradients.shape()), Dims(features.shape())));
     Tensor* backprops = nullptr;
-    OP_REQUIRES_OK(context, context->forward_input_or_allocate_output({0}, 0, gradients.shape(),
-                                                                      &backprops));
+    OP_REQUIRES_OK(
+        context, context->forward_input_or_allocate_output({0}, 0, gradients.shape(), &backprops));
     params.size = gradients.NumElements();
     if (params.size == 0) return;
     const T* g = gradients.flat<T>().data();
@@ -111,8 +109,8 @@ class LeakyReluGradOp : public OpKernel {
       LeakyReluBackward<T>(params, g, x, dx, TfParallel(context));
     } else {
 #if GOOGLE_CUDA
-      OPFORGE_OP_REQUIRES_OK(context, LeakyReluBackwardGpu(DTypeOf<T>::value, params, g, x, dx,
-                                                           GpuStream(context)));
+      OPFORGE_OP_REQUIRES_OK(
+          context, LeakyReluBackwardGpu(DTypeOf<T>::value, params, g, x, dx, GpuStream(context)));
 #endif
     }
   }
@@ -121,16 +119,13 @@ class LeakyReluGradOp : public OpKernel {
   LeakyReluParams params_;
 };
 
-#define OPFORGE_REGISTER(DEVICE, TAG, T)                                                        \
-  REGISTER_KERNEL_BUILDER(                                                                      \
-      Name("Opforge>LeakyRelu").Device(DEVICE).TypeConstraint<T>("T"),                          \
-      LeakyReluOp<TAG, T, false>);                                                              \
-  REGISTER_KERNEL_BUILDER(                                                                      \
-      Name("Opforge>LeakyReluWithMask").Device(DEVICE).TypeConstraint<T>("T"),                  \
-      LeakyReluOp<TAG, T, true>);                                                               \
-  REGISTER_KERNEL_BUILDER(                                                                      \
-      Name("Opforge>LeakyReluGrad").Device(DEVICE).TypeConstraint<T>("T"),                      \
-      LeakyReluGradOp<TAG, T>);
+#define OPFORGE_REGISTER(DEVICE, TAG, T)                                                           \
+  REGISTER_KERNEL_BUILDER(Name("Opforge>LeakyRelu").Device(DEVICE).TypeConstraint<T>("T"),         \
+                          LeakyReluOp<TAG, T, false>);                                             \
+  REGISTER_KERNEL_BUILDER(Name("Opforge>LeakyReluWithMask").Device(DEVICE).TypeConstraint<T>("T"), \
+                          LeakyReluOp<TAG, T, true>);                                              \
+  REGISTER_KERNEL_BUILDER(Name("Opforge>LeakyReluGrad").Device(DEVICE).TypeConstraint<T>("T"),     \
+                          LeakyReluGradOp<TAG, T>);
 
 OPFORGE_REGISTER(DEVICE_CPU, CpuTag, Eigen::half)
 OPFORGE_REGISTER(DEVICE_CPU, CpuTag, Eigen::bfloat16)
