@@ -74,6 +74,35 @@ inline Status UnsupportedDType(const char* what, DType dtype) {
   return Status::Invalid(std::string(what) + ": no CUDA kernel for dtype " + DTypeName(dtype));
 }
 
+template <typename T>
+struct TypeTag {
+  using type = T;
+};
+
+// Calls fn(TypeTag<T>{}) with the CUDA type T of `dtype` (__half, __nv_bfloat16, float, double,
+// and, with kWithIntegers, int32_t and int64_t) and returns its Status; any other dtype is an
+// error naming `what`. One switch for every op's entry points.
+template <bool kWithIntegers, typename Fn>
+Status DispatchDType(DType dtype, const char* what, Fn&& fn) {
+  switch (dtype) {
+    case DType::kHalf:
+      return fn(TypeTag<__half>{});
+    case DType::kBFloat16:
+      return fn(TypeTag<__nv_bfloat16>{});
+    case DType::kFloat:
+      return fn(TypeTag<float>{});
+    case DType::kDouble:
+      return fn(TypeTag<double>{});
+    case DType::kInt32:
+      if constexpr (kWithIntegers) return fn(TypeTag<int32_t>{});
+      break;
+    case DType::kInt64:
+      if constexpr (kWithIntegers) return fn(TypeTag<int64_t>{});
+      break;
+  }
+  return UnsupportedDType(what, dtype);
+}
+
 }  // namespace cuda
 }  // namespace opforge
 

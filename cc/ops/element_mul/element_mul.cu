@@ -139,42 +139,18 @@ Status ElementMulForwardGpu(DType dtype, const BroadcastPlan& plan, const void* 
                             void* out, void* stream) {
   if (plan.out_size == 0) return Status::Ok();
   auto s = static_cast<cudaStream_t>(stream);
-  switch (dtype) {
-    case DType::kHalf:
-      return Forward<__half>(plan, a, b, out, s);
-    case DType::kBFloat16:
-      return Forward<__nv_bfloat16>(plan, a, b, out, s);
-    case DType::kFloat:
-      return Forward<float>(plan, a, b, out, s);
-    case DType::kDouble:
-      return Forward<double>(plan, a, b, out, s);
-    case DType::kInt32:
-      return Forward<int32_t>(plan, a, b, out, s);
-    case DType::kInt64:
-      return Forward<int64_t>(plan, a, b, out, s);
-  }
-  return cuda::UnsupportedDType("ElementMul", dtype);
+  return cuda::DispatchDType<true>(dtype, "ElementMul", [&](auto tag) {
+    return Forward<typename decltype(tag)::type>(plan, a, b, out, s);
+  });
 }
 
 Status ElementMulBackwardGpu(DType dtype, const BroadcastPlan& plan, const void* grad,
                              const void* a, const void* b, void* grad_a, void* grad_b,
                              void* stream) {
   auto s = static_cast<cudaStream_t>(stream);
-  switch (dtype) {
-    case DType::kHalf:
-      return Backward<__half>(plan, grad, a, b, grad_a, grad_b, s);
-    case DType::kBFloat16:
-      return Backward<__nv_bfloat16>(plan, grad, a, b, grad_a, grad_b, s);
-    case DType::kFloat:
-      return Backward<float>(plan, grad, a, b, grad_a, grad_b, s);
-    case DType::kDouble:
-      return Backward<double>(plan, grad, a, b, grad_a, grad_b, s);
-    case DType::kInt32:
-      return Backward<int32_t>(plan, grad, a, b, grad_a, grad_b, s);
-    case DType::kInt64:
-      return Backward<int64_t>(plan, grad, a, b, grad_a, grad_b, s);
-  }
-  return cuda::UnsupportedDType("ElementMulGrad", dtype);
+  return cuda::DispatchDType<true>(dtype, "ElementMulGrad", [&](auto tag) {
+    return Backward<typename decltype(tag)::type>(plan, grad, a, b, grad_a, grad_b, s);
+  });
 }
 
 }  // namespace opforge

@@ -54,36 +54,18 @@ Status LeakyReluForwardGpu(DType dtype, const LeakyReluParams& params, const voi
                            void* mask, void* stream) {
   if (params.size == 0) return Status::Ok();
   auto s = static_cast<cudaStream_t>(stream);
-  switch (dtype) {
-    case DType::kHalf:
-      return Forward<__half>(params, x, y, mask, s);
-    case DType::kBFloat16:
-      return Forward<__nv_bfloat16>(params, x, y, mask, s);
-    case DType::kFloat:
-      return Forward<float>(params, x, y, mask, s);
-    case DType::kDouble:
-      return Forward<double>(params, x, y, mask, s);
-    default:
-      return cuda::UnsupportedDType("LeakyRelu", dtype);
-  }
+  return cuda::DispatchDType<false>(dtype, "LeakyRelu", [&](auto tag) {
+    return Forward<typename decltype(tag)::type>(params, x, y, mask, s);
+  });
 }
 
 Status LeakyReluBackwardGpu(DType dtype, const LeakyReluParams& params, const void* g,
                             const void* x, void* dx, void* stream) {
   if (params.size == 0) return Status::Ok();
   auto s = static_cast<cudaStream_t>(stream);
-  switch (dtype) {
-    case DType::kHalf:
-      return Backward<__half>(params, g, x, dx, s);
-    case DType::kBFloat16:
-      return Backward<__nv_bfloat16>(params, g, x, dx, s);
-    case DType::kFloat:
-      return Backward<float>(params, g, x, dx, s);
-    case DType::kDouble:
-      return Backward<double>(params, g, x, dx, s);
-    default:
-      return cuda::UnsupportedDType("LeakyReluGrad", dtype);
-  }
+  return cuda::DispatchDType<false>(dtype, "LeakyReluGrad", [&](auto tag) {
+    return Backward<typename decltype(tag)::type>(params, g, x, dx, s);
+  });
 }
 
 }  // namespace opforge
