@@ -99,6 +99,8 @@ Status DispatchDType(DType dtype, const char* what, Fn&& fn) {
     case DType::kInt64:
       if constexpr (kWithIntegers) return fn(TypeTag<int64_t>{});
       break;
+    default:  // the 8- and 16-bit integers: ops that take them dispatch themselves
+      break;
   }
   return UnsupportedDType(what, dtype);
 }

@@ -9,7 +9,7 @@
 
 namespace opforge {
 
-enum class DType : int { kHalf, kBFloat16, kFloat, kDouble, kInt32, kInt64 };
+enum class DType : int { kHalf, kBFloat16, kFloat, kDouble, kInt32, kInt64, kInt8, kUInt8, kInt16, kUInt16 };
 
 inline const char* DTypeName(DType t) {
   switch (t) {
@@ -25,6 +25,14 @@ inline const char* DTypeName(DType t) {
       return "int32";
     case DType::kInt64:
       return "int64";
+    case DType::kInt8:
+      return "int8";
+    case DType::kUInt8:
+      return "uint8";
+    case DType::kInt16:
+      return "int16";
+    case DType::kUInt16:
+      return "uint16";
   }
   return "unknown";
 }

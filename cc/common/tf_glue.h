@@ -74,6 +74,22 @@ template <>
 struct DTypeOf<int64_t> {
   static constexpr DType value = DType::kInt64;
 };
+template <>
+struct DTypeOf<int8_t> {
+  static constexpr DType value = DType::kInt8;
+};
+template <>
+struct DTypeOf<uint8_t> {
+  static constexpr DType value = DType::kUInt8;
+};
+template <>
+struct DTypeOf<int16_t> {
+  static constexpr DType value = DType::kInt16;
+};
+template <>
+struct DTypeOf<uint16_t> {
+  static constexpr DType value = DType::kUInt16;
+};
 
 #if GOOGLE_CUDA
 // The CUDA stream of the op's context, as the void* the core's .cu entry points take.

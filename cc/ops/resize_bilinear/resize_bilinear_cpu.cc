@@ -1,0 +1,416 @@
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "common/arith.h"
+#include "ops/resize_bilinear/resize_bilinear.h"
+
+namespace opforge {
+namespace {
+
+constexpr const char* kOp = "ResizeBilinear";
+constexpr const char* kGradOp = "ResizeBilinearGrad";
+constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
+
+// True if the product of dims fits in int64 (so every flat index does).
+bool ElementCountFits(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    if (__builtin_mul_overflow(n, d, &n)) return false;
+  }
+  return true;
+}
+
+Status ValidateImageDims(const char* op, const char* argument, const std::vector<int64_t>& dims) {
+  if (dims.size() != 4) {
+    return InvalidArgument(op, argument, "a 4-D tensor [batch, height, width, channels]",
+                           "shape " + ShapeString(dims));
+  }
+  if (dims[1] <= 0 || dims[2] <= 0) {
+    return InvalidArgument(op, argument, "an image of non-zero height and width",
+                           "shape " + ShapeString(dims));
+  }
+  if (dims[1] >= kMaxInt32 || dims[2] >= kMaxInt32) {
+    return InvalidArgument(op, argument, "an image with height and width below 2^31 - 1",
+                           "shape " + ShapeString(dims));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ValidateResizeBilinearAttrs(bool align_corners, bool half_pixel_centers) {
+  if (align_corners && half_pixel_centers) {
+    return InvalidArgument(kOp, "align_corners", "false when half_pixel_centers is true", "true");
+  }
+  return Status::Ok();
+}
+
+Status ValidateResizeBilinear(const std::vector<int64_t>& images, const std::vector<int64_t>& size,
+                              const std::vector<int64_t>& size_values, bool align_corners,
+                              bool half_pixel_centers, ResizeBilinearParams* params) {
+  OPFORGE_RETURN_IF_ERROR(ValidateResizeBilinearAttrs(align_corners, half_pixel_centers));
+  OPFORGE_RETURN_IF_ERROR(ValidateImageDims(kOp, "images", images));
+  if (images[3] <= 0) {
+    return InvalidArgument(kOp, "images", "an image with at least one channel",
+                           "shape " + ShapeString(images));
+  }
+  if (size.size() != 1 || size[0] != 2 || size_values.size() != 2) {
+    return InvalidArgument(kOp, "size", "a 1-D tensor of two elements [new_height, new_width]",
+                           "shape " + ShapeString(size));
+  }
+  if (size_values[0] <= 0 || size_values[1] <= 0) {
+    return InvalidArgument(kOp, "size", "positive [new_height, new_width]",
+                           ShapeString(size_values));
+  }
+  if (!ElementCountFits({images[0], size_values[0], size_values[1], images[3]})) {
+    return InvalidArgument(kOp, "size", "small enough for the output to fit in memory",
+                           ShapeString(size_values) + " for images of shape " +
+                               ShapeString(images));
+  }
+  params->batch = images[0];
+  params->in_height = images[1];
+  params->in_width = images[2];
+  params->channels = images[3];
+  params->out_height = size_values[0];
+  params->out_width = size_values[1];
+  params->align_corners = align_corners;
+  params->half_pixel_centers = half_pixel_centers;
+  return Status::Ok();
+}
+
+Status ValidateResizeBilinearGrad(const std::vector<int64_t>& grads,
+                                  const std::vector<int64_t>& original_image, bool align_corners,
+                                  bool half_pixel_centers, ResizeBilinearParams* params) {
+  if (align_corners && half_pixel_centers) {
+    return InvalidArgument(kGradOp, "align_corners", "false when half_pixel_centers is true",
+                           "true");
+  }
+  OPFORGE_RETURN_IF_ERROR(ValidateImageDims(kGradOp, "grads", grads));
+  OPFORGE_RETURN_IF_ERROR(ValidateImageDims(kGradOp, "original_image", original_image));
+  if (grads[0] != original_image[0] || grads[3] != original_image[3]) {
+    return InvalidArgument(kGradOp, "original_image",
+                           "the batch size and channels of grads " + ShapeString(grads),
+                           "shape " + ShapeString(original_image));
+  }
+  params->batch = grads[0];
+  params->in_height = original_image[1];
+  params->in_width = original_image[2];
+  params->channels = grads[3];
+  params->out_height = grads[1];
+  params->out_width = grads[2];
+  params->align_corners = align_corners;
+  params->half_pixel_centers = half_pixel_centers;
+  return Status::Ok();
+}
+
+float ResizeScale(int64_t in, int64_t out, bool align_corners) {
+  // int64 to float, then a float division, as TensorFlow computes it.
+  return (align_corners && in > 1 && out > 1)
+             ? static_cast<float>(in - 1) / static_cast<float>(out - 1)
+             : static_cast<float>(in) / static_cast<float>(out);
+}
+
+ResizeTap ComputeResizeTap(int64_t out_index, float scale, int64_t in_size,
+                           bool half_pixel_centers) {
+  const float x = static_cast<float>(out_index);
+  const float source = half_pixel_centers ? (x + 0.5f) * scale - 0.5f : x * scale;
+  const float floor = std::floor(source);
+  ResizeTap tap;
+  // lower is clamped only from below and upper only from above; the lerp uses the unclamped
+  // floor (so a negative half-pixel source keeps its fractional weight on the border pixel).
+  tap.lower = std::max(static_cast<int64_t>(floor), int64_t{0});
+  tap.upper = std::min(static_cast<int64_t>(std::ceil(source)), in_size - 1);
+  tap.lerp = source - floor;
+  return tap;
+}
+
+namespace {
+
+std::vector<ResizeTap> Taps(int64_t out_size, int64_t in_size, bool align_corners,
+                            bool half_pixel_centers) {
+  const float scale = ResizeScale(in_size, out_size, align_corners);
+  std::vector<ResizeTap> taps(static_cast<size_t>(out_size));
+  for (int64_t i = 0; i < out_size; ++i) {
+    taps[static_cast<size_t>(i)] = ComputeResizeTap(i, scale, in_size, half_pixel_centers);
+  }
+  return taps;
+}
+
+// --- forward ----------------------------------------------------------------------------------
+// The interpolation is separable and TensorFlow's order is horizontal first, so each output row
+// is computed from two horizontally interpolated input rows (kept while consecutive output rows
+// share them) and one vertical pass over contiguous memory.
+
+// h[x, c] = l + (r - l) * lerp for the row's pixels l = row[lower(x), c], r = row[upper(x), c].
+// kChannels > 0 fixes the channel count at compile time (small counts unroll fully).
+template <int kChannels, typename T>
+void HorizontalRow(const T* row, const int64_t* left, const int64_t* right, const float* lerp,
+                   int64_t out_width, int64_t channels, float* h) {
+  const int64_t c_count = kChannels > 0 ? kChannels : channels;
+  for (int64_t x = 0; x < out_width; ++x) {
+    const T* l = row + left[x];
+    const T* r = row + right[x];
+    const float w = lerp[x];
+    float* dst = h + x * c_count;
+    for (int64_t c = 0; c < c_count; ++c) {
+      const float a = static_cast<float>(l[c]);
+      const float b = static_cast<float>(r[c]);
+      dst[c] = a + (b - a) * w;
+    }
+  }
+}
+
+void VerticalRow(const float* top, const float* bottom, float lerp, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float t = top[i];
+    out[i] = t + (bottom[i] - t) * lerp;
+  }
+}
+
+template <typename T>
+void ConvertRange(const T* in, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(in[i]);
+}
+
+template <typename T>
+using HorizontalFn = void (*)(const T*, const int64_t*, const int64_t*, const float*, int64_t,
+                              int64_t, float*);
+
+template <typename T>
+HorizontalFn<T> PickHorizontal(int64_t channels) {
+  switch (channels) {
+    case 1:
+      return &HorizontalRow<1, T>;
+    case 2:
+      return &HorizontalRow<2, T>;
+    case 3:
+      return &HorizontalRow<3, T>;
+    case 4:
+      return &HorizontalRow<4, T>;
+    default:
+      return &HorizontalRow<0, T>;
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void ResizeBilinearForward(const ResizeBilinearParams& p, const T* images, float* output,
+                           const Parallel& parallel) {
+  const int64_t channels = p.channels;
+  const int64_t row_len = p.out_width * channels;
+  const int64_t out_rows = p.batch * p.out_height;
+  if (out_rows == 0 || row_len == 0) return;
+  if (p.out_height == p.in_height && p.out_width == p.in_width) {
+    // Same size: TensorFlow returns the input converted to float, whatever the attrs.
+    parallel.For(out_rows * row_len, kCostElementwise, [=](int64_t begin, int64_t end) {
+      ConvertRange(images + begin, output + begin, end - begin);
+    });
+    return;
+  }
+  const std::vector<ResizeTap> ys = Taps(p.out_height, p.in_height, p.align_corners,
+                                         p.half_pixel_centers);
+  std::vector<int64_t> left(static_cast<size_t>(p.out_width));
+  std::vector<int64_t> right(static_cast<size_t>(p.out_width));
+  std::vector<float> x_lerp(static_cast<size_t>(p.out_width));
+  {
+    const std::vector<ResizeTap> xs = Taps(p.out_width, p.in_width, p.align_corners,
+                                           p.half_pixel_centers);
+    for (size_t x = 0; x < xs.size(); ++x) {
+      left[x] = xs[x].lower * channels;
+      right[x] = xs[x].upper * channels;
+      x_lerp[x] = xs[x].lerp;
+    }
+  }
+  const HorizontalFn<T> horizontal = PickHorizontal<T>(channels);
+  const int64_t in_row_len = p.in_width * channels;
+  const int64_t in_height = p.in_height;
+  const int64_t out_height = p.out_height;
+  const int64_t out_width = p.out_width;
+  const double cost = 4.0 * static_cast<double>(row_len);
+  parallel.For(out_rows, cost, [&](int64_t begin, int64_t end) {
+    // Two horizontally interpolated input rows, keyed by their flat row index.
+    std::vector<float> buffer(static_cast<size_t>(2 * row_len));
+    float* slot[2] = {buffer.data(), buffer.data() + row_len};
+    int64_t key[2] = {-1, -1};
+    auto interpolated = [&](int64_t in_row, int64_t keep) -> const float* {
+      for (int s = 0; s < 2; ++s) {
+        if (key[s] == in_row) return slot[s];
+      }
+      const int s = key[0] == keep ? 1 : 0;
+      key[s] = in_row;
+      horizontal(images + in_row * in_row_len, left.data(), right.data(), x_lerp.data(),
+                 out_width, channels, slot[s]);
+      return slot[s];
+    };
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t b = row / out_height;
+      const ResizeTap& y = ys[static_cast<size_t>(row - b * out_height)];
+      const int64_t top_row = b * in_height + y.lower;
+      const int64_t bottom_row = b * in_height + y.upper;
+      const float* top = interpolated(top_row, bottom_row);
+      const float* bottom = bottom_row == top_row ? top : interpolated(bottom_row, top_row);
+      VerticalRow(top, bottom, y.lerp, row_len, output + row * row_len);
+    }
+  });
+}
+
+// --- gradient ---------------------------------------------------------------------------------
+// TensorFlow scatters sequentially: for y, for x, for c, four additions (top-left, top-right,
+// bottom-left, bottom-right). Output row r therefore receives, in order, the contributions of
+// the gradient rows y whose top or bottom source row is r (a contiguous range of y, since both
+// are non-decreasing in y), x ascending, corners in that order. Each output row is computed by
+// one task replaying exactly that sequence: no races, any partition gives the same bits.
+
+namespace {
+
+// dst[c] += Acc((g[c] * wy) * wx) for c < channels (the product rounded in float first).
+template <int kChannels, typename A>
+inline void AddWeighted(A* __restrict dst, const float* __restrict g, float wy, float wx,
+                        int64_t channels) {
+  const int64_t c_count = kChannels > 0 ? kChannels : channels;
+  for (int64_t c = 0; c < c_count; ++c) dst[c] += static_cast<A>(g[c] * wy * wx);
+}
+
+// Adds gradient row `g` (out_width pixels) to accumulator row `acc` (in_width pixels): the top
+// corners with weight wy_top if `as_top`, then (per pixel) the bottom ones if `as_bottom`.
+template <int kChannels, typename A>
+void AccumulateRow(const float* g, const int64_t* left, const int64_t* right, const float* lerp,
+                   int64_t out_width, int64_t channels, bool as_top, bool as_bottom,
+                   float y_lerp, A* acc) {
+  const int64_t c_count = kChannels > 0 ? kChannels : channels;
+  const float inv_y = 1.0f - y_lerp;
+  for (int64_t x = 0; x < out_width; ++x) {
+    const float* gx = g + x * c_count;
+    const float x_lerp = lerp[x];
+    const float inv_x = 1.0f - x_lerp;
+    A* l = acc + left[x];
+    A* r = acc + right[x];
+    if (as_top) {
+      AddWeighted<kChannels>(l, gx, inv_y, inv_x, c_count);
+      AddWeighted<kChannels>(r, gx, inv_y, x_lerp, c_count);
+    }
+    if (as_bottom) {
+      AddWeighted<kChannels>(l, gx, y_lerp, inv_x, c_count);
+      AddWeighted<kChannels>(r, gx, y_lerp, x_lerp, c_count);
+    }
+  }
+}
+
+template <typename A>
+using AccumulateFn = void (*)(const float*, const int64_t*, const int64_t*, const float*, int64_t,
+                              int64_t, bool, bool, float, A*);
+
+template <typename A>
+AccumulateFn<A> PickAccumulate(int64_t channels) {
+  switch (channels) {
+    case 1:
+      return &AccumulateRow<1, A>;
+    case 2:
+      return &AccumulateRow<2, A>;
+    case 3:
+      return &AccumulateRow<3, A>;
+    case 4:
+      return &AccumulateRow<4, A>;
+    default:
+      return &AccumulateRow<0, A>;
+  }
+}
+
+template <typename T, typename A>
+void StoreRow(const A* acc, T* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(acc[i]);
+}
+
+}  // namespace
+
+template <typename T>
+void ResizeBilinearBackward(const ResizeBilinearParams& p, const float* grads, T* output,
+                            const Parallel& parallel) {
+  // double accumulates in double; half, bfloat16 and float in float (TensorFlow converts the
+  // float sums to half or bfloat16 once, at the end).
+  using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
+  constexpr bool kInPlace = std::is_same_v<T, A>;
+  const int64_t channels = p.channels;
+  const int64_t row_len = p.in_width * channels;
+  const int64_t out_rows = p.batch * p.in_height;
+  if (out_rows == 0 || row_len == 0) return;
+  const std::vector<ResizeTap> ys = Taps(p.out_height, p.in_height, p.align_corners,
+                                         p.half_pixel_centers);
+  std::vector<int64_t> left(static_cast<size_t>(p.out_width));
+  std::vector<int64_t> right(static_cast<size_t>(p.out_width));
+  std::vector<float> x_lerp(static_cast<size_t>(p.out_width));
+  {
+    const std::vector<ResizeTap> xs = Taps(p.out_width, p.in_width, p.align_corners,
+                                           p.half_pixel_centers);
+    for (size_t x = 0; x < xs.size(); ++x) {
+      left[x] = xs[x].lower * channels;
+      right[x] = xs[x].upper * channels;
+      x_lerp[x] = xs[x].lerp;
+    }
+  }
+  // The gradient rows [first[r], last[r]) touch output row r.
+  std::vector<int64_t> first(static_cast<size_t>(p.in_height), 0);
+  std::vector<int64_t> last(static_cast<size_t>(p.in_height), 0);
+  for (int64_t y = p.out_height - 1; y >= 0; --y) {
+    const ResizeTap& t = ys[static_cast<size_t>(y)];
+    for (int64_t r : {t.lower, t.upper}) {
+      if (last[static_cast<size_t>(r)] == 0) last[static_cast<size_t>(r)] = y + 1;
+      first[static_cast<size_t>(r)] = y;
+    }
+  }
+  const AccumulateFn<A> accumulate = PickAccumulate<A>(channels);
+  const int64_t in_height = p.in_height;
+  const int64_t out_height = p.out_height;
+  const int64_t out_width = p.out_width;
+  const int64_t grad_row_len = out_width * channels;
+  const double cost = 8.0 * static_cast<double>(grad_row_len) *
+                      std::max(1.0, static_cast<double>(p.out_height) / p.in_height);
+  parallel.For(out_rows, cost, [&](int64_t begin, int64_t end) {
+    std::vector<A> buffer(kInPlace ? 0 : static_cast<size_t>(row_len));
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t b = row / in_height;
+      const int64_t r = row - b * in_height;
+      T* out = output + row * row_len;
+      A* acc = kInPlace ? reinterpret_cast<A*>(out) : buffer.data();
+      std::fill(acc, acc + row_len, A(0));
+      for (int64_t y = first[static_cast<size_t>(r)]; y < last[static_cast<size_t>(r)]; ++y) {
+        const ResizeTap& t = ys[static_cast<size_t>(y)];
+        accumulate(grads + (b * out_height + y) * grad_row_len, left.data(), right.data(),
+                   x_lerp.data(), out_width, channels, t.lower == r, t.upper == r, t.lerp, acc);
+      }
+      if constexpr (!kInPlace) StoreRow(acc, out, row_len);
+    }
+  });
+}
+
+#define OPFORGE_INSTANTIATE_FORWARD(T) \
+  template void ResizeBilinearForward<T>(const ResizeBilinearParams&, const T*, float*, \
+                                         const Parallel&);
+OPFORGE_INSTANTIATE_FORWARD(int8_t)
+OPFORGE_INSTANTIATE_FORWARD(uint8_t)
+OPFORGE_INSTANTIATE_FORWARD(int16_t)
+OPFORGE_INSTANTIATE_FORWARD(uint16_t)
+OPFORGE_INSTANTIATE_FORWARD(int32_t)
+OPFORGE_INSTANTIATE_FORWARD(int64_t)
+OPFORGE_INSTANTIATE_FORWARD(Eigen::half)
+OPFORGE_INSTANTIATE_FORWARD(Eigen::bfloat16)
+OPFORGE_INSTANTIATE_FORWARD(float)
+OPFORGE_INSTANTIATE_FORWARD(double)
+#undef OPFORGE_INSTANTIATE_FORWARD
+
+#define OPFORGE_INSTANTIATE_BACKWARD(T) \
+  template void ResizeBilinearBackward<T>(const ResizeBilinearParams&, const float*, T*, \
+                                          const Parallel&);
+OPFORGE_INSTANTIATE_BACKWARD(Eigen::half)
+OPFORGE_INSTANTIATE_BACKWARD(Eigen::bfloat16)
+OPFORGE_INSTANTIATE_BACKWARD(float)
+OPFORGE_INSTANTIATE_BACKWARD(double)
+#undef OPFORGE_INSTANTIATE_BACKWARD
+
+}  // namespace opforge
