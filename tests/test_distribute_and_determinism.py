@@ -64,14 +64,17 @@ rng = np.random.default_rng(42)
 x = tf.constant(rng.standard_normal((1 << 20) + 17).astype(np.float32))
 a = tf.constant(rng.standard_normal((513, 1, 1031)).astype(np.float32))
 b = tf.constant(rng.standard_normal((1, 257, 1)).astype(np.float32))
+img = tf.constant(rng.standard_normal((3, 61, 47, 5)).astype(np.float32))
 hashes = {{}}
 with tf.GradientTape(persistent=True) as tape:
     tape.watch([x, a, b])
     y = opforge.ops.leaky_relu(x, alpha=0.3)
     z = opforge.ops.element_mul(a, b)
     m = opforge.ops.leaky_relu_with_mask(x, alpha=-0.1)[1]
+    r = opforge.ops.resize_bilinear(img, [97, 131], half_pixel_centers=True)
 outs = {{"y": y, "z": z, "mask": m, "dx": tape.gradient(y, x, output_gradients=x),
-        "da_db": tf.concat([tf.reshape(t, [-1]) for t in tape.gradient(z, [a, b], output_gradients=z)], 0)}}
+        "da_db": tf.concat([tf.reshape(t, [-1]) for t in tape.gradient(z, [a, b], output_gradients=z)], 0),
+        "resized": r, "dimg": tape.gradient(r, img, output_gradients=r * r)}}
 for k, v in outs.items():
     hashes[k] = hashlib.sha256(v.numpy().tobytes()).hexdigest()
 print("HASHES " + json.dumps(hashes))
@@ -86,7 +89,7 @@ def test_identical_results_with_one_and_two_threads():
         line = next(l for l in proc.stdout.splitlines() if l.startswith("HASHES "))
         results.append(json.loads(line[7:]))
     assert results[0] == results[1]
-    assert len(results[0]) == 5
+    assert len(results[0]) == 7
 
 
 def test_repeated_runs_are_identical():

@@ -55,6 +55,10 @@ constexpr DType DTypeOf() {
   if constexpr (std::is_same_v<T, float>) return DType::kFloat;
   if constexpr (std::is_same_v<T, double>) return DType::kDouble;
   if constexpr (std::is_same_v<T, int32_t>) return DType::kInt32;
+  if constexpr (std::is_same_v<T, int8_t>) return DType::kInt8;
+  if constexpr (std::is_same_v<T, uint8_t>) return DType::kUInt8;
+  if constexpr (std::is_same_v<T, int16_t>) return DType::kInt16;
+  if constexpr (std::is_same_v<T, uint16_t>) return DType::kUInt16;
   return DType::kInt64;
 }
 

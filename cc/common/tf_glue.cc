@@ -1,7 +1,10 @@
 #include "common/tf_glue.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "tensorflow/core/framework/device_base.h"
 #include "tensorflow/core/platform/threadpool.h"
@@ -22,6 +25,20 @@ tensorflow::TensorShape ToTensorShape(const std::vector<int64_t>& dims) {
   tensorflow::TensorShape shape;
   for (int64_t d : dims) shape.AddDim(d);
   return shape;
+}
+
+void AdviseHugePages(tensorflow::Tensor* tensor) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
+  const size_t bytes = tensor->TotalBytes();
+  if (bytes < 4 * kHuge) return;
+  const auto begin = reinterpret_cast<uintptr_t>(tensor->data());
+  const uintptr_t first = (begin + kHuge - 1) & ~(kHuge - 1);
+  const uintptr_t last = (begin + bytes) & ~(kHuge - 1);
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
+#else
+  (void)tensor;
+#endif
 }
 
 #if GOOGLE_CUDA

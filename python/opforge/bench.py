@@ -146,9 +146,57 @@ def bench_element_mul(size: int, repeats: int) -> List[Row]:
     return rows
 
 
+# The shapes of the resize issue: an FPN/YOLO x2 upsample, a large RGB upsample, a 2x
+# downsample of a wide feature map (size argument ignored: these are fixed model shapes).
+RESIZE_CASES = [
+    ([8, 52, 52, 128], (104, 104)),
+    ([16, 224, 224, 3], (512, 512)),
+    ([8, 416, 416, 32], (208, 208)),
+]
+
+
+def bench_resize_bilinear(size: int, repeats: int) -> List[Row]:
+    import tensorflow as tf
+
+    import opforge
+    from opforge.ops._common import lib
+
+    rows: List[Row] = []
+    for shape, (oh, ow) in RESIZE_CASES:
+        x = tf.random.normal(shape, seed=8)
+        g = tf.random.normal([shape[0], oh, ow, shape[3]], seed=9)
+        for label, hp in (("half-pixel", True), ("legacy", False)):
+            m = interleaved(
+                {
+                    "opforge": lambda: opforge.ops.resize_bilinear(
+                        x, [oh, ow], half_pixel_centers=hp
+                    ),
+                    "tf": lambda: tf.raw_ops.ResizeBilinear(
+                        images=x, size=[oh, ow], half_pixel_centers=hp
+                    ),
+                },
+                max(5, repeats // 4),
+            )
+            rows.append(_row("resize_bilinear", f"forward {shape}->{oh}x{ow} {label}", m))
+            m = interleaved(
+                {
+                    "opforge": lambda: lib().opforge_resize_bilinear_grad(
+                        g, x, half_pixel_centers=hp
+                    ),
+                    "tf": lambda: tf.raw_ops.ResizeBilinearGrad(
+                        grads=g, original_image=x, half_pixel_centers=hp
+                    ),
+                },
+                max(5, repeats // 4),
+            )
+            rows.append(_row("resize_bilinear", f"gradient {shape}->{oh}x{ow} {label}", m))
+    return rows
+
+
 BENCHMARKS: Dict[str, Callable[[int, int], List[Row]]] = {
     "leaky_relu": bench_leaky_relu,
     "element_mul": bench_element_mul,
+    "resize_bilinear": bench_resize_bilinear,
 }
 
 

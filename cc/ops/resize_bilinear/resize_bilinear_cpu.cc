@@ -121,9 +121,11 @@ ResizeTap ComputeResizeTap(int64_t out_index, float scale, int64_t in_size,
   const float source = half_pixel_centers ? (x + 0.5f) * scale - 0.5f : x * scale;
   const float floor = std::floor(source);
   ResizeTap tap;
-  // lower is clamped only from below and upper only from above; the lerp uses the unclamped
-  // floor (so a negative half-pixel source keeps its fractional weight on the border pixel).
-  tap.lower = std::max(static_cast<int64_t>(floor), int64_t{0});
+  // lower is clamped from below and upper from above; the lerp uses the unclamped floor (so a
+  // negative half-pixel source keeps its fractional weight on the border pixel). The source
+  // never reaches in_size, so lower's upper clamp changes nothing but guards memory should
+  // rounding ever get it there.
+  tap.lower = std::min(std::max(static_cast<int64_t>(floor), int64_t{0}), in_size - 1);
   tap.upper = std::min(static_cast<int64_t>(std::ceil(source)), in_size - 1);
   tap.lerp = source - floor;
   return tap;
@@ -269,56 +271,127 @@ void ResizeBilinearForward(const ResizeBilinearParams& p, const T* images, float
 
 namespace {
 
-// dst[c] += Acc((g[c] * wy) * wx) for c < channels (the product rounded in float first).
-template <int kChannels, typename A>
-inline void AddWeighted(A* __restrict dst, const float* __restrict g, float wy, float wx,
-                        int64_t channels) {
-  const int64_t c_count = kChannels > 0 ? kChannels : channels;
-  for (int64_t c = 0; c < c_count; ++c) dst[c] += static_cast<A>(g[c] * wy * wx);
-}
+// The horizontal taps of the gradient, shared by every row: for each gradient column x its
+// source pixels (as element offsets) and lerp; for each image column q the gradient columns
+// [first[q], last[q]) that reach it.
+struct ColumnTaps {
+  std::vector<int64_t> left, right;  // element offsets: pixel * channels
+  std::vector<float> lerp;
+  std::vector<int64_t> first, last;
+};
 
-// Adds gradient row `g` (out_width pixels) to accumulator row `acc` (in_width pixels): the top
-// corners with weight wy_top if `as_top`, then (per pixel) the bottom ones if `as_bottom`.
-template <int kChannels, typename A>
-void AccumulateRow(const float* g, const int64_t* left, const int64_t* right, const float* lerp,
-                   int64_t out_width, int64_t channels, bool as_top, bool as_bottom,
-                   float y_lerp, A* acc) {
-  const int64_t c_count = kChannels > 0 ? kChannels : channels;
-  const float inv_y = 1.0f - y_lerp;
-  for (int64_t x = 0; x < out_width; ++x) {
-    const float* gx = g + x * c_count;
-    const float x_lerp = lerp[x];
-    const float inv_x = 1.0f - x_lerp;
-    A* l = acc + left[x];
-    A* r = acc + right[x];
-    if (as_top) {
-      AddWeighted<kChannels>(l, gx, inv_y, inv_x, c_count);
-      AddWeighted<kChannels>(r, gx, inv_y, x_lerp, c_count);
-    }
-    if (as_bottom) {
-      AddWeighted<kChannels>(l, gx, y_lerp, inv_x, c_count);
-      AddWeighted<kChannels>(r, gx, y_lerp, x_lerp, c_count);
+// The output indices [first[i], last[i]) whose taps reach input index i (both taps are
+// non-decreasing and at most one apart, so each such set is contiguous).
+void ReachingRanges(const std::vector<ResizeTap>& taps, int64_t in_size,
+                    std::vector<int64_t>* first, std::vector<int64_t>* last) {
+  first->assign(static_cast<size_t>(in_size), 0);
+  last->assign(static_cast<size_t>(in_size), 0);
+  for (int64_t o = static_cast<int64_t>(taps.size()) - 1; o >= 0; --o) {
+    const ResizeTap& t = taps[static_cast<size_t>(o)];
+    for (int64_t i : {t.lower, t.upper}) {
+      if ((*last)[static_cast<size_t>(i)] == 0) (*last)[static_cast<size_t>(i)] = o + 1;
+      (*first)[static_cast<size_t>(i)] = o;
     }
   }
 }
 
+// Many channels: scatter each gradient pixel to its two source pixels, vectorised over the
+// channels: left[c] += (g[c] * wy) * wx_left, then right[c] += (g[c] * wy) * wx_right, each
+// product rounded in float (g * wy computed once: the same rounding as TensorFlow's
+// left-to-right g * wy * wx). Where left and right are one pixel the two additions happen in
+// that order.
 template <typename A>
-using AccumulateFn = void (*)(const float*, const int64_t*, const int64_t*, const float*, int64_t,
-                              int64_t, bool, bool, float, A*);
+inline void ScatterPixel(const float* __restrict g, float wy, float wx_left, float wx_right,
+                         int64_t channels, A* left, A* right) {
+  if (left != right) {
+    A* __restrict l = left;
+    A* __restrict r = right;
+    for (int64_t c = 0; c < channels; ++c) {
+      const float gy = g[c] * wy;
+      l[c] += static_cast<A>(gy * wx_left);
+      r[c] += static_cast<A>(gy * wx_right);
+    }
+  } else {
+    A* __restrict l = left;
+    for (int64_t c = 0; c < channels; ++c) {
+      const float gy = g[c] * wy;
+      l[c] = (l[c] + static_cast<A>(gy * wx_left)) + static_cast<A>(gy * wx_right);
+    }
+  }
+}
+
+// Adds gradient row `g` to accumulator row `acc`: per gradient pixel the top corners (weight
+// 1 - y_lerp) if `as_top`, then the bottom ones (y_lerp) if `as_bottom`.
+template <typename A>
+void AccumulateRow(const float* g, const ColumnTaps& t, int64_t channels, bool as_top,
+                   bool as_bottom, float y_lerp, A* acc) {
+  const float inv_y = 1.0f - y_lerp;
+  const int64_t out_width = static_cast<int64_t>(t.lerp.size());
+  for (int64_t x = 0; x < out_width; ++x) {
+    const float* gx = g + x * channels;
+    const float x_lerp = t.lerp[static_cast<size_t>(x)];
+    const float inv_x = 1.0f - x_lerp;
+    A* l = acc + t.left[static_cast<size_t>(x)];
+    A* r = acc + t.right[static_cast<size_t>(x)];
+    if (as_top) ScatterPixel(gx, inv_y, inv_x, x_lerp, channels, l, r);
+    if (as_bottom) ScatterPixel(gx, y_lerp, inv_x, x_lerp, channels, l, r);
+  }
+}
+
+// The same for a few channels (kChannels, known at compile time), as a gather: with so few
+// channels, the scatter's sums into one pixel form a chain through memory (load, add, store,
+// reload for the next gradient pixel) whose latency bounds the loop. Here each image pixel q
+// sums, in a register, the gradient columns that reach it, x ascending and per x left before
+// right, top before bottom: the order in which the scatter adds to q, so the same bits.
+template <int kChannels, typename A>
+void AccumulateRowFew(const float* g, const ColumnTaps& t, int64_t /*channels*/, bool as_top,
+                      bool as_bottom, float y_lerp, A* acc) {
+  const float inv_y = 1.0f - y_lerp;
+  const int64_t in_width = static_cast<int64_t>(t.first.size());
+  for (int64_t q = 0; q < in_width; ++q) {
+    const int64_t offset = q * kChannels;
+    A sum[kChannels];
+    for (int c = 0; c < kChannels; ++c) sum[c] = acc[offset + c];
+    for (int64_t x = t.first[static_cast<size_t>(q)]; x < t.last[static_cast<size_t>(q)]; ++x) {
+      const float* gx = g + x * kChannels;
+      const float x_lerp = t.lerp[static_cast<size_t>(x)];
+      const bool is_left = t.left[static_cast<size_t>(x)] == offset;
+      const bool is_right = t.right[static_cast<size_t>(x)] == offset;
+      const float inv_x = 1.0f - x_lerp;
+      for (int role = 0; role < 2; ++role) {
+        if (!(role == 0 ? as_top : as_bottom)) continue;
+        const float wy = role == 0 ? inv_y : y_lerp;
+        for (int c = 0; c < kChannels; ++c) {
+          // Selects, not branches: which column reaches q follows the scale's irregular
+          // pattern, and a mispredicted branch costs more than the discarded sum.
+          const float gy = gx[c] * wy;
+          const A with_left = sum[c] + static_cast<A>(gy * inv_x);
+          sum[c] = is_left ? with_left : sum[c];
+          const A with_right = sum[c] + static_cast<A>(gy * x_lerp);
+          sum[c] = is_right ? with_right : sum[c];
+        }
+      }
+    }
+    for (int c = 0; c < kChannels; ++c) acc[offset + c] = sum[c];
+  }
+}
+
+template <typename A>
+using AccumulateFn = void (*)(const float*, const ColumnTaps&, int64_t, bool, bool, float, A*);
 
 template <typename A>
 AccumulateFn<A> PickAccumulate(int64_t channels) {
   switch (channels) {
     case 1:
-      return &AccumulateRow<1, A>;
+      return &AccumulateRowFew<1, A>;
     case 2:
-      return &AccumulateRow<2, A>;
+      return &AccumulateRowFew<2, A>;
     case 3:
-      return &AccumulateRow<3, A>;
+      return &AccumulateRowFew<3, A>;
     case 4:
-      return &AccumulateRow<4, A>;
+      return &AccumulateRowFew<4, A>;
     default:
-      return &AccumulateRow<0, A>;
+      return &AccumulateRow<A>;
   }
 }
 
@@ -342,33 +415,23 @@ void ResizeBilinearBackward(const ResizeBilinearParams& p, const float* grads, T
   if (out_rows == 0 || row_len == 0) return;
   const std::vector<ResizeTap> ys = Taps(p.out_height, p.in_height, p.align_corners,
                                          p.half_pixel_centers);
-  std::vector<int64_t> left(static_cast<size_t>(p.out_width));
-  std::vector<int64_t> right(static_cast<size_t>(p.out_width));
-  std::vector<float> x_lerp(static_cast<size_t>(p.out_width));
+  std::vector<int64_t> first_y, last_y;  // the gradient rows that reach each image row
+  ReachingRanges(ys, p.in_height, &first_y, &last_y);
+  ColumnTaps columns;
   {
     const std::vector<ResizeTap> xs = Taps(p.out_width, p.in_width, p.align_corners,
                                            p.half_pixel_centers);
-    for (size_t x = 0; x < xs.size(); ++x) {
-      left[x] = xs[x].lower * channels;
-      right[x] = xs[x].upper * channels;
-      x_lerp[x] = xs[x].lerp;
+    for (const ResizeTap& t : xs) {
+      columns.left.push_back(t.lower * channels);
+      columns.right.push_back(t.upper * channels);
+      columns.lerp.push_back(t.lerp);
     }
-  }
-  // The gradient rows [first[r], last[r]) touch output row r.
-  std::vector<int64_t> first(static_cast<size_t>(p.in_height), 0);
-  std::vector<int64_t> last(static_cast<size_t>(p.in_height), 0);
-  for (int64_t y = p.out_height - 1; y >= 0; --y) {
-    const ResizeTap& t = ys[static_cast<size_t>(y)];
-    for (int64_t r : {t.lower, t.upper}) {
-      if (last[static_cast<size_t>(r)] == 0) last[static_cast<size_t>(r)] = y + 1;
-      first[static_cast<size_t>(r)] = y;
-    }
+    ReachingRanges(xs, p.in_width, &columns.first, &columns.last);
   }
   const AccumulateFn<A> accumulate = PickAccumulate<A>(channels);
   const int64_t in_height = p.in_height;
   const int64_t out_height = p.out_height;
-  const int64_t out_width = p.out_width;
-  const int64_t grad_row_len = out_width * channels;
+  const int64_t grad_row_len = p.out_width * channels;
   const double cost = 8.0 * static_cast<double>(grad_row_len) *
                       std::max(1.0, static_cast<double>(p.out_height) / p.in_height);
   parallel.For(out_rows, cost, [&](int64_t begin, int64_t end) {
@@ -379,10 +442,11 @@ void ResizeBilinearBackward(const ResizeBilinearParams& p, const float* grads, T
       T* out = output + row * row_len;
       A* acc = kInPlace ? reinterpret_cast<A*>(out) : buffer.data();
       std::fill(acc, acc + row_len, A(0));
-      for (int64_t y = first[static_cast<size_t>(r)]; y < last[static_cast<size_t>(r)]; ++y) {
+      for (int64_t y = first_y[static_cast<size_t>(r)]; y < last_y[static_cast<size_t>(r)];
+           ++y) {
         const ResizeTap& t = ys[static_cast<size_t>(y)];
-        accumulate(grads + (b * out_height + y) * grad_row_len, left.data(), right.data(),
-                   x_lerp.data(), out_width, channels, t.lower == r, t.upper == r, t.lerp, acc);
+        accumulate(grads + (b * out_height + y) * grad_row_len, columns, channels,
+                   t.lower == r, t.upper == r, t.lerp, acc);
       }
       if constexpr (!kInPlace) StoreRow(acc, out, row_len);
     }

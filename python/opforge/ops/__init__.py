@@ -3,6 +3,7 @@ and defaults), so switching is a one-word change. Importing this module register
 gradients; the C++ library itself is loaded on the first call."""
 from opforge.ops.element_mul import element_mul
 from opforge.ops.leaky_relu import leaky_relu, leaky_relu_grad, leaky_relu_with_mask
+from opforge.ops.resize_bilinear import resize_bilinear, resize_bilinear_grad
 
 # Every op the C++ library registers (checked against the library by the tests).
 OP_NAMES = (
@@ -11,6 +12,16 @@ OP_NAMES = (
     "Opforge>LeakyReluGrad",
     "Opforge>ElementMul",
     "Opforge>ElementMulGrad",
+    "Opforge>ResizeBilinear",
+    "Opforge>ResizeBilinearGrad",
 )
 
-__all__ = ["OP_NAMES", "element_mul", "leaky_relu", "leaky_relu_grad", "leaky_relu_with_mask"]
+__all__ = [
+    "OP_NAMES",
+    "element_mul",
+    "leaky_relu",
+    "leaky_relu_grad",
+    "leaky_relu_with_mask",
+    "resize_bilinear",
+    "resize_bilinear_grad",
+]

@@ -1,0 +1,213 @@
+// CUDA kernels of ResizeBilinear and its gradient, with the CPU kernel's exact arithmetic
+// (compiled without FMA contraction, so the bits match the CPU's).
+//
+// The gradient is a gather: one thread per element of the image gradient sums, in the order of
+// TensorFlow's sequential scatter, the incoming gradients whose taps reach it. There are no
+// atomics, so it is deterministic whatever tf.config.experimental.enable_op_determinism() says,
+// and it equals the CPU kernel bit for bit.
+#include "common/cuda_util.cuh"
+#include "ops/resize_bilinear/resize_bilinear.h"
+
+namespace opforge {
+namespace {
+
+struct Geometry {
+  int64_t batch, in_h, in_w, channels, out_h, out_w;
+  float height_scale, width_scale;
+  bool half_pixel;
+};
+
+struct Tap {
+  int64_t lower, upper;
+  float lerp;
+};
+
+// ComputeResizeTap, on the device.
+__device__ inline Tap TapOf(int64_t i, float scale, int64_t in_size, bool half_pixel) {
+  const float x = static_cast<float>(i);
+  const float source = half_pixel ? (x + 0.5f) * scale - 0.5f : x * scale;
+  const float f = floorf(source);
+  Tap t;
+  t.lower = min(max(static_cast<int64_t>(f), int64_t{0}), in_size - 1);
+  t.upper = min(static_cast<int64_t>(ceilf(source)), in_size - 1);
+  t.lerp = source - f;
+  return t;
+}
+
+template <typename T>
+__device__ inline float ToFloat(T v) {
+  if constexpr (std::is_same_v<T, __half>) {
+    return __half2float(v);
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return __bfloat162float(v);
+  } else {
+    return static_cast<float>(v);
+  }
+}
+
+template <typename T>
+__global__ void ConvertKernel(int64_t n, const T* in, float* out) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    out[i] = ToFloat(in[i]);
+  }
+}
+
+template <typename T>
+__global__ void ForwardKernel(Geometry g, const T* in, float* out) {
+  const int64_t n = g.batch * g.out_h * g.out_w * g.channels;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t c = i % g.channels;
+    int64_t t = i / g.channels;
+    const int64_t x = t % g.out_w;
+    t /= g.out_w;
+    const int64_t y = t % g.out_h;
+    const int64_t b = t / g.out_h;
+    const Tap ty = TapOf(y, g.height_scale, g.in_h, g.half_pixel);
+    const Tap tx = TapOf(x, g.width_scale, g.in_w, g.half_pixel);
+    const T* top_row = in + ((b * g.in_h + ty.lower) * g.in_w) * g.channels + c;
+    const T* bottom_row = in + ((b * g.in_h + ty.upper) * g.in_w) * g.channels + c;
+    const float tl = ToFloat(top_row[tx.lower * g.channels]);
+    const float tr = ToFloat(top_row[tx.upper * g.channels]);
+    const float bl = ToFloat(bottom_row[tx.lower * g.channels]);
+    const float br = ToFloat(bottom_row[tx.upper * g.channels]);
+    const float top = tl + (tr - tl) * tx.lerp;
+    const float bottom = bl + (br - bl) * tx.lerp;
+    out[i] = top + (bottom - top) * ty.lerp;
+  }
+}
+
+// The first output index whose taps can reach input index r: taps are non-decreasing in the
+// output index and upper - lower <= 1, so every earlier index has upper < r. Starts from an
+// estimate and walks back while the previous index still reaches r (float rounding of huge
+// coordinates can make the estimate late).
+__device__ inline int64_t FirstReaching(int64_t r, float scale, int64_t in_size,
+                                        int64_t out_size, bool half_pixel) {
+  const double offset = half_pixel ? 0.5 : 0.0;
+  double estimate = (static_cast<double>(r - 1) + offset) / scale - offset - 1.0;
+  int64_t i = estimate <= 0.0 ? 0 : static_cast<int64_t>(estimate);
+  if (i > out_size - 1) i = out_size - 1;
+  while (i > 0 && TapOf(i - 1, scale, in_size, half_pixel).upper >= r) --i;
+  return i;
+}
+
+template <typename T>
+__global__ void BackwardKernel(Geometry g, const float* grads, T* out) {
+  using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
+  const int64_t n = g.batch * g.in_h * g.in_w * g.channels;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t c = i % g.channels;
+    int64_t t = i / g.channels;
+    const int64_t q = t % g.in_w;
+    t /= g.in_w;
+    const int64_t r = t % g.in_h;
+    const int64_t b = t / g.in_h;
+    const int64_t x_first = FirstReaching(q, g.width_scale, g.in_w, g.out_w, g.half_pixel);
+    A acc = A(0);
+    for (int64_t y = FirstReaching(r, g.height_scale, g.in_h, g.out_h, g.half_pixel);
+         y < g.out_h; ++y) {
+      const Tap ty = TapOf(y, g.height_scale, g.in_h, g.half_pixel);
+      if (ty.lower > r) break;
+      const bool as_top = ty.lower == r;
+      const bool as_bottom = ty.upper == r;
+      if (!as_top && !as_bottom) continue;
+      const float inv_y = 1.0f - ty.lerp;
+      const float* grad_row = grads + ((b * g.out_h + y) * g.out_w) * g.channels + c;
+      for (int64_t x = x_first; x < g.out_w; ++x) {
+        const Tap tx = TapOf(x, g.width_scale, g.in_w, g.half_pixel);
+        if (tx.lower > q) break;
+        const bool as_left = tx.lower == q;
+        const bool as_right = tx.upper == q;
+        if (!as_left && !as_right) continue;
+        const float gv = grad_row[x * g.channels];
+        const float inv_x = 1.0f - tx.lerp;
+        // The scatter's order: top-left, top-right, bottom-left, bottom-right.
+        if (as_top && as_left) acc += static_cast<A>(gv * inv_y * inv_x);
+        if (as_top && as_right) acc += static_cast<A>(gv * inv_y * tx.lerp);
+        if (as_bottom && as_left) acc += static_cast<A>(gv * ty.lerp * inv_x);
+        if (as_bottom && as_right) acc += static_cast<A>(gv * ty.lerp * tx.lerp);
+      }
+    }
+    if constexpr (std::is_same_v<T, __half>) {
+      out[i] = __float2half_rn(acc);
+    } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      out[i] = __float2bfloat16_rn(acc);
+    } else {
+      out[i] = acc;
+    }
+  }
+}
+
+Geometry GeometryOf(const ResizeBilinearParams& p) {
+  Geometry g;
+  g.batch = p.batch;
+  g.in_h = p.in_height;
+  g.in_w = p.in_width;
+  g.channels = p.channels;
+  g.out_h = p.out_height;
+  g.out_w = p.out_width;
+  g.height_scale = ResizeScale(p.in_height, p.out_height, p.align_corners);
+  g.width_scale = ResizeScale(p.in_width, p.out_width, p.align_corners);
+  g.half_pixel = p.half_pixel_centers;
+  return g;
+}
+
+template <typename T>
+Status Forward(const ResizeBilinearParams& p, const void* images, float* output, cudaStream_t s) {
+  const T* in = static_cast<const T*>(images);
+  const int64_t n = p.batch * p.out_height * p.out_width * p.channels;
+  if (p.out_height == p.in_height && p.out_width == p.in_width) {
+    // Same size: the input converted to float, as on the CPU.
+    ConvertKernel<T><<<cuda::Blocks(n), cuda::kThreads, 0, s>>>(n, in, output);
+  } else {
+    ForwardKernel<T><<<cuda::Blocks(n), cuda::kThreads, 0, s>>>(GeometryOf(p), in, output);
+  }
+  return cuda::LaunchStatus("ResizeBilinear");
+}
+
+template <typename T>
+Status Backward(const ResizeBilinearParams& p, const float* grads, void* output, cudaStream_t s) {
+  const int64_t n = p.batch * p.in_height * p.in_width * p.channels;
+  BackwardKernel<T><<<cuda::Blocks(n), cuda::kThreads, 0, s>>>(GeometryOf(p), grads,
+                                                               static_cast<T*>(output));
+  return cuda::LaunchStatus("ResizeBilinearGrad");
+}
+
+}  // namespace
+
+Status ResizeBilinearForwardGpu(DType dtype, const ResizeBilinearParams& params,
+                                const void* images, float* output, void* stream) {
+  if (params.batch * params.out_height * params.out_width * params.channels == 0) {
+    return Status::Ok();
+  }
+  auto s = static_cast<cudaStream_t>(stream);
+  switch (dtype) {
+    case DType::kInt8:
+      return Forward<int8_t>(params, images, output, s);
+    case DType::kUInt8:
+      return Forward<uint8_t>(params, images, output, s);
+    case DType::kInt16:
+      return Forward<int16_t>(params, images, output, s);
+    case DType::kUInt16:
+      return Forward<uint16_t>(params, images, output, s);
+    default:
+      return cuda::DispatchDType<true>(dtype, "ResizeBilinear", [&](auto tag) {
+        return Forward<typename decltype(tag)::type>(params, images, output, s);
+      });
+  }
+}
+
+Status ResizeBilinearBackwardGpu(DType dtype, const ResizeBilinearParams& params,
+                                 const float* grads, void* output, void* stream) {
+  if (params.batch * params.in_height * params.in_width * params.channels == 0) {
+    return Status::Ok();
+  }
+  auto s = static_cast<cudaStream_t>(stream);
+  return cuda::DispatchDType<false>(dtype, "ResizeBilinearGrad", [&](auto tag) {
+    return Backward<typename decltype(tag)::type>(params, grads, output, s);
+  });
+}
+
+}  // namespace opforge

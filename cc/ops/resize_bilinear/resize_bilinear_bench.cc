@@ -1,0 +1,71 @@
+// Google Benchmark of the ResizeBilinear core, no TensorFlow in the process: `make core-bench`.
+#include <benchmark/benchmark.h>
+
+#include <vector>
+
+#include "common/bench_util.h"
+#include "ops/resize_bilinear/resize_bilinear.h"
+
+namespace opforge {
+namespace {
+
+// range(0): case (0: [8,52,52,128] -> 104x104, 1: [16,224,224,3] -> 512x512,
+// 2: [8,416,416,32] -> 208x208), all half-pixel; range(1): threads.
+ResizeBilinearParams Case(int64_t c) {
+  ResizeBilinearParams p;
+  const int64_t cases[3][6] = {
+      {8, 52, 52, 128, 104, 104}, {16, 224, 224, 3, 512, 512}, {8, 416, 416, 32, 208, 208}};
+  p.batch = cases[c][0];
+  p.in_height = cases[c][1];
+  p.in_width = cases[c][2];
+  p.channels = cases[c][3];
+  p.out_height = cases[c][4];
+  p.out_width = cases[c][5];
+  p.half_pixel_centers = true;
+  return p;
+}
+
+int64_t InSize(const ResizeBilinearParams& p) {
+  return p.batch * p.in_height * p.in_width * p.channels;
+}
+int64_t OutSize(const ResizeBilinearParams& p) {
+  return p.batch * p.out_height * p.out_width * p.channels;
+}
+
+void BM_ResizeBilinearForward(benchmark::State& state) {
+  const ResizeBilinearParams p = Case(state.range(0));
+  const ThreadParallel parallel(static_cast<int>(state.range(1)));
+  const auto x = bench::RandomFloats(InSize(p), 11);
+  std::vector<float> out(static_cast<size_t>(OutSize(p)));
+  for (auto _ : state) {
+    ResizeBilinearForward<float>(p, x.data(), out.data(), parallel);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(state.iterations() * (InSize(p) + OutSize(p)) * 4);
+}
+
+void BM_ResizeBilinearBackward(benchmark::State& state) {
+  const ResizeBilinearParams p = Case(state.range(0));
+  const ThreadParallel parallel(static_cast<int>(state.range(1)));
+  const auto g = bench::RandomFloats(OutSize(p), 12);
+  std::vector<float> out(static_cast<size_t>(InSize(p)));
+  for (auto _ : state) {
+    ResizeBilinearBackward<float>(p, g.data(), out.data(), parallel);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(state.iterations() * (InSize(p) + OutSize(p)) * 4);
+}
+
+void Cases(benchmark::internal::Benchmark* b) {
+  for (int64_t c : {0, 1, 2}) {
+    for (int64_t threads : {1, 2}) b->Args({c, threads});
+  }
+  b->UseRealTime();
+  b->Unit(benchmark::kMillisecond);
+}
+
+BENCHMARK(BM_ResizeBilinearForward)->Apply(Cases);
+BENCHMARK(BM_ResizeBilinearBackward)->Apply(Cases);
+
+}  // namespace
+}  // namespace opforge

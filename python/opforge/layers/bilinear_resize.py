@@ -1,0 +1,70 @@
+"""`opforge.layers.BilinearResize`: a resize layer on the `Opforge>ResizeBilinear` op."""
+from __future__ import annotations
+
+from typing import Any, Dict, Sequence
+
+import keras
+
+from opforge.ops.resize_bilinear import resize_bilinear
+
+
+@keras.saving.register_keras_serializable(package="opforge")
+class BilinearResize(keras.layers.Layer):
+    """Resizes NHWC feature maps to `target_size` = (height, width) by bilinear interpolation.
+
+    The upsampler of FPN and YOLO necks: `BilinearResize((26, 26))` after a 13x13 map. The
+    default, `half_pixel_centers=True`, matches `keras.layers.Resizing(..., "bilinear")` and
+    `tf.image.resize`; `align_corners=True` (with `half_pixel_centers=False`) and the legacy
+    convention (both False) are available too. Inputs may have unknown height and width; the
+    output is float32 (the op's output type). Forward and gradient are opforge's C++ kernels. The
+    op has no XLA kernel, so `supports_jit = False`.
+    """
+
+    def __init__(
+        self,
+        target_size: Sequence[int],
+        align_corners: bool = False,
+        half_pixel_centers: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        try:
+            size = tuple(int(v) for v in target_size)
+        except (TypeError, ValueError):
+            size = ()
+        if len(size) != 2 or min(size) <= 0:
+            raise ValueError(
+                "opforge.layers.BilinearResize: target_size must be (height, width), two positive "
+                f"ints, got {target_size!r}"
+            )
+        if align_corners and half_pixel_centers:
+            raise ValueError(
+                "opforge.layers.BilinearResize: align_corners=True needs half_pixel_centers=False"
+            )
+        self.target_size = size
+        self.align_corners = bool(align_corners)
+        self.half_pixel_centers = bool(half_pixel_centers)
+        self.input_spec = keras.layers.InputSpec(ndim=4)
+        self.supports_jit = False
+
+    def call(self, inputs):
+        return resize_bilinear(
+            inputs,
+            self.target_size,
+            align_corners=self.align_corners,
+            half_pixel_centers=self.half_pixel_centers,
+        )
+
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0], self.target_size[0], self.target_size[1], input_shape[3])
+
+    def get_config(self) -> Dict[str, Any]:
+        config = super().get_config()
+        config.update(
+            {
+                "target_size": list(self.target_size),
+                "align_corners": self.align_corners,
+                "half_pixel_centers": self.half_pixel_centers,
+            }
+        )
+        return config
