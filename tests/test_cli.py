@@ -51,9 +51,13 @@ def test_verify_json_all_rows_within_tolerance():
     proc = _run("verify", "--json", "--size", "4096", "--repeats", "3")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = json.loads(proc.stdout)
-    assert {r["op"] for r in rows} == {"leaky_relu", "leaky_relu_with_mask", "element_mul"}
+    assert {r["op"] for r in rows} == {
+        "leaky_relu", "leaky_relu_with_mask", "element_mul", "resize_bilinear",
+        "resize_bilinear_grad",
+    }
     for r in rows:
-        assert r["ok"] and r["forward_error"] == 0.0 and r["gradient_error"] < 1e-6
+        assert r["ok"] and r["forward_error"] == 0.0
+        assert r["gradient_error"] <= r["gradient_tolerance"] <= 1e-5
         assert r["speed_ratio"] > 0
 
 

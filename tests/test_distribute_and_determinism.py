@@ -67,7 +67,7 @@ b = tf.constant(rng.standard_normal((1, 257, 1)).astype(np.float32))
 img = tf.constant(rng.standard_normal((3, 61, 47, 5)).astype(np.float32))
 hashes = {{}}
 with tf.GradientTape(persistent=True) as tape:
-    tape.watch([x, a, b])
+    tape.watch([x, a, b, img])
     y = opforge.ops.leaky_relu(x, alpha=0.3)
     z = opforge.ops.element_mul(a, b)
     m = opforge.ops.leaky_relu_with_mask(x, alpha=-0.1)[1]

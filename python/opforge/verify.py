@@ -143,7 +143,71 @@ def verify_element_mul(speed_size: int, repeats: int) -> List[Row]:
     ]
 
 
-CHECKS = [verify_leaky_relu, verify_element_mul]
+def verify_resize_bilinear(speed_size: int, repeats: int) -> List[Row]:
+    import tensorflow as tf
+
+    import opforge
+
+    modes = [
+        dict(align_corners=False, half_pixel_centers=False),
+        dict(align_corners=True, half_pixel_centers=False),
+        dict(align_corners=False, half_pixel_centers=True),
+    ]
+    dtypes = [tf.uint8, tf.int32, tf.float16, tf.bfloat16, tf.float32, tf.float64]
+    cases = [([2, 5, 7, 3], [11, 4]), ([1, 1, 1, 2], [3, 5]), ([2, 8, 8, 4], [1, 1]),
+             ([1, 13, 13, 8], [26, 26]), ([2, 9, 6, 1], [9, 6])]
+    fwd = grad_op = 0.0
+    for i, dtype in enumerate(dtypes):
+        for j, (shape, size) in enumerate(cases):
+            for attrs in modes:
+                x = tf.cast(sample(shape, 10 * i + j, specials=dtype.is_floating) * 20, dtype)
+                fwd = max(fwd, max_error(opforge.ops.resize_bilinear(x, size, **attrs),
+                                         tf.raw_ops.ResizeBilinear(images=x, size=size, **attrs)))
+                if dtype.is_floating:
+                    g = tf.constant(sample([shape[0], *size, shape[3]], 50 + j), tf.float32)
+                    grad_op = max(grad_op, max_error(
+                        opforge.ops.resize_bilinear_grad(g, x, **attrs),
+                        tf.raw_ops.ResizeBilinearGrad(grads=g, original_image=x, **attrs)))
+    # The forward is linear and its output float32: a large step gives exact difference
+    # quotients up to float32 rounding.
+    grad = grad2 = 0.0
+    for attrs in modes:
+        theoretical, numerical = tf.test.compute_gradient(
+            lambda t: opforge.ops.resize_bilinear(t, [7, 5], **attrs),
+            [tf.constant(sample([1, 4, 3, 2], 60, specials=False))], delta=0.5)
+        grad = max(grad, max_error(theoretical[0], numerical[0]))
+        image = tf.zeros([1, 3, 4, 2], tf.float64)
+        theoretical, numerical = tf.test.compute_gradient(
+            lambda g: opforge.ops.resize_bilinear_grad(g, image, **attrs),
+            [tf.constant(sample([1, 6, 5, 2], 61, specials=False), tf.float32)], delta=0.5)
+        grad2 = max(grad2, max_error(theoretical[0], numerical[0]))
+
+    x = tf.random.normal([8, 52, 52, 128], seed=4)
+    g = tf.random.normal([8, 104, 104, 128], seed=5)
+    m = interleaved(
+        {
+            "opforge": lambda: opforge.ops.resize_bilinear(x, [104, 104], half_pixel_centers=True),
+            "tf": lambda: tf.raw_ops.ResizeBilinear(images=x, size=[104, 104], half_pixel_centers=True),
+        },
+        max(5, repeats // 3),
+    )
+    m2 = interleaved(
+        {
+            "opforge": lambda: opforge.ops.resize_bilinear_grad(g, x, half_pixel_centers=True),
+            "tf": lambda: tf.raw_ops.ResizeBilinearGrad(grads=g, original_image=x, half_pixel_centers=True),
+        },
+        max(5, repeats // 3),
+    )
+    case = "[8,52,52,128]->104x104"
+    return [
+        Row("resize_bilinear", "tf.raw_ops.ResizeBilinear", fwd, 0.0, grad, 1e-5,
+            m["tf"] / m["opforge"], case),
+        Row("resize_bilinear_grad", "tf.raw_ops.ResizeBilinearGrad", grad_op, 0.0, grad2, 1e-5,
+            m2["tf"] / m2["opforge"], case),
+    ]
+
+
+CHECKS = [verify_leaky_relu, verify_element_mul, verify_resize_bilinear]
 
 
 def format_rows(rows: List[Row]) -> str:
@@ -160,7 +224,8 @@ def format_rows(rows: List[Row]) -> str:
     lines.append(
         "forward err: max |opforge - reference| over dtypes, attrs, shapes and NaN/inf inputs "
         "(tolerance 0: bit-exact); grad err: max |C++ gradient - float64 numerical gradient| "
-        "(tolerance 1e-6); speed: TF median / opforge median, interleaved."
+        "(tolerance 1e-6; 1e-5 for ops with float32 outputs); speed: TF median / opforge median, "
+        "interleaved."
     )
     return "\n".join(lines)
 
