@@ -373,6 +373,22 @@ TYPED_TEST(ResizeBilinearBackwardTest, MatchesSequentialScatterBitForBit) {
   }
 }
 
+TEST(ResizeBilinearBackward, WideRowsInSmallBlocks) {
+  // Rows this wide are accumulated two at a time, so gradient rows reach across block edges
+  // within one task; half goes through the float buffer, float accumulates in place.
+  for (Mode mode : {Mode::kLegacy, Mode::kHalfPixel}) {
+    const Case c{2, 9, 2048, 17, 20, 1000, mode};
+    const auto grads = RandomGrads(c.batch * c.out_h * c.out_w * c.channels, 31);
+    std::vector<float> out(static_cast<size_t>(c.batch * c.in_h * c.in_w * c.channels));
+    ResizeBilinearBackward<float>(ParamsOf(c), grads.data(), out.data(), ThreadParallel(3));
+    EXPECT_TRUE(SameBits(out, RefBackward<float>(c, grads))) << Describe(c);
+    std::vector<Eigen::half> out_half(out.size());
+    ResizeBilinearBackward<Eigen::half>(ParamsOf(c), grads.data(), out_half.data(),
+                                        ThreadParallel(2));
+    EXPECT_TRUE(SameBits(out_half, RefBackward<Eigen::half>(c, grads))) << Describe(c);
+  }
+}
+
 TEST(ResizeBilinearBackward, ConservesTheSum) {
   // Every gradient element is split over four weights that sum to one.
   for (Mode mode : {Mode::kLegacy, Mode::kAlignCorners, Mode::kHalfPixel}) {
