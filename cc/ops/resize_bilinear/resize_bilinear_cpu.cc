@@ -294,61 +294,83 @@ void ReachingRanges(const std::vector<ResizeTap>& taps, int64_t in_size,
   }
 }
 
-// Many channels: scatter each gradient pixel to its two source pixels, vectorised over the
-// channels: left[c] += (g[c] * wy) * wx_left, then right[c] += (g[c] * wy) * wx_right, each
-// product rounded in float (g * wy computed once: the same rounding as TensorFlow's
-// left-to-right g * wy * wx). Where left and right are one pixel the two additions happen in
-// that order.
+// Scatter of one gradient pixel (channels vectorised): left[c] += (g[c] * wy) * wx_left, then
+// right[c] += (g[c] * wy) * wx_right, each product rounded in float (g * wy computed once: the
+// same rounding as TensorFlow's left-to-right g * wy * wx). The pointers of one call never
+// alias (restrict parameters, so the loops vectorise without run-time overlap checks); where
+// left and right are one pixel, the OnePixel variants add the two shares in that order.
 template <int kChannels, typename A>
-inline void ScatterPixel(const float* __restrict g, float wy, float wx_left, float wx_right,
-                         int64_t runtime_channels, A* left, A* right) {
+inline void ScatterTwoPixels(const float* __restrict g, float wy, float wx_left, float wx_right,
+                             int64_t runtime_channels, A* __restrict l, A* __restrict r) {
   const int64_t channels = kChannels > 0 ? kChannels : runtime_channels;
-  if (left != right) {
-    A* __restrict l = left;
-    A* __restrict r = right;
-    for (int64_t c = 0; c < channels; ++c) {
-      const float gy = g[c] * wy;
-      l[c] += static_cast<A>(gy * wx_left);
-      r[c] += static_cast<A>(gy * wx_right);
-    }
-  } else {
-    A* __restrict l = left;
-    for (int64_t c = 0; c < channels; ++c) {
-      const float gy = g[c] * wy;
-      l[c] = (l[c] + static_cast<A>(gy * wx_left)) + static_cast<A>(gy * wx_right);
-    }
+  for (int64_t c = 0; c < channels; ++c) {
+    const float gy = g[c] * wy;
+    l[c] += static_cast<A>(gy * wx_left);
+    r[c] += static_cast<A>(gy * wx_right);
+  }
+}
+
+template <int kChannels, typename A>
+inline void ScatterOnePixel(const float* __restrict g, float wy, float wx_left, float wx_right,
+                            int64_t runtime_channels, A* __restrict l) {
+  const int64_t channels = kChannels > 0 ? kChannels : runtime_channels;
+  for (int64_t c = 0; c < channels; ++c) {
+    const float gy = g[c] * wy;
+    l[c] = (l[c] + static_cast<A>(gy * wx_left)) + static_cast<A>(gy * wx_right);
   }
 }
 
 // The same for the top and the bottom source row at once (two different rows), so that the
 // gradient pixel is read once.
 template <int kChannels, typename A>
-inline void ScatterPixelTwoRows(const float* __restrict g, float inv_y, float y_lerp,
-                                float wx_left, float wx_right, int64_t runtime_channels,
-                                A* top_left, A* top_right, A* bottom_left, A* bottom_right) {
+inline void ScatterTwoRowsTwoPixels(const float* __restrict g, float inv_y, float y_lerp,
+                                    float wx_left, float wx_right, int64_t runtime_channels,
+                                    A* __restrict tl, A* __restrict tr, A* __restrict bl,
+                                    A* __restrict br) {
   const int64_t channels = kChannels > 0 ? kChannels : runtime_channels;
-  if (top_left != top_right) {
-    A* __restrict tl = top_left;
-    A* __restrict tr = top_right;
-    A* __restrict bl = bottom_left;
-    A* __restrict br = bottom_right;
-    for (int64_t c = 0; c < channels; ++c) {
-      const float gt = g[c] * inv_y;
-      const float gb = g[c] * y_lerp;
-      tl[c] += static_cast<A>(gt * wx_left);
-      tr[c] += static_cast<A>(gt * wx_right);
-      bl[c] += static_cast<A>(gb * wx_left);
-      br[c] += static_cast<A>(gb * wx_right);
-    }
+  for (int64_t c = 0; c < channels; ++c) {
+    const float gt = g[c] * inv_y;
+    const float gb = g[c] * y_lerp;
+    tl[c] += static_cast<A>(gt * wx_left);
+    tr[c] += static_cast<A>(gt * wx_right);
+    bl[c] += static_cast<A>(gb * wx_left);
+    br[c] += static_cast<A>(gb * wx_right);
+  }
+}
+
+template <int kChannels, typename A>
+inline void ScatterTwoRowsOnePixel(const float* __restrict g, float inv_y, float y_lerp,
+                                   float wx_left, float wx_right, int64_t runtime_channels,
+                                   A* __restrict t, A* __restrict b) {
+  const int64_t channels = kChannels > 0 ? kChannels : runtime_channels;
+  for (int64_t c = 0; c < channels; ++c) {
+    const float gt = g[c] * inv_y;
+    const float gb = g[c] * y_lerp;
+    t[c] = (t[c] + static_cast<A>(gt * wx_left)) + static_cast<A>(gt * wx_right);
+    b[c] = (b[c] + static_cast<A>(gb * wx_left)) + static_cast<A>(gb * wx_right);
+  }
+}
+
+template <int kChannels, typename A>
+inline void ScatterPixel(const float* g, float wy, float wx_left, float wx_right,
+                         int64_t channels, A* left, A* right) {
+  if (left != right) {
+    ScatterTwoPixels<kChannels>(g, wy, wx_left, wx_right, channels, left, right);
   } else {
-    A* __restrict t = top_left;
-    A* __restrict b = bottom_left;
-    for (int64_t c = 0; c < channels; ++c) {
-      const float gt = g[c] * inv_y;
-      const float gb = g[c] * y_lerp;
-      t[c] = (t[c] + static_cast<A>(gt * wx_left)) + static_cast<A>(gt * wx_right);
-      b[c] = (b[c] + static_cast<A>(gb * wx_left)) + static_cast<A>(gb * wx_right);
-    }
+    ScatterOnePixel<kChannels>(g, wy, wx_left, wx_right, channels, left);
+  }
+}
+
+template <int kChannels, typename A>
+inline void ScatterPixelTwoRows(const float* g, float inv_y, float y_lerp, float wx_left,
+                                float wx_right, int64_t channels, A* top_left, A* top_right,
+                                A* bottom_left, A* bottom_right) {
+  if (top_left != top_right) {
+    ScatterTwoRowsTwoPixels<kChannels>(g, inv_y, y_lerp, wx_left, wx_right, channels, top_left,
+                                       top_right, bottom_left, bottom_right);
+  } else {
+    ScatterTwoRowsOnePixel<kChannels>(g, inv_y, y_lerp, wx_left, wx_right, channels, top_left,
+                                      bottom_left);
   }
 }
 
