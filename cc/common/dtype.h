@@ -9,7 +9,18 @@
 
 namespace opforge {
 
-enum class DType : int { kHalf, kBFloat16, kFloat, kDouble, kInt32, kInt64, kInt8, kUInt8, kInt16, kUInt16 };
+enum class DType : int {
+  kHalf,
+  kBFloat16,
+  kFloat,
+  kDouble,
+  kInt32,
+  kInt64,
+  kInt8,
+  kUInt8,
+  kInt16,
+  kUInt16
+};
 
 inline const char* DTypeName(DType t) {
   switch (t) {

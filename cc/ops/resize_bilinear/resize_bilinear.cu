@@ -82,8 +82,8 @@ __global__ void ForwardKernel(Geometry g, const T* in, float* out) {
 // output index and upper - lower <= 1, so every earlier index has upper < r. Starts from an
 // estimate and walks back while the previous index still reaches r (float rounding of huge
 // coordinates can make the estimate late).
-__device__ inline int64_t FirstReaching(int64_t r, float scale, int64_t in_size,
-                                        int64_t out_size, bool half_pixel) {
+__device__ inline int64_t FirstReaching(int64_t r, float scale, int64_t in_size, int64_t out_size,
+                                        bool half_pixel) {
   const double offset = half_pixel ? 0.5 : 0.0;
   double estimate = (static_cast<double>(r - 1) + offset) / scale - offset - 1.0;
   int64_t i = estimate <= 0.0 ? 0 : static_cast<int64_t>(estimate);
@@ -106,8 +106,8 @@ __global__ void BackwardKernel(Geometry g, const float* grads, T* out) {
     const int64_t b = t / g.in_h;
     const int64_t x_first = FirstReaching(q, g.width_scale, g.in_w, g.out_w, g.half_pixel);
     A acc = A(0);
-    for (int64_t y = FirstReaching(r, g.height_scale, g.in_h, g.out_h, g.half_pixel);
-         y < g.out_h; ++y) {
+    for (int64_t y = FirstReaching(r, g.height_scale, g.in_h, g.out_h, g.half_pixel); y < g.out_h;
+         ++y) {
       const Tap ty = TapOf(y, g.height_scale, g.in_h, g.half_pixel);
       if (ty.lower > r) break;
       const bool as_top = ty.lower == r;
@@ -170,15 +170,15 @@ Status Forward(const ResizeBilinearParams& p, const void* images, float* output,
 template <typename T>
 Status Backward(const ResizeBilinearParams& p, const float* grads, void* output, cudaStream_t s) {
   const int64_t n = p.batch * p.in_height * p.in_width * p.channels;
-  BackwardKernel<T><<<cuda::Blocks(n), cuda::kThreads, 0, s>>>(GeometryOf(p), grads,
-                                                               static_cast<T*>(output));
+  BackwardKernel<T>
+      <<<cuda::Blocks(n), cuda::kThreads, 0, s>>>(GeometryOf(p), grads, static_cast<T*>(output));
   return cuda::LaunchStatus("ResizeBilinearGrad");
 }
 
 }  // namespace
 
-Status ResizeBilinearForwardGpu(DType dtype, const ResizeBilinearParams& params,
-                                const void* images, float* output, void* stream) {
+Status ResizeBilinearForwardGpu(DType dtype, const ResizeBilinearParams& params, const void* images,
+                                float* output, void* stream) {
   if (params.batch * params.out_height * params.out_width * params.channels == 0) {
     return Status::Ok();
   }

@@ -6,7 +6,8 @@
 // with scale = in / out (or (in-1)/(out-1) for align-corners when in > 1 and out > 1) in float32,
 // lower = max(floor(source), 0), upper = min(ceil(source), in - 1), lerp = source - floor(source)
 // (the unclamped floor), and every value interpolated in float32 in TensorFlow's order:
-//   top = tl + (tr - tl) * x_lerp;  bottom = bl + (br - bl) * x_lerp;  out = top + (bottom - top) * y_lerp
+//   top = tl + (tr - tl) * x_lerp;  bottom = bl + (br - bl) * x_lerp;  out = top + (bottom - top) *
+//   y_lerp
 // so results are bit-identical to tf.raw_ops.ResizeBilinear (the core is compiled without FMA
 // contraction). Inputs of any real type are converted to float first; the output is float32.
 //
@@ -82,8 +83,8 @@ void ResizeBilinearBackward(const ResizeBilinearParams& params, const float* gra
 // takes any of the forward's input dtypes; the gradient half, bfloat16, float or double. The
 // gradient is a gather (one thread per output element, summing in the CPU kernel's order): no
 // atomics, deterministic, and bit-identical to the CPU kernel. Compiled only where nvcc exists.
-Status ResizeBilinearForwardGpu(DType dtype, const ResizeBilinearParams& params,
-                                const void* images, float* output, void* stream);
+Status ResizeBilinearForwardGpu(DType dtype, const ResizeBilinearParams& params, const void* images,
+                                float* output, void* stream);
 Status ResizeBilinearBackwardGpu(DType dtype, const ResizeBilinearParams& params,
                                  const float* grads, void* output, void* stream);
 

@@ -59,7 +59,7 @@ std::string Describe(const GpuCase& c) {
 std::vector<GpuCase> Cases() {
   std::vector<GpuCase> cases;
   const std::vector<std::vector<int64_t>> sizes = {
-      {1, 1, 1, 1},   {1, 1, 6, 5},    {6, 5, 1, 1},     {4, 4, 4, 4},   {3, 5, 7, 11},
+      {1, 1, 1, 1},   {1, 1, 6, 5},       {6, 5, 1, 1},     {4, 4, 4, 4},   {3, 5, 7, 11},
       {13, 11, 4, 9}, {52, 52, 104, 104}, {41, 37, 20, 18}, {2, 3, 301, 7}, {3, 2, 5, 257}};
   for (const auto& s : sizes) {
     for (int mode = 0; mode < 3; ++mode) {
@@ -129,9 +129,8 @@ TYPED_TEST(ResizeBilinearCudaBackward, SameBitsAsCpu) {
     DeviceBuffer dg, dout;
     ASSERT_NO_FATAL_FAILURE(Upload(grads, &dg));
     OPFORGE_ASSERT_CUDA(dout.Allocate(cpu.size() * sizeof(T)));
-    const Status s = ResizeBilinearBackwardGpu(DTypeOf<T>(), p,
-                                               static_cast<const float*>(dg.get()), dout.get(),
-                                               nullptr);
+    const Status s = ResizeBilinearBackwardGpu(DTypeOf<T>(), p, static_cast<const float*>(dg.get()),
+                                               dout.get(), nullptr);
     ASSERT_TRUE(s.ok()) << s.message();
     ASSERT_NO_FATAL_FAILURE(Sync());
     std::vector<T> gpu(cpu.size());

@@ -98,7 +98,8 @@ template <typename T>
 std::vector<float> RefForward(const Case& c, const std::vector<T>& in) {
   std::vector<float> out(static_cast<size_t>(c.batch * c.out_h * c.out_w * c.channels));
   auto at = [&](int64_t b, int64_t y, int64_t x, int64_t ch) {
-    return static_cast<float>(in[static_cast<size_t>(((b * c.in_h + y) * c.in_w + x) * c.channels + ch)]);
+    return static_cast<float>(
+        in[static_cast<size_t>(((b * c.in_h + y) * c.in_w + x) * c.channels + ch)]);
   };
   const bool same = c.in_h == c.out_h && c.in_w == c.out_w;
   size_t i = 0;
@@ -185,9 +186,8 @@ std::vector<float> RandomGrads(int64_t n, uint64_t seed) {
 std::vector<Case> Cases() {
   std::vector<Case> cases;
   const std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t>> sizes = {
-      {1, 1, 1, 1}, {1, 1, 5, 3}, {4, 4, 1, 1}, {4, 4, 4, 4},   {3, 5, 7, 11},
-      {7, 11, 3, 5}, {8, 8, 16, 16}, {16, 16, 8, 8}, {5, 9, 13, 2}, {13, 2, 5, 9},
-      {6, 6, 4, 9}, {2, 3, 17, 19}};
+      {1, 1, 1, 1},   {1, 1, 5, 3},   {4, 4, 1, 1},  {4, 4, 4, 4},  {3, 5, 7, 11}, {7, 11, 3, 5},
+      {8, 8, 16, 16}, {16, 16, 8, 8}, {5, 9, 13, 2}, {13, 2, 5, 9}, {6, 6, 4, 9},  {2, 3, 17, 19}};
   int i = 0;
   for (const auto& [ih, iw, oh, ow] : sizes) {
     for (Mode mode : {Mode::kLegacy, Mode::kAlignCorners, Mode::kHalfPixel}) {
@@ -292,9 +292,9 @@ TEST(ResizeBilinearTap, HalfPixelUpsamplingStartsBelowZero) {
 
 TEST(ResizeBilinearTap, Scales) {
   EXPECT_EQ(ResizeScale(4, 8, false), 0.5f);
-  EXPECT_EQ(ResizeScale(4, 7, true), 0.5f);  // (4-1)/(7-1)
+  EXPECT_EQ(ResizeScale(4, 7, true), 0.5f);         // (4-1)/(7-1)
   EXPECT_EQ(ResizeScale(1, 7, true), 1.0f / 7.0f);  // in == 1: the legacy scale
-  EXPECT_EQ(ResizeScale(5, 1, true), 5.0f);  // out == 1: the legacy scale
+  EXPECT_EQ(ResizeScale(5, 1, true), 5.0f);         // out == 1: the legacy scale
 }
 
 // --- forward ----------------------------------------------------------------------------------

@@ -127,11 +127,11 @@ class ResizeBilinearOp : public ResizeBilinearBase {
         context, ValidateResizeBilinear(Dims(images.shape()), Dims(size.shape()), size_values,
                                         align_corners_, half_pixel_centers_, &params));
     Tensor* output = nullptr;
-    OP_REQUIRES_OK(context,
-                   context->allocate_output(0,
-                                            ToTensorShape({params.batch, params.out_height,
-                                                           params.out_width, params.channels}),
-                                            &output));
+    OP_REQUIRES_OK(
+        context,
+        context->allocate_output(
+            0, ToTensorShape({params.batch, params.out_height, params.out_width, params.channels}),
+            &output));
     if (output->NumElements() == 0) return;
     const T* in = images.flat<T>().data();
     float* out = output->flat<float>().data();
@@ -176,13 +176,13 @@ class ResizeBilinearGradOp : public ResizeBilinearBase {
   }
 };
 
-#define OPFORGE_REGISTER_FORWARD(T)                                                       \
-  REGISTER_KERNEL_BUILDER(                                                                \
-      Name("Opforge>ResizeBilinear").Device(DEVICE_CPU).TypeConstraint<T>("T"),           \
+#define OPFORGE_REGISTER_FORWARD(T)                                             \
+  REGISTER_KERNEL_BUILDER(                                                      \
+      Name("Opforge>ResizeBilinear").Device(DEVICE_CPU).TypeConstraint<T>("T"), \
       ResizeBilinearOp<CpuTag, T>);
-#define OPFORGE_REGISTER_GRAD(T)                                                          \
-  REGISTER_KERNEL_BUILDER(                                                                \
-      Name("Opforge>ResizeBilinearGrad").Device(DEVICE_CPU).TypeConstraint<T>("T"),       \
+#define OPFORGE_REGISTER_GRAD(T)                                                    \
+  REGISTER_KERNEL_BUILDER(                                                          \
+      Name("Opforge>ResizeBilinearGrad").Device(DEVICE_CPU).TypeConstraint<T>("T"), \
       ResizeBilinearGradOp<CpuTag, T>);
 OPFORGE_REGISTER_FORWARD(int8_t)
 OPFORGE_REGISTER_FORWARD(uint8_t)
@@ -205,14 +205,14 @@ OPFORGE_REGISTER_GRAD(double)
 // size is read on the host; the images and the gradient's original_image stay on the device
 // (only the latter's shape is used). int32 images run on the CPU kernel: TensorFlow keeps int32
 // tensors of GPU ops in host memory.
-#define OPFORGE_REGISTER_FORWARD_GPU(T)                                                   \
-  REGISTER_KERNEL_BUILDER(Name("Opforge>ResizeBilinear")                                  \
-                              .Device(tensorflow::DEVICE_GPU)                             \
-                              .TypeConstraint<T>("T")                                     \
-                              .HostMemory("size"),                                        \
+#define OPFORGE_REGISTER_FORWARD_GPU(T)                       \
+  REGISTER_KERNEL_BUILDER(Name("Opforge>ResizeBilinear")      \
+                              .Device(tensorflow::DEVICE_GPU) \
+                              .TypeConstraint<T>("T")         \
+                              .HostMemory("size"),            \
                           ResizeBilinearOp<GpuTag, T>);
-#define OPFORGE_REGISTER_GRAD_GPU(T)                                                      \
-  REGISTER_KERNEL_BUILDER(                                                                \
+#define OPFORGE_REGISTER_GRAD_GPU(T)                                                            \
+  REGISTER_KERNEL_BUILDER(                                                                      \
       Name("Opforge>ResizeBilinearGrad").Device(tensorflow::DEVICE_GPU).TypeConstraint<T>("T"), \
       ResizeBilinearGradOp<GpuTag, T>);
 OPFORGE_REGISTER_FORWARD_GPU(int8_t)
