@@ -84,9 +84,10 @@ gpu-build-check:
 	.venv-gpu/bin/python -m pip install -q --disable-pip-version-check "tensorflow==$(TF_VERSION)"
 	cmake -S . -B build/gpu -G Ninja -DPython_EXECUTABLE=$(abspath .venv-gpu/bin/python)
 	cmake --build build/gpu --target opforge_ops
-	.venv-gpu/bin/python -c "import tensorflow as tf; tf.load_op_library('build/gpu/_opforge_ops.so'); \
+	.venv-gpu/bin/python -c "import re, tensorflow as tf; tf.load_op_library('build/gpu/_opforge_ops.so'); \
 	  from tensorflow.python.framework import kernels as k; \
-	  print(sorted({d.device_type for d in k.get_registered_kernels_for_op('Opforge>LeakyRelu').kernel}))"
+	  ops = re.findall(r'\"(Opforge>\w+)\"', open('python/opforge/ops/__init__.py').read()); \
+	  [print(n, sorted({d.device_type for d in k.get_registered_kernels_for_op(n).kernel})) for n in ops]"
 
 format:
 	clang-format -i $$(find cc -name '*.h' -o -name '*.cc' -o -name '*.cu' -o -name '*.cuh')
