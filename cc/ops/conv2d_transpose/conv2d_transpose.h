@@ -102,8 +102,8 @@ template <typename T>
 void Conv2DTransposeFilterGrad(const Conv2DTransposeParams& p, const T* input, const T* grad,
                                T* grad_filter, const Parallel& parallel);
 
-// CUDA versions (conv2d_transpose.cu), asynchronous on `stream`; cuBLAS products plus
-// col2im/im2col kernels. Scratch memory is allocated with cudaMallocAsync on the stream.
+// CUDA versions (conv2d_transpose.cu), asynchronous on `stream`: direct kernels (one thread per
+// result element; one block per filter element for the filter gradient), no scratch memory.
 Status Conv2DTransposeForwardGpu(DType dtype, const Conv2DTransposeParams& p, const void* input,
                                  const void* filter, void* output, void* stream);
 Status Conv2DTransposeInputGradGpu(DType dtype, const Conv2DTransposeParams& p, const void* grad,
