@@ -83,7 +83,10 @@ absl::Status ForwardShape(InferenceContext* c) {
     ShapeHandle values;
     TF_RETURN_IF_ERROR(c->MakeShapeFromShapeTensor(2, &values));
     if (n == 4) {
-      TF_RETURN_IF_ERROR(c->Merge(batch, c->Dim(values, 0), &batch));
+      // As TensorFlow's: the batch comes from the input (an unknown one stays unknown); the
+      // value in output_shape is only checked against it.
+      DimensionHandle checked;
+      TF_RETURN_IF_ERROR(c->Merge(batch, c->Dim(values, 0), &checked));
       TF_RETURN_IF_ERROR(c->Merge(channels, c->Dim(values, l.c), &channels));
       h = c->Dim(values, l.h);
       w = c->Dim(values, l.w);
