@@ -1,5 +1,6 @@
 """Keras 3 layers built on opforge ops. Importing this module registers them as serializable
 (package "opforge"), so `.keras` files that use them load after `import opforge.layers`."""
+from opforge.layers.conv2d_transpose import Conv2DTranspose
 from opforge.layers.leaky_relu import LeakyReLU
 
-__all__ = ["LeakyReLU"]
+__all__ = ["Conv2DTranspose", "LeakyReLU"]
