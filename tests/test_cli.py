@@ -51,9 +51,11 @@ def test_verify_json_all_rows_within_tolerance():
     proc = _run("verify", "--json", "--size", "4096", "--repeats", "3")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = json.loads(proc.stdout)
-    assert {r["op"] for r in rows} == {"leaky_relu", "leaky_relu_with_mask", "element_mul"}
+    assert {r["op"] for r in rows} == {"leaky_relu", "leaky_relu_with_mask", "element_mul",
+                                       "conv2d_transpose"}
     for r in rows:
-        assert r["ok"] and r["forward_error"] == 0.0 and r["gradient_error"] < 1e-6
+        assert r["ok"] and r["forward_error"] <= r["forward_tolerance"]
+        assert r["gradient_error"] < 1e-6
         assert r["speed_ratio"] > 0
 
 
