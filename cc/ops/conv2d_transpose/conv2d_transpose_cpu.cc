@@ -10,8 +10,33 @@
 #include <vector>
 
 #include "ops/conv2d_transpose/conv2d_transpose.h"
+#include "ops/conv2d_transpose/conv2d_transpose_gemm.h"
 
 namespace opforge {
+
+// --- the matrix products (default build; the AVX2+FMA build is conv2d_transpose_fma_cpu.cc) ---
+
+namespace conv2d_transpose_gemm {
+namespace default_build {
+#include "ops/conv2d_transpose/conv2d_transpose_gemm.inc"
+}  // namespace default_build
+
+template <typename C>
+const Gemm<C>* DefaultGemm() {
+  return &default_build::kGemm<C>;
+}
+
+template <typename C>
+const Gemm<C>& BestGemm() {
+  static const Gemm<C>* best = FmaGemm<C>() != nullptr ? FmaGemm<C>() : DefaultGemm<C>();
+  return *best;
+}
+
+template const Gemm<float>* DefaultGemm<float>();
+template const Gemm<double>* DefaultGemm<double>();
+template const Gemm<float>& BestGemm<float>();
+template const Gemm<double>& BestGemm<double>();
+}  // namespace conv2d_transpose_gemm
 
 // --- shapes and validation --------------------------------------------------------------------
 
@@ -330,9 +355,6 @@ namespace {
 template <typename T>
 using Compute = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
-template <typename C>
-using RowMajor = Eigen::Matrix<C, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-
 // Rows of a GEMM's left operand per work unit: big enough that Eigen's packing of the filter is
 // a small fraction of the product (1/kTileRows), small enough to give every thread work.
 constexpr int64_t kTileRows = 256;
@@ -440,7 +462,7 @@ void ForwardNhwc(const Conv2DTransposeParams& p, const C* in, const C* filter, C
   const int64_t images_per_step =
       band_rows == p.in_h ? std::clamp<int64_t>(kColBudget / (p.in_h * row_cols), 1, p.batch) : 1;
   std::vector<C> col(static_cast<size_t>(images_per_step * band_rows * row_cols));
-  const Eigen::Map<const RowMajor<C>> f(filter, k, ci);
+  const auto& gemm = conv2d_transpose_gemm::BestGemm<C>();
 
   for (int64_t b0 = 0; b0 < p.batch; b0 += images_per_step) {
     const int64_t nb = std::min(images_per_step, p.batch - b0);
@@ -451,13 +473,12 @@ void ForwardNhwc(const Conv2DTransposeParams& p, const C* in, const C* filter, C
       C* colp = col.data();
       // 1. col[pixel, (fh, fw, co)] = input[pixel, :] . filter[(fh, fw, co), :], in row tiles.
       parallel.For(nb * tiles, static_cast<double>(std::min(pixels, kTileRows) * ci * k),
-                   [=, &f](int64_t begin, int64_t end) {
+                   [=, &gemm](int64_t begin, int64_t end) {
                      for (int64_t u = begin; u < end; ++u) {
                        const int64_t b = u / tiles, t0 = (u % tiles) * kTileRows;
                        const int64_t rows = std::min(kTileRows, pixels - t0);
                        const C* a = in + (((b0 + b) * p.in_h + r0) * p.in_w + t0) * ci;
-                       Eigen::Map<RowMajor<C>> c(colp + (b * pixels + t0) * k, rows, k);
-                       c.noalias() = Eigen::Map<const RowMajor<C>>(a, rows, ci) * f.transpose();
+                       gemm.a_bt(a, filter, colp + (b * pixels + t0) * k, rows, ci, k);
                      }
                    });
       // 2. col2im as a gather: each output row sums what this band sends it. For one output
@@ -531,17 +552,16 @@ void InputGradNhwc(const Conv2DTransposeParams& p, const C* grad, const C* filte
     return;
   }
   const int64_t tiles = (pixels + kTileRows - 1) / kTileRows;
-  const Eigen::Map<const RowMajor<C>> f(filter, k, ci);
+  const auto& gemm = conv2d_transpose_gemm::BestGemm<C>();
   // grad_input[pixels of a tile, :] = im2col(grad)[tile] . filter: one product per tile.
   parallel.For(p.batch * tiles, static_cast<double>(std::min(pixels, kTileRows) * ci * k),
-               [=, &p, &f](int64_t begin, int64_t end) {
+               [=, &p, &gemm](int64_t begin, int64_t end) {
                  std::vector<C> col(static_cast<size_t>(std::min(pixels, kTileRows) * k));
                  for (int64_t u = begin; u < end; ++u) {
                    const int64_t b = u / tiles, t0 = (u % tiles) * kTileRows;
                    const int64_t rows = std::min(kTileRows, pixels - t0);
                    Im2Col(p, grad, b, t0, rows, col.data());
-                   Eigen::Map<RowMajor<C>> dst(grad_in + (b * pixels + t0) * ci, rows, ci);
-                   dst.noalias() = Eigen::Map<const RowMajor<C>>(col.data(), rows, k) * f;
+                   gemm.a_b(col.data(), filter, grad_in + (b * pixels + t0) * ci, rows, k, ci);
                  }
                });
 }
@@ -556,19 +576,20 @@ void FilterGradNhwc(const Conv2DTransposeParams& p, const C* in, const C* grad, 
   if (p.FilterSize() == 0 || total_pixels == 0 || p.OutputSize() == 0) return;
   const int64_t co_blocks = (p.out_c + kFilterGradCoBlock - 1) / kFilterGradCoBlock;
   const int64_t units = p.filter_h * p.filter_w * co_blocks;
+  const auto& gemm = conv2d_transpose_gemm::BestGemm<C>();
   // One unit per (tap, block of out_channels): grad_filter[fh, fw, block, :] =
   // shifted(grad)[all input pixels, block]^T . input, reduced over the pixels in fixed chunks
   // (the same chunks whatever the thread count, so the same sums).
   parallel.For(
       units, static_cast<double>(total_pixels * ci * std::min(p.out_c, kFilterGradCoBlock)),
-      [=, &p](int64_t begin, int64_t end) {
+      [=, &p, &gemm](int64_t begin, int64_t end) {
         const int64_t chunk_rows = std::min(total_pixels, kFilterGradChunk);
         std::vector<C> g(static_cast<size_t>(chunk_rows * kFilterGradCoBlock));
         for (int64_t u = begin; u < end; ++u) {
           const int64_t tap = u / co_blocks, cb = (u % co_blocks) * kFilterGradCoBlock;
           const int64_t fh = tap / p.filter_w, fw = tap % p.filter_w;
           const int64_t nc = std::min(kFilterGradCoBlock, p.out_c - cb);
-          Eigen::Map<RowMajor<C>> dst(grad_filter + (tap * p.out_c + cb) * ci, nc, ci);
+          C* dst = grad_filter + (tap * p.out_c + cb) * ci;
           for (int64_t r0 = 0; r0 < total_pixels; r0 += chunk_rows) {
             const int64_t rows = std::min(chunk_rows, total_pixels - r0);
             for (int64_t r = 0; r < rows; ++r) {
@@ -584,8 +605,7 @@ void FilterGradNhwc(const Conv2DTransposeParams& p, const C* in, const C* grad, 
                             sizeof(C) * static_cast<size_t>(nc));
               }
             }
-            dst.noalias() += Eigen::Map<const RowMajor<C>>(g.data(), rows, nc).transpose() *
-                             Eigen::Map<const RowMajor<C>>(in + r0 * ci, rows, ci);
+            gemm.at_b_add(g.data(), in + r0 * ci, dst, nc, rows, ci);
           }
         }
       });

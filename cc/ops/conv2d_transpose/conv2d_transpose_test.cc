@@ -406,5 +406,58 @@ TEST(Conv2DTransposeValidateTest, InputGradInfersTheInputSize) {
   EXPECT_TRUE(Contains(s.message(), "grad must be the filter's out_channels 5")) << s.message();
 }
 
+// --- the two builds of the matrix products ------------------------------------------------------
+
+}  // namespace
+}  // namespace opforge
+
+#include "ops/conv2d_transpose/conv2d_transpose_gemm.h"
+
+namespace opforge {
+namespace {
+
+template <typename C>
+void CheckGemm(const conv2d_transpose_gemm::Gemm<C>& gemm, double tol) {
+  std::mt19937_64 rng(9);
+  const int64_t m = 37, k = 301, n = 70;  // odd sizes: every remainder path of the kernels
+  const auto a = Random<C>(rng, m * k), b = Random<C>(rng, k * n), c0 = Random<C>(rng, m * n);
+  std::vector<double> ab(m * n, 0.0), abt(m * n, 0.0), atb(m * n, 0.0), scale(m * n, 0.0);
+  // a as [m, k]; b as [k, n] for a_b, as [n, k] for a_bt; a as [k, m] for at_b_add.
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t l = 0; l < k; ++l) {
+        ab[i * n + j] += double(a[i * k + l]) * b[l * n + j];
+        abt[i * n + j] += double(a[i * k + l]) * b[j * k + l];
+        scale[i * n + j] += std::abs(double(a[i * k + l]) * b[l * n + j]);
+      }
+  const int64_t k2 = 53;  // at_b_add: a [k2, m], b [k2, n]
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      atb[i * n + j] = c0[i * n + j];
+      for (int64_t l = 0; l < k2; ++l) atb[i * n + j] += double(a[l * m + i]) * b[l * n + j];
+    }
+  std::vector<C> c(m * n);
+  gemm.a_b(a.data(), b.data(), c.data(), m, k, n);
+  EXPECT_TRUE(Near(c, ab, scale, tol));
+  gemm.a_bt(a.data(), b.data(), c.data(), m, k, n);
+  EXPECT_TRUE(Near(c, abt, scale, tol));
+  c = c0;
+  gemm.at_b_add(a.data(), b.data(), c.data(), m, k2, n);
+  EXPECT_TRUE(Near(c, atb, scale, tol));
+}
+
+TEST(Conv2DTransposeGemmTest, DefaultAndFmaBuildsAreCorrect) {
+  using conv2d_transpose_gemm::DefaultGemm;
+  using conv2d_transpose_gemm::FmaGemm;
+  CheckGemm<float>(*DefaultGemm<float>(), 1e-5);
+  CheckGemm<double>(*DefaultGemm<double>(), 1e-13);
+  if (FmaGemm<float>() == nullptr) {
+    GTEST_SKIP() << "no AVX2+FMA build or CPU: only the default build checked";
+  }
+  CheckGemm<float>(*FmaGemm<float>(), 1e-5);
+  CheckGemm<double>(*FmaGemm<double>(), 1e-13);
+  EXPECT_EQ(&conv2d_transpose_gemm::BestGemm<float>(), FmaGemm<float>());
+}
+
 }  // namespace
 }  // namespace opforge
