@@ -360,7 +360,9 @@ using Compute = std::conditional_t<std::is_same_v<T, double>, double, float>;
 constexpr int64_t kTileRows = 256;
 // Upper bound of the col buffer of the forward pass (elements): bands of input rows beyond it
 // are processed one after the other.
-constexpr int64_t kColBudget = int64_t{4} << 20;
+constexpr int64_t kColBudget = int64_t{2} << 20;
+// Columns of the forward col matrix per work unit.
+constexpr int64_t kColBlock = 1024;
 // Rows of the input gradient's reduction per step, and out_channels per filter-gradient unit.
 constexpr int64_t kFilterGradChunk = 2048;
 constexpr int64_t kFilterGradCoBlock = 64;
@@ -449,13 +451,15 @@ void ForwardNhwc(const Conv2DTransposeParams& p, const C* in, const C* filter, C
                  const Parallel& parallel) {
   const int64_t out_row = p.out_w * p.out_c;
   const int64_t out_image = p.out_h * out_row;
-  // Every output element is a sum of contributions; start from zero (as TensorFlow does).
-  parallel.For(p.batch * p.out_h, static_cast<double>(out_row), [=](int64_t begin, int64_t end) {
-    std::fill(out + begin * out_row, out + end * out_row, C(0));
-  });
   const int64_t k = p.filter_h * p.filter_w * p.out_c;
   const int64_t ci = p.in_c;
-  if (p.OutputSize() == 0 || p.InputSize() == 0 || k == 0) return;
+  if (p.OutputSize() == 0) return;
+  if (p.InputSize() == 0 || k == 0) {
+    parallel.For(p.batch * p.out_h, static_cast<double>(out_row), [=](int64_t begin, int64_t end) {
+      std::fill(out + begin * out_row, out + end * out_row, C(0));
+    });
+    return;
+  }
   // Bands of input rows: whole images (several per step) when they fit the col budget.
   const int64_t row_cols = p.in_w * k;
   const int64_t band_rows = std::clamp<int64_t>(kColBudget / row_cols, 1, p.in_h);
@@ -463,55 +467,74 @@ void ForwardNhwc(const Conv2DTransposeParams& p, const C* in, const C* filter, C
       band_rows == p.in_h ? std::clamp<int64_t>(kColBudget / (p.in_h * row_cols), 1, p.batch) : 1;
   std::vector<C> col(static_cast<size_t>(images_per_step * band_rows * row_cols));
   const auto& gemm = conv2d_transpose_gemm::BestGemm<C>();
+  // Column blocks of the col matrix, so that a small image still gives every thread work.
+  const int64_t col_blocks = (k + kColBlock - 1) / kColBlock;
 
   for (int64_t b0 = 0; b0 < p.batch; b0 += images_per_step) {
     const int64_t nb = std::min(images_per_step, p.batch - b0);
+    int64_t initialized_end = 0;  // output rows [0, initialized_end) hold sums already
     for (int64_t r0 = 0; r0 < p.in_h; r0 += band_rows) {
       const int64_t nr = std::min(band_rows, p.in_h - r0);
       const int64_t pixels = nr * p.in_w;  // col rows per image
       const int64_t tiles = (pixels + kTileRows - 1) / kTileRows;
       C* colp = col.data();
-      // 1. col[pixel, (fh, fw, co)] = input[pixel, :] . filter[(fh, fw, co), :], in row tiles.
-      parallel.For(nb * tiles, static_cast<double>(std::min(pixels, kTileRows) * ci * k),
+      // 1. col[pixel, (fh, fw, co)] = input[pixel, :] . filter[(fh, fw, co), :], in tiles of
+      // rows and blocks of columns (a fixed partition: the same products for any thread count).
+      parallel.For(nb * tiles * col_blocks,
+                   static_cast<double>(std::min(pixels, kTileRows) * ci *
+                                       std::min(k, kColBlock)),
                    [=, &gemm](int64_t begin, int64_t end) {
                      for (int64_t u = begin; u < end; ++u) {
-                       const int64_t b = u / tiles, t0 = (u % tiles) * kTileRows;
+                       const int64_t cb = (u % col_blocks) * kColBlock;
+                       const int64_t t = u / col_blocks;
+                       const int64_t b = t / tiles, t0 = (t % tiles) * kTileRows;
                        const int64_t rows = std::min(kTileRows, pixels - t0);
                        const C* a = in + (((b0 + b) * p.in_h + r0) * p.in_w + t0) * ci;
-                       gemm.a_bt(a, filter, colp + (b * pixels + t0) * k, rows, ci, k);
+                       gemm.a_bt(a, filter + cb * ci, colp + (b * pixels + t0) * k + cb, rows, ci,
+                                 std::min(kColBlock, k - cb), k);
                      }
                    });
       // 2. col2im as a gather: each output row sums what this band sends it. For one output
       // pixel, fh descending means input row ascending (and fw descending, input column
       // ascending), so the additions follow TensorFlow's scatter order: input position
-      // row-major, then fh, then fw; bands arrive in ascending input rows too.
-      const int64_t h_begin = std::max<int64_t>(0, r0 * p.stride_h - p.pad_top);
-      const int64_t h_end = std::min<int64_t>(
-          p.out_h, (r0 + nr - 1) * p.stride_h - p.pad_top + (p.filter_h - 1) * p.dilation_h + 1);
-      if (h_end <= h_begin) continue;
-      const int64_t nh = h_end - h_begin;
-      parallel.For(nb * nh, static_cast<double>(out_row * p.filter_h),
-                   [=](int64_t begin, int64_t end) {
-                     for (int64_t u = begin; u < end; ++u) {
-                       const int64_t b = u / nh, h = h_begin + u % nh;
-                       C* orow = out + (b0 + b) * out_image + h * out_row;
-                       for (int64_t fh = p.filter_h - 1; fh >= 0; --fh) {
-                         const int64_t ih =
-                             SourceIndex(h, fh, p.stride_h, p.pad_top, p.dilation_h, p.in_h);
-                         if (ih < r0 || ih >= r0 + nr) continue;
-                         const C* crow = colp + (b * pixels + (ih - r0) * p.in_w) * k;
-                         for (int64_t w = 0; w < p.out_w; ++w) {
-                           for (int64_t fw = p.filter_w - 1; fw >= 0; --fw) {
-                             const int64_t iw = SourceIndex(w, fw, p.stride_w, p.pad_left,
-                                                            p.dilation_w, p.in_w);
-                             if (iw < 0) continue;
-                             AddTo(orow + w * p.out_c,
-                                   crow + iw * k + (fh * p.filter_w + fw) * p.out_c, p.out_c);
+      // row-major, then fh, then fw; bands arrive in ascending input rows too. A row is zeroed
+      // just before its first contributions (while it is in cache); rows that no band reaches
+      // are zeroed too.
+      const int64_t last_band = r0 + nr >= p.in_h;
+      const int64_t h_begin = std::clamp<int64_t>(r0 * p.stride_h - p.pad_top, 0, p.out_h);
+      int64_t h_end = std::clamp<int64_t>(
+          (r0 + nr - 1) * p.stride_h - p.pad_top + (p.filter_h - 1) * p.dilation_h + 1, h_begin,
+          p.out_h);
+      if (last_band) h_end = p.out_h;
+      const int64_t z = initialized_end;
+      const int64_t first = std::min(z, h_begin);
+      const int64_t nh = h_end - first;
+      if (nh > 0) {
+        parallel.For(nb * nh, static_cast<double>(out_row * p.filter_h),
+                     [=](int64_t begin, int64_t end) {
+                       for (int64_t u = begin; u < end; ++u) {
+                         const int64_t b = u / nh, h = first + u % nh;
+                         C* orow = out + (b0 + b) * out_image + h * out_row;
+                         if (h >= z) std::fill(orow, orow + out_row, C(0));
+                         for (int64_t fh = p.filter_h - 1; fh >= 0; --fh) {
+                           const int64_t ih =
+                               SourceIndex(h, fh, p.stride_h, p.pad_top, p.dilation_h, p.in_h);
+                           if (ih < r0 || ih >= r0 + nr) continue;
+                           const C* crow = colp + (b * pixels + (ih - r0) * p.in_w) * k;
+                           for (int64_t w = 0; w < p.out_w; ++w) {
+                             for (int64_t fw = p.filter_w - 1; fw >= 0; --fw) {
+                               const int64_t iw = SourceIndex(w, fw, p.stride_w, p.pad_left,
+                                                              p.dilation_w, p.in_w);
+                               if (iw < 0) continue;
+                               AddTo(orow + w * p.out_c,
+                                     crow + iw * k + (fh * p.filter_w + fw) * p.out_c, p.out_c);
+                             }
                            }
                          }
                        }
-                     }
-                   });
+                     });
+      }
+      initialized_end = std::max(initialized_end, h_end);
     }
   }
 }

@@ -18,8 +18,8 @@ namespace conv2d_transpose_gemm {
 // All matrices row-major and contiguous.
 template <typename C>
 struct Gemm {
-  // c[m, n] = a[m, k] * b[n, k]^T
-  void (*a_bt)(const C* a, const C* b, C* c, int64_t m, int64_t k, int64_t n);
+  // c[m, n] = a[m, k] * b[n, k]^T, rows of c ldc elements apart
+  void (*a_bt)(const C* a, const C* b, C* c, int64_t m, int64_t k, int64_t n, int64_t ldc);
   // c[m, n] = a[m, k] * b[k, n]
   void (*a_b)(const C* a, const C* b, C* c, int64_t m, int64_t k, int64_t n);
   // c[m, n] += a[k, m]^T * b[k, n]

@@ -234,7 +234,12 @@ TEST(Conv2DTransposeKernelTest, IntegerValuedDataIsExact) {
 // A col buffer too large for one pass is processed in bands of input rows; the result must not
 // depend on where the bands fall.
 TEST(Conv2DTransposeKernelTest, BandsOfInputRowsGiveTheWholeImageResult) {
-  Case c{{1, 40, 40, 8}, {5, 5, 512, 8}, {1, 80, 80, 512}, 2, 2, 1, 1, "SAME", {}, false};
+  // Overlapping bands; then bands with output rows between them and after the last that no
+  // input reaches (stride 3, 2-high filter, VALID with a remainder): those must be zeros.
+  for (const Case& c : {Case{{1, 40, 40, 8}, {5, 5, 512, 8}, {1, 80, 80, 512}, 2, 2, 1, 1, "SAME",
+                             {}, false},
+                        Case{{1, 40, 40, 8}, {2, 1, 2000, 8}, {1, 121, 40, 2000}, 3, 1, 1, 1,
+                             "VALID", {}, false}}) {
   Conv2DTransposeParams p;
   OPFORGE_ASSERT_OK(ValidateConv2DTranspose(AttrsOf(c), c.input, c.filter, c.output, &p));
   std::mt19937_64 rng(5);
@@ -244,8 +249,10 @@ TEST(Conv2DTransposeKernelTest, BandsOfInputRowsGiveTheWholeImageResult) {
   for (auto& v : f) v = static_cast<float>(d(rng));
   std::vector<double> ref(p.OutputSize());
   ForEachTerm(p, [&](int64_t i, int64_t o, int64_t k) { ref[o] += double(x[i]) * f[k]; });
+  std::fill(y.begin(), y.end(), 7.0f);  // stale values must not survive
   Conv2DTransposeForward<float>(p, x.data(), f.data(), y.data(), ThreadParallel(2));
   for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(double(y[i]), ref[i]) << i;
+  }
 }
 
 // --- validation -------------------------------------------------------------------------------
@@ -439,7 +446,7 @@ void CheckGemm(const conv2d_transpose_gemm::Gemm<C>& gemm, double tol) {
   std::vector<C> c(m * n);
   gemm.a_b(a.data(), b.data(), c.data(), m, k, n);
   EXPECT_TRUE(Near(c, ab, scale, tol));
-  gemm.a_bt(a.data(), b.data(), c.data(), m, k, n);
+  gemm.a_bt(a.data(), b.data(), c.data(), m, k, n, n);
   EXPECT_TRUE(Near(c, abt, scale, tol));
   c = c0;
   gemm.at_b_add(a.data(), b.data(), c.data(), m, k2, n);
