@@ -18,15 +18,14 @@ struct Geometry {
 };
 
 Geometry MakeGeometry(const Conv2DTransposeParams& p) {
-  return Geometry{p.batch,    p.in_h,     p.in_w,       p.in_c,     p.out_h,
-                  p.out_w,    p.out_c,    p.filter_h,   p.filter_w, p.stride_h,
-                  p.stride_w, p.dilation_h, p.dilation_w, p.pad_top, p.pad_left,
-                  p.nchw};
+  return Geometry{p.batch,      p.in_h,     p.in_w,     p.in_c,     p.out_h,    p.out_w,
+                  p.out_c,      p.filter_h, p.filter_w, p.stride_h, p.stride_w, p.dilation_h,
+                  p.dilation_w, p.pad_top,  p.pad_left, p.nchw};
 }
 
 // Offset of (b, y, x, c) in a [n, h, w, c] image tensor of the data format.
-__device__ inline int64_t Offset(bool nchw, int64_t b, int64_t y, int64_t x, int64_t c,
-                                 int64_t h, int64_t w, int64_t ch) {
+__device__ inline int64_t Offset(bool nchw, int64_t b, int64_t y, int64_t x, int64_t c, int64_t h,
+                                 int64_t w, int64_t ch) {
   return nchw ? ((b * ch + c) * h + y) * w + x : ((b * h + y) * w + x) * ch + c;
 }
 

@@ -69,7 +69,8 @@ Status ValidateConv2DTransposeAttrs(const Conv2DTransposeAttrs& attrs);
 Status ValidateConv2DTranspose(const Conv2DTransposeAttrs& attrs,
                                const std::vector<int64_t>& input_shape,
                                const std::vector<int64_t>& filter_shape,
-                               const std::vector<int64_t>& output_shape, Conv2DTransposeParams* params,
+                               const std::vector<int64_t>& output_shape,
+                               Conv2DTransposeParams* params,
                                const char* output_name = "output_shape");
 
 // Checks the input gradient's arguments: `grad` has the forward output's shape; the input's

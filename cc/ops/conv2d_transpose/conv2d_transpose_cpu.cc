@@ -193,8 +193,8 @@ void FillAttrs(const Conv2DTransposeAttrs& a, Conv2DTransposeParams* p) {
 }
 
 // SAME and VALID pads for one spatial dimension (EXPLICIT pads are attributes).
-void ComputePads(const std::string& padding, int64_t in, int64_t out, int64_t eff,
-                 int64_t stride, int64_t* before, int64_t* after) {
+void ComputePads(const std::string& padding, int64_t in, int64_t out, int64_t eff, int64_t stride,
+                 int64_t* before, int64_t* after) {
   if (padding == "EXPLICIT") return;
   if (padding == "VALID") {
     *before = *after = 0;
@@ -218,9 +218,9 @@ Status CheckFits(const char* output_name, const char* dim, const std::string& pa
   int64_t lo, hi;
   FittingRange(in, eff, stride, padding, pad_before + pad_after, &lo, &hi);
   std::ostringstream s;
-  s << kOp << ": " << output_name << " " << dim << " " << out << " does not fit the input "
-    << dim << " " << in << " (filter " << dim << " " << filter << ", stride " << stride
-    << ", dilation " << dilation << ", padding " << padding;
+  s << kOp << ": " << output_name << " " << dim << " " << out << " does not fit the input " << dim
+    << " " << in << " (filter " << dim << " " << filter << ", stride " << stride << ", dilation "
+    << dilation << ", padding " << padding;
   if (padding == "EXPLICIT") s << " " << pad_before << "+" << pad_after;
   s << "): ";
   if (lo <= hi) {
@@ -255,9 +255,9 @@ Status ValidateConv2DTranspose(const Conv2DTransposeAttrs& attrs,
     std::ostringstream s;
     s << "the input's channels (" << p.in_c << ", dimension " << l.c << " of input "
       << ShapeString(input_shape) << ")";
-    return InvalidArgument(kOp, "filter's last dimension (in_channels)", s.str(),
-                           std::to_string(filter_shape[3]) + " in filter " +
-                               ShapeString(filter_shape));
+    return InvalidArgument(
+        kOp, "filter's last dimension (in_channels)", s.str(),
+        std::to_string(filter_shape[3]) + " in filter " + ShapeString(filter_shape));
   }
   if (p.filter_h == 0 || p.filter_w == 0) {
     return InvalidArgument(kOp, "filter", "a non-empty window (height and width > 0)",
@@ -294,8 +294,7 @@ Status ValidateConv2DTranspose(const Conv2DTransposeAttrs& attrs,
   }
   OPFORGE_RETURN_IF_ERROR(CheckShape(output_name, p.OutputShape()));
   OPFORGE_RETURN_IF_ERROR(CheckFits(output_name, "height", attrs.padding, p.in_h, p.out_h,
-                                    p.filter_h, p.dilation_h, p.stride_h, p.pad_top,
-                                    p.pad_bottom));
+                                    p.filter_h, p.dilation_h, p.stride_h, p.pad_top, p.pad_bottom));
   OPFORGE_RETURN_IF_ERROR(CheckFits(output_name, "width", attrs.padding, p.in_w, p.out_w,
                                     p.filter_w, p.dilation_w, p.stride_w, p.pad_left, p.pad_right));
   ComputePads(attrs.padding, p.in_h, p.out_h, (p.filter_h - 1) * p.dilation_h + 1, p.stride_h,
@@ -321,10 +320,10 @@ Status ValidateConv2DTransposeInputGrad(const Conv2DTransposeAttrs& attrs,
                            ShapeString(filter_shape));
   }
   if (grad_shape[l.c] != filter_shape[2]) {
-    return InvalidArgument(kOp, "grad",
-                           "the filter's out_channels " + std::to_string(filter_shape[2]) +
-                               " as its channel size",
-                           ShapeString(grad_shape));
+    return InvalidArgument(
+        kOp, "grad",
+        "the filter's out_channels " + std::to_string(filter_shape[2]) + " as its channel size",
+        ShapeString(grad_shape));
   }
   std::vector<int64_t> input_shape(4);
   input_shape[0] = grad_shape[0];
@@ -333,10 +332,9 @@ Status ValidateConv2DTransposeInputGrad(const Conv2DTransposeAttrs& attrs,
   for (const auto& [index, f] : dims) {
     const int64_t before = f == 0 ? p.pad_top : p.pad_left;
     const int64_t after = f == 0 ? p.pad_bottom : p.pad_right;
-    const int64_t in = Conv2DTransposeInputSize(grad_shape[index], filter_shape[f],
-                                                f == 0 ? p.dilation_h : p.dilation_w,
-                                                f == 0 ? p.stride_h : p.stride_w, attrs.padding,
-                                                before, after);
+    const int64_t in = Conv2DTransposeInputSize(
+        grad_shape[index], filter_shape[f], f == 0 ? p.dilation_h : p.dilation_w,
+        f == 0 ? p.stride_h : p.stride_w, attrs.padding, before, after);
     if (in < 0) {
       return InvalidArgument(kOp, "grad",
                              std::string("a ") + (f == 0 ? "height" : "width") +
@@ -481,8 +479,7 @@ void ForwardNhwc(const Conv2DTransposeParams& p, const C* in, const C* filter, C
       // 1. col[pixel, (fh, fw, co)] = input[pixel, :] . filter[(fh, fw, co), :], in tiles of
       // rows and blocks of columns (a fixed partition: the same products for any thread count).
       parallel.For(nb * tiles * col_blocks,
-                   static_cast<double>(std::min(pixels, kTileRows) * ci *
-                                       std::min(k, kColBlock)),
+                   static_cast<double>(std::min(pixels, kTileRows) * ci * std::min(k, kColBlock)),
                    [=, &gemm](int64_t begin, int64_t end) {
                      for (int64_t u = begin; u < end; ++u) {
                        const int64_t cb = (u % col_blocks) * kColBlock;
@@ -523,8 +520,8 @@ void ForwardNhwc(const Conv2DTransposeParams& p, const C* in, const C* filter, C
                            const C* crow = colp + (b * pixels + (ih - r0) * p.in_w) * k;
                            for (int64_t w = 0; w < p.out_w; ++w) {
                              for (int64_t fw = p.filter_w - 1; fw >= 0; --fw) {
-                               const int64_t iw = SourceIndex(w, fw, p.stride_w, p.pad_left,
-                                                              p.dilation_w, p.in_w);
+                               const int64_t iw =
+                                   SourceIndex(w, fw, p.stride_w, p.pad_left, p.dilation_w, p.in_w);
                                if (iw < 0) continue;
                                AddTo(orow + w * p.out_c,
                                      crow + iw * k + (fh * p.filter_w + fw) * p.out_c, p.out_c);
@@ -603,35 +600,35 @@ void FilterGradNhwc(const Conv2DTransposeParams& p, const C* in, const C* grad, 
   // One unit per (tap, block of out_channels): grad_filter[fh, fw, block, :] =
   // shifted(grad)[all input pixels, block]^T . input, reduced over the pixels in fixed chunks
   // (the same chunks whatever the thread count, so the same sums).
-  parallel.For(
-      units, static_cast<double>(total_pixels * ci * std::min(p.out_c, kFilterGradCoBlock)),
-      [=, &p, &gemm](int64_t begin, int64_t end) {
-        const int64_t chunk_rows = std::min(total_pixels, kFilterGradChunk);
-        std::vector<C> g(static_cast<size_t>(chunk_rows * kFilterGradCoBlock));
-        for (int64_t u = begin; u < end; ++u) {
-          const int64_t tap = u / co_blocks, cb = (u % co_blocks) * kFilterGradCoBlock;
-          const int64_t fh = tap / p.filter_w, fw = tap % p.filter_w;
-          const int64_t nc = std::min(kFilterGradCoBlock, p.out_c - cb);
-          C* dst = grad_filter + (tap * p.out_c + cb) * ci;
-          for (int64_t r0 = 0; r0 < total_pixels; r0 += chunk_rows) {
-            const int64_t rows = std::min(chunk_rows, total_pixels - r0);
-            for (int64_t r = 0; r < rows; ++r) {
-              const int64_t q = r0 + r;
-              const int64_t b = q / pixels, ih = (q % pixels) / p.in_w, iw = q % p.in_w;
-              const int64_t h = ih * p.stride_h - p.pad_top + fh * p.dilation_h;
-              const int64_t w = iw * p.stride_w - p.pad_left + fw * p.dilation_w;
-              C* d = g.data() + r * nc;
-              if (h < 0 || h >= p.out_h || w < 0 || w >= p.out_w) {
-                std::fill(d, d + nc, C(0));
-              } else {
-                std::memcpy(d, grad + ((b * p.out_h + h) * p.out_w + w) * p.out_c + cb,
-                            sizeof(C) * static_cast<size_t>(nc));
-              }
-            }
-            gemm.at_b_add(g.data(), in + r0 * ci, dst, nc, rows, ci);
-          }
-        }
-      });
+  parallel.For(units,
+               static_cast<double>(total_pixels * ci * std::min(p.out_c, kFilterGradCoBlock)),
+               [=, &p, &gemm](int64_t begin, int64_t end) {
+                 const int64_t chunk_rows = std::min(total_pixels, kFilterGradChunk);
+                 std::vector<C> g(static_cast<size_t>(chunk_rows * kFilterGradCoBlock));
+                 for (int64_t u = begin; u < end; ++u) {
+                   const int64_t tap = u / co_blocks, cb = (u % co_blocks) * kFilterGradCoBlock;
+                   const int64_t fh = tap / p.filter_w, fw = tap % p.filter_w;
+                   const int64_t nc = std::min(kFilterGradCoBlock, p.out_c - cb);
+                   C* dst = grad_filter + (tap * p.out_c + cb) * ci;
+                   for (int64_t r0 = 0; r0 < total_pixels; r0 += chunk_rows) {
+                     const int64_t rows = std::min(chunk_rows, total_pixels - r0);
+                     for (int64_t r = 0; r < rows; ++r) {
+                       const int64_t q = r0 + r;
+                       const int64_t b = q / pixels, ih = (q % pixels) / p.in_w, iw = q % p.in_w;
+                       const int64_t h = ih * p.stride_h - p.pad_top + fh * p.dilation_h;
+                       const int64_t w = iw * p.stride_w - p.pad_left + fw * p.dilation_w;
+                       C* d = g.data() + r * nc;
+                       if (h < 0 || h >= p.out_h || w < 0 || w >= p.out_w) {
+                         std::fill(d, d + nc, C(0));
+                       } else {
+                         std::memcpy(d, grad + ((b * p.out_h + h) * p.out_w + w) * p.out_c + cb,
+                                     sizeof(C) * static_cast<size_t>(nc));
+                       }
+                     }
+                     gemm.at_b_add(g.data(), in + r0 * ci, dst, nc, rows, ci);
+                   }
+                 }
+               });
 }
 
 }  // namespace
@@ -688,13 +685,13 @@ void Conv2DTransposeFilterGrad(const Conv2DTransposeParams& p, const T* input, c
   }
 }
 
-#define OPFORGE_INSTANTIATE(T)                                                                  \
-  template void Conv2DTransposeForward<T>(const Conv2DTransposeParams&, const T*, const T*, T*, \
-                                          const Parallel&);                                     \
-  template void Conv2DTransposeInputGrad<T>(const Conv2DTransposeParams&, const T*, const T*,   \
-                                            T*, const Parallel&);                               \
-  template void Conv2DTransposeFilterGrad<T>(const Conv2DTransposeParams&, const T*, const T*,  \
-                                             T*, const Parallel&);
+#define OPFORGE_INSTANTIATE(T)                                                                     \
+  template void Conv2DTransposeForward<T>(const Conv2DTransposeParams&, const T*, const T*, T*,    \
+                                          const Parallel&);                                        \
+  template void Conv2DTransposeInputGrad<T>(const Conv2DTransposeParams&, const T*, const T*, T*,  \
+                                            const Parallel&);                                      \
+  template void Conv2DTransposeFilterGrad<T>(const Conv2DTransposeParams&, const T*, const T*, T*, \
+                                             const Parallel&);
 OPFORGE_INSTANTIATE(Eigen::half)
 OPFORGE_INSTANTIATE(Eigen::bfloat16)
 OPFORGE_INSTANTIATE(float)

@@ -103,10 +103,9 @@ Conv2DTransposeAttrs AttrsOf(const Case& c) {
                        : std::vector<int64_t>{1, c.dilation_h, c.dilation_w, 1};
   a.padding = c.padding;
   if (c.padding == "EXPLICIT") {
-    a.explicit_paddings = c.nchw ? std::vector<int64_t>{0, 0, 0, 0, c.pads[0], c.pads[1],
-                                                        c.pads[2], c.pads[3]}
-                                 : std::vector<int64_t>{0, 0, c.pads[0], c.pads[1], c.pads[2],
-                                                        c.pads[3], 0, 0};
+    a.explicit_paddings =
+        c.nchw ? std::vector<int64_t>{0, 0, 0, 0, c.pads[0], c.pads[1], c.pads[2], c.pads[3]}
+               : std::vector<int64_t>{0, 0, c.pads[0], c.pads[1], c.pads[2], c.pads[3], 0, 0};
   }
   return a;
 }
@@ -199,8 +198,8 @@ TYPED_TEST(Conv2DTransposeKernelTest, SameBitsForAnyThreadCount) {
     const auto x = Random<T>(rng, p.InputSize());
     const auto f = Random<T>(rng, p.FilterSize());
     const auto g = Random<T>(rng, p.OutputSize());
-    std::vector<T> y1(p.OutputSize()), y2(p.OutputSize()), dx1(p.InputSize()),
-        dx2(p.InputSize()), df1(p.FilterSize()), df2(p.FilterSize());
+    std::vector<T> y1(p.OutputSize()), y2(p.OutputSize()), dx1(p.InputSize()), dx2(p.InputSize()),
+        df1(p.FilterSize()), df2(p.FilterSize());
     Conv2DTransposeForward<T>(p, x.data(), f.data(), y1.data(), SerialParallel());
     Conv2DTransposeForward<T>(p, x.data(), f.data(), y2.data(), ThreadParallel(4));
     Conv2DTransposeInputGrad<T>(p, g.data(), f.data(), dx1.data(), SerialParallel());
@@ -236,22 +235,22 @@ TEST(Conv2DTransposeKernelTest, IntegerValuedDataIsExact) {
 TEST(Conv2DTransposeKernelTest, BandsOfInputRowsGiveTheWholeImageResult) {
   // Overlapping bands; then bands with output rows between them and after the last that no
   // input reaches (stride 3, 2-high filter, VALID with a remainder): those must be zeros.
-  for (const Case& c : {Case{{1, 40, 40, 8}, {5, 5, 512, 8}, {1, 80, 80, 512}, 2, 2, 1, 1, "SAME",
-                             {}, false},
-                        Case{{1, 40, 40, 8}, {2, 1, 2000, 8}, {1, 121, 40, 2000}, 3, 1, 1, 1,
-                             "VALID", {}, false}}) {
-  Conv2DTransposeParams p;
-  OPFORGE_ASSERT_OK(ValidateConv2DTranspose(AttrsOf(c), c.input, c.filter, c.output, &p));
-  std::mt19937_64 rng(5);
-  std::uniform_int_distribution<int> d(-3, 3);
-  std::vector<float> x(p.InputSize()), f(p.FilterSize()), y(p.OutputSize());
-  for (auto& v : x) v = static_cast<float>(d(rng));
-  for (auto& v : f) v = static_cast<float>(d(rng));
-  std::vector<double> ref(p.OutputSize());
-  ForEachTerm(p, [&](int64_t i, int64_t o, int64_t k) { ref[o] += double(x[i]) * f[k]; });
-  std::fill(y.begin(), y.end(), 7.0f);  // stale values must not survive
-  Conv2DTransposeForward<float>(p, x.data(), f.data(), y.data(), ThreadParallel(2));
-  for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(double(y[i]), ref[i]) << i;
+  for (const Case& c :
+       {Case{{1, 40, 40, 8}, {5, 5, 512, 8}, {1, 80, 80, 512}, 2, 2, 1, 1, "SAME", {}, false},
+        Case{
+            {1, 40, 40, 8}, {2, 1, 2000, 8}, {1, 121, 40, 2000}, 3, 1, 1, 1, "VALID", {}, false}}) {
+    Conv2DTransposeParams p;
+    OPFORGE_ASSERT_OK(ValidateConv2DTranspose(AttrsOf(c), c.input, c.filter, c.output, &p));
+    std::mt19937_64 rng(5);
+    std::uniform_int_distribution<int> d(-3, 3);
+    std::vector<float> x(p.InputSize()), f(p.FilterSize()), y(p.OutputSize());
+    for (auto& v : x) v = static_cast<float>(d(rng));
+    for (auto& v : f) v = static_cast<float>(d(rng));
+    std::vector<double> ref(p.OutputSize());
+    ForEachTerm(p, [&](int64_t i, int64_t o, int64_t k) { ref[o] += double(x[i]) * f[k]; });
+    std::fill(y.begin(), y.end(), 7.0f);  // stale values must not survive
+    Conv2DTransposeForward<float>(p, x.data(), f.data(), y.data(), ThreadParallel(2));
+    for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(double(y[i]), ref[i]) << i;
   }
 }
 
@@ -292,7 +291,7 @@ TEST(Conv2DTransposeValidateTest, FittingRangeIsExact) {
       for (int64_t filter : {1, 2, 4}) {
         for (int64_t in : {0, 1, 3}) {
           Case c{{1, in, 1, 1}, {filter, 1, 1, 1}, {1, 0, 1, 1}, stride, 1, 2, 1,
-                 padding, {1, 2, 0, 0}, false};
+                 padding,       {1, 2, 0, 0},      false};
           c.output[1] = 1000;  // fits nothing: read the range from the message
           const Status s = Check(c);
           ASSERT_FALSE(s.ok());
@@ -408,8 +407,7 @@ TEST(Conv2DTransposeValidateTest, InputGradInfersTheInputSize) {
   Conv2DTransposeParams p;
   OPFORGE_ASSERT_OK(ValidateConv2DTransposeInputGrad(AttrsOf(c), c.output, c.filter, &p));
   EXPECT_EQ(p.InputShape(), c.input);
-  const Status s =
-      ValidateConv2DTransposeInputGrad(AttrsOf(c), {2, 8, 8, 4}, c.filter, &p);
+  const Status s = ValidateConv2DTransposeInputGrad(AttrsOf(c), {2, 8, 8, 4}, c.filter, &p);
   EXPECT_TRUE(Contains(s.message(), "grad must be the filter's out_channels 5")) << s.message();
 }
 

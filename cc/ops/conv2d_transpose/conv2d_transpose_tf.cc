@@ -19,12 +19,12 @@ using shape_inference::ShapeHandle;
 
 namespace {
 
-#define OPFORGE_CONV2D_TRANSPOSE_ATTRS                               \
-  Attr("T: {half, bfloat16, float, double}")                         \
-      .Attr("strides: list(int)")                                    \
-      .Attr("padding: {'SAME', 'VALID', 'EXPLICIT'}")                \
-      .Attr("explicit_paddings: list(int) = []")                     \
-      .Attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'")                \
+#define OPFORGE_CONV2D_TRANSPOSE_ATTRS                \
+  Attr("T: {half, bfloat16, float, double}")          \
+      .Attr("strides: list(int)")                     \
+      .Attr("padding: {'SAME', 'VALID', 'EXPLICIT'}") \
+      .Attr("explicit_paddings: list(int) = []")      \
+      .Attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'") \
       .Attr("dilations: list(int) = [1, 1, 1, 1]")
 
 template <typename Context>
@@ -119,14 +119,13 @@ absl::Status InputGradShape(InferenceContext* c) {
       if (!c->ValueKnown(out) || !c->ValueKnown(f)) continue;
       const int64_t before = e.empty() ? 0 : e[2 * index[i]];
       const int64_t after = e.empty() ? 0 : e[2 * index[i] + 1];
-      const int64_t in = Conv2DTransposeInputSize(c->Value(out), c->Value(f),
-                                                  a.dilations[index[i]], a.strides[index[i]],
-                                                  a.padding, before, after);
+      const int64_t in = Conv2DTransposeInputSize(c->Value(out), c->Value(f), a.dilations[index[i]],
+                                                  a.strides[index[i]], a.padding, before, after);
       if (in >= 0) spatial[i] = c->MakeDim(in);
     }
   }
-  c->set_output(
-      0, MakeImageShape(c, a.data_format, c->Dim(grad, 0), spatial[0], spatial[1], c->Dim(filter, 3)));
+  c->set_output(0, MakeImageShape(c, a.data_format, c->Dim(grad, 0), spatial[0], spatial[1],
+                                  c->Dim(filter, 3)));
   return absl::OkStatus();
 }
 
@@ -138,8 +137,7 @@ REGISTER_OP("Opforge>Conv2DTranspose")
     .Input("output_shape: Tshape")
     .Output("output: T")
     .Attr("Tshape: {int32, int64} = DT_INT32")
-    .OPFORGE_CONV2D_TRANSPOSE_ATTRS
-    .SetShapeFn(ForwardShape)
+    .OPFORGE_CONV2D_TRANSPOSE_ATTRS.SetShapeFn(ForwardShape)
     .Doc(R"doc(
 Transposed 2-D convolution, as tf.nn.conv2d_transpose: filter [FH, FW, out_channels,
 in_channels]; output_shape has 4 values in data_format order or 2 values [height, width].
@@ -149,8 +147,7 @@ REGISTER_OP("Opforge>Conv2DTransposeInputGrad")
     .Input("grad: T")
     .Input("filter: T")
     .Output("grad_input: T")
-    .OPFORGE_CONV2D_TRANSPOSE_ATTRS
-    .SetShapeFn(InputGradShape)
+    .OPFORGE_CONV2D_TRANSPOSE_ATTRS.SetShapeFn(InputGradShape)
     .Doc("Gradient of Conv2DTranspose with respect to its input: conv2d(grad, filter).");
 
 REGISTER_OP("Opforge>Conv2DTransposeFilterGrad")
@@ -204,8 +201,9 @@ class Conv2DTransposeOp : public Conv2DTransposeBase {
                             : static_cast<int64_t>(sizes.flat<int64_t>()(i));
     }
     Conv2DTransposeParams p;
-    OPFORGE_OP_REQUIRES_OK(context, ValidateConv2DTranspose(attrs_, Dims(input.shape()),
-                                                            Dims(filter.shape()), output_shape, &p));
+    OPFORGE_OP_REQUIRES_OK(
+        context, ValidateConv2DTranspose(attrs_, Dims(input.shape()), Dims(filter.shape()),
+                                         output_shape, &p));
     Tensor* out = nullptr;
     OP_REQUIRES_OK(context, context->allocate_output(0, ToTensorShape(p.OutputShape()), &out));
     if (p.OutputSize() == 0) return;
@@ -216,8 +214,8 @@ class Conv2DTransposeOp : public Conv2DTransposeBase {
       Conv2DTransposeForward<T>(p, pi, pf, po, TfParallel(context));
     } else {
 #if GOOGLE_CUDA
-      OPFORGE_OP_REQUIRES_OK(context, Conv2DTransposeForwardGpu(DTypeOf<T>::value, p, pi, pf, po,
-                                                                GpuStream(context)));
+      OPFORGE_OP_REQUIRES_OK(
+          context, Conv2DTransposeForwardGpu(DTypeOf<T>::value, p, pi, pf, po, GpuStream(context)));
 #endif
     }
   }
@@ -244,8 +242,8 @@ class Conv2DTransposeInputGradOp : public Conv2DTransposeBase {
       Conv2DTransposeInputGrad<T>(p, pg, pf, po, TfParallel(context));
     } else {
 #if GOOGLE_CUDA
-      OPFORGE_OP_REQUIRES_OK(context, Conv2DTransposeInputGradGpu(DTypeOf<T>::value, p, pg, pf,
-                                                                  po, GpuStream(context)));
+      OPFORGE_OP_REQUIRES_OK(context, Conv2DTransposeInputGradGpu(DTypeOf<T>::value, p, pg, pf, po,
+                                                                  GpuStream(context)));
 #endif
     }
   }
@@ -274,23 +272,23 @@ class Conv2DTransposeFilterGradOp : public Conv2DTransposeBase {
       Conv2DTransposeFilterGrad<T>(p, pi, pg, po, TfParallel(context));
     } else {
 #if GOOGLE_CUDA
-      OPFORGE_OP_REQUIRES_OK(context, Conv2DTransposeFilterGradGpu(DTypeOf<T>::value, p, pi, pg,
-                                                                   po, GpuStream(context)));
+      OPFORGE_OP_REQUIRES_OK(context, Conv2DTransposeFilterGradGpu(DTypeOf<T>::value, p, pi, pg, po,
+                                                                   GpuStream(context)));
 #endif
     }
   }
 };
 
-#define OPFORGE_REGISTER(DEVICE, TAG, T)                                             \
-  REGISTER_KERNEL_BUILDER(Name("Opforge>Conv2DTranspose")                            \
-                              .Device(DEVICE)                                        \
-                              .TypeConstraint<T>("T")                                \
-                              .HostMemory("output_shape"),                           \
-                          Conv2DTransposeOp<TAG, T>);                                \
-  REGISTER_KERNEL_BUILDER(                                                           \
-      Name("Opforge>Conv2DTransposeInputGrad").Device(DEVICE).TypeConstraint<T>("T"), \
-      Conv2DTransposeInputGradOp<TAG, T>);                                           \
-  REGISTER_KERNEL_BUILDER(                                                           \
+#define OPFORGE_REGISTER(DEVICE, TAG, T)                                               \
+  REGISTER_KERNEL_BUILDER(Name("Opforge>Conv2DTranspose")                              \
+                              .Device(DEVICE)                                          \
+                              .TypeConstraint<T>("T")                                  \
+                              .HostMemory("output_shape"),                             \
+                          Conv2DTransposeOp<TAG, T>);                                  \
+  REGISTER_KERNEL_BUILDER(                                                             \
+      Name("Opforge>Conv2DTransposeInputGrad").Device(DEVICE).TypeConstraint<T>("T"),  \
+      Conv2DTransposeInputGradOp<TAG, T>);                                             \
+  REGISTER_KERNEL_BUILDER(                                                             \
       Name("Opforge>Conv2DTransposeFilterGrad").Device(DEVICE).TypeConstraint<T>("T"), \
       Conv2DTransposeFilterGradOp<TAG, T>);
 
