@@ -55,8 +55,9 @@ std::vector<int64_t> Conv2DTransposeParams::FilterShape() const {
 namespace {
 
 constexpr const char* kOp = "Conv2DTranspose";
-// Sizes beyond this are refused before any arithmetic on them can overflow.
-constexpr int64_t kMaxDim = int64_t{1} << 40;
+// Sizes beyond this are refused before any arithmetic on them can overflow: with strides,
+// dilations and pads below 2^30, every size formula stays below 2^62.
+constexpr int64_t kMaxDim = int64_t{1} << 31;
 constexpr int64_t kMaxElements = int64_t{1} << 60;
 
 std::string ListString(const std::vector<int64_t>& v) { return ShapeString(v); }
@@ -71,7 +72,7 @@ Status CheckShape(const char* name, const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t d : shape) {
     if (d < 0 || d > kMaxDim) {
-      return InvalidArgument(kOp, name, "sizes between 0 and 2^40", ShapeString(shape));
+      return InvalidArgument(kOp, name, "sizes between 0 and 2^31", ShapeString(shape));
     }
     if (d != 0 && n > kMaxElements / d) {
       return InvalidArgument(kOp, name, "at most 2^60 elements", ShapeString(shape));
@@ -271,7 +272,7 @@ Status ValidateConv2DTranspose(const Conv2DTransposeAttrs& attrs,
   }
   for (int64_t d : o) {
     if (d < 0 || d > kMaxDim) {
-      return InvalidArgument(kOp, output_name, "sizes between 0 and 2^40", ShapeString(o));
+      return InvalidArgument(kOp, output_name, "sizes between 0 and 2^31", ShapeString(o));
     }
   }
   if (o.size() == 4) {

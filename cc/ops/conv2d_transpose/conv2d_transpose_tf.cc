@@ -116,7 +116,11 @@ absl::Status InputGradShape(InferenceContext* c) {
     for (int i = 0; i < 2; ++i) {
       const DimensionHandle out = c->Dim(grad, index[i]);
       const DimensionHandle f = c->Dim(filter, i);
-      if (!c->ValueKnown(out) || !c->ValueKnown(f)) continue;
+      // Sizes the kernel would refuse (and whose arithmetic could overflow) stay unknown.
+      if (!c->ValueKnown(out) || !c->ValueKnown(f) || c->Value(out) > (int64_t{1} << 31) ||
+          c->Value(f) > (int64_t{1} << 31)) {
+        continue;
+      }
       const int64_t before = e.empty() ? 0 : e[2 * index[i]];
       const int64_t after = e.empty() ? 0 : e[2 * index[i] + 1];
       const int64_t in = Conv2DTransposeInputSize(c->Value(out), c->Value(f), a.dilations[index[i]],
