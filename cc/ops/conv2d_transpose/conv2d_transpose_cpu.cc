@@ -62,8 +62,6 @@ constexpr int64_t kMaxElements = int64_t{1} << 60;
 
 std::string ListString(const std::vector<int64_t>& v) { return ShapeString(v); }
 
-Status Fail(const std::string& text) { return Status::Invalid(std::string(kOp) + ": " + text); }
-
 // Checks a 4-D shape's dims (non-negative, element count representable).
 Status CheckShape(const char* name, const std::vector<int64_t>& shape) {
   if (shape.size() != 4) {
