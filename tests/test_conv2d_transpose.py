@@ -214,6 +214,32 @@ def test_gradients_agree_with_tensorflow(name, dtype):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("dtype", [tf.float16, tf.bfloat16], ids=lambda d: d.name)
+def test_half_type_gradients_accumulate_in_float(dtype):
+    # The same (rounded) values in float64 through TensorFlow's gradient: ours may differ only
+    # by the final rounding to the half type (plus float accumulation, far smaller).
+    c = make_case("4x4 s2 SAME")
+    rng = np.random.default_rng(12)
+    x = tf.cast(c["x"], dtype)
+    f = tf.cast(c["f"], dtype)
+    g = tf.cast(rng.standard_normal(c["output_shape"]), dtype)
+
+    def both(fn, x, f, g):
+        with tf.GradientTape() as tape:
+            tape.watch([x, f])
+            y = fn(x, f, c["output_shape"], 2)
+        return tape.gradient(y, [x, f], output_gradients=g)
+
+    ours = both(opforge.ops.conv2d_transpose, x, f, g)
+    ref = both(tf.nn.conv2d_transpose, *(tf.cast(t, tf.float64) for t in (x, f, g)))
+    eps = 2.0 ** -8 if dtype == tf.bfloat16 else 2.0 ** -11
+    for a, r in zip(ours, ref):
+        assert a.dtype == dtype
+        a64 = tf.cast(a, tf.float64).numpy()
+        r = r.numpy()
+        assert np.all(np.abs(a64 - r) <= eps * np.abs(r) + 1e-4 * np.abs(r).max())
+
+
 @pytest.mark.parametrize("name", ["4x4 s2 SAME", "VALID remainder s3", "5x5 d2 SAME",
                                   "1x3 d2 s2 VALID", "explicit", "2x2 s(1,2) VALID"])
 def test_gradients_match_float64_numerical(name):

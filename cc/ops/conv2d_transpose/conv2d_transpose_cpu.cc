@@ -3,10 +3,13 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <new>
 #include <sstream>
 #include <string>
 #include <tuple>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "ops/conv2d_transpose/conv2d_transpose.h"
@@ -364,11 +367,34 @@ constexpr int64_t kColBlock = 1024;
 constexpr int64_t kFilterGradChunk = 2048;
 constexpr int64_t kFilterGradCoBlock = 64;
 
+// Scratch memory that every element of is written before it is read: a vector whose elements
+// are left uninitialised (std::vector<C>(n) would first zero megabytes of col buffer per call).
+template <typename C>
+struct UninitializedAllocator : std::allocator<C> {
+  template <typename U>
+  struct rebind {
+    using other = UninitializedAllocator<U>;
+  };
+  UninitializedAllocator() = default;
+  template <typename U>
+  UninitializedAllocator(const UninitializedAllocator<U>&) {}  // NOLINT: allocator conversion
+  template <typename U>
+  void construct(U* p) {
+    ::new (static_cast<void*>(p)) U;  // default-initialisation: no value for arithmetic types
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+template <typename C>
+using Scratch = std::vector<C, UninitializedAllocator<C>>;
+
 // A read-only NHWC view of an operand in the compute type: the operand itself when it already
 // is one, otherwise a converted (and, for NCHW, transposed) copy.
 template <typename C>
 struct View {
-  std::vector<C> storage;
+  Scratch<C> storage;
   const C* data = nullptr;
 };
 
@@ -462,7 +488,7 @@ void ForwardNhwc(const Conv2DTransposeParams& p, const C* in, const C* filter, C
   const int64_t band_rows = std::clamp<int64_t>(kColBudget / row_cols, 1, p.in_h);
   const int64_t images_per_step =
       band_rows == p.in_h ? std::clamp<int64_t>(kColBudget / (p.in_h * row_cols), 1, p.batch) : 1;
-  std::vector<C> col(static_cast<size_t>(images_per_step * band_rows * row_cols));
+  Scratch<C> col(static_cast<size_t>(images_per_step * band_rows * row_cols));
   const auto& gemm = conv2d_transpose_gemm::BestGemm<C>();
   // Column blocks of the col matrix, so that a small image still gives every thread work.
   const int64_t col_blocks = (k + kColBlock - 1) / kColBlock;
@@ -575,7 +601,7 @@ void InputGradNhwc(const Conv2DTransposeParams& p, const C* grad, const C* filte
   // grad_input[pixels of a tile, :] = im2col(grad)[tile] . filter: one product per tile.
   parallel.For(p.batch * tiles, static_cast<double>(std::min(pixels, kTileRows) * ci * k),
                [=, &p, &gemm](int64_t begin, int64_t end) {
-                 std::vector<C> col(static_cast<size_t>(std::min(pixels, kTileRows) * k));
+                 Scratch<C> col(static_cast<size_t>(std::min(pixels, kTileRows) * k));
                  for (int64_t u = begin; u < end; ++u) {
                    const int64_t b = u / tiles, t0 = (u % tiles) * kTileRows;
                    const int64_t rows = std::min(kTileRows, pixels - t0);
@@ -603,7 +629,7 @@ void FilterGradNhwc(const Conv2DTransposeParams& p, const C* in, const C* grad, 
                static_cast<double>(total_pixels * ci * std::min(p.out_c, kFilterGradCoBlock)),
                [=, &p, &gemm](int64_t begin, int64_t end) {
                  const int64_t chunk_rows = std::min(total_pixels, kFilterGradChunk);
-                 std::vector<C> g(static_cast<size_t>(chunk_rows * kFilterGradCoBlock));
+                 Scratch<C> g(static_cast<size_t>(chunk_rows * kFilterGradCoBlock));
                  for (int64_t u = begin; u < end; ++u) {
                    const int64_t tap = u / co_blocks, cb = (u % co_blocks) * kFilterGradCoBlock;
                    const int64_t fh = tap / p.filter_w, fw = tap % p.filter_w;
@@ -645,7 +671,7 @@ void Conv2DTransposeForward(const Conv2DTransposeParams& p, const T* input, cons
       return;
     }
   }
-  std::vector<C> out(static_cast<size_t>(p.OutputSize()));
+  Scratch<C> out(static_cast<size_t>(p.OutputSize()));
   ForwardNhwc<C>(p, in.data, f.data, out.data(), parallel);
   StoreNhwc<C, T>(out.data(), p.nchw, p.batch, p.out_h, p.out_w, p.out_c, output, parallel);
 }
@@ -663,7 +689,7 @@ void Conv2DTransposeInputGrad(const Conv2DTransposeParams& p, const T* grad, con
       return;
     }
   }
-  std::vector<C> out(static_cast<size_t>(p.InputSize()));
+  Scratch<C> out(static_cast<size_t>(p.InputSize()));
   InputGradNhwc<C>(p, g.data, f.data, out.data(), parallel);
   StoreNhwc<C, T>(out.data(), p.nchw, p.batch, p.in_h, p.in_w, p.in_c, grad_input, parallel);
 }
@@ -678,7 +704,7 @@ void Conv2DTransposeFilterGrad(const Conv2DTransposeParams& p, const T* input, c
   if constexpr (std::is_same_v<T, C>) {
     FilterGradNhwc<C>(p, in.data, g.data, grad_filter, parallel);
   } else {
-    std::vector<C> out(static_cast<size_t>(p.FilterSize()));
+    Scratch<C> out(static_cast<size_t>(p.FilterSize()));
     FilterGradNhwc<C>(p, in.data, g.data, out.data(), parallel);
     StoreNhwc<C, T>(out.data(), false, 1, 1, 1, p.FilterSize(), grad_filter, parallel);
   }
