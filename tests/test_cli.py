@@ -53,10 +53,10 @@ def test_verify_json_all_rows_within_tolerance():
     rows = json.loads(proc.stdout)
     assert {r["op"] for r in rows} == {
         "leaky_relu", "leaky_relu_with_mask", "element_mul", "resize_bilinear",
-        "resize_bilinear_grad",
+        "resize_bilinear_grad", "conv2d_transpose",
     }
     for r in rows:
-        assert r["ok"] and r["forward_error"] == 0.0
+        assert r["ok"] and r["forward_error"] <= r["forward_tolerance"]
         assert r["gradient_error"] <= r["gradient_tolerance"] <= 1e-5
         assert r["speed_ratio"] > 0
 

@@ -193,10 +193,61 @@ def bench_resize_bilinear(size: int, repeats: int) -> List[Row]:
     return rows
 
 
+def bench_conv2d_transpose(size: int, repeats: int) -> List[Row]:
+    """The YOLO-neck upsamplers: forward, each gradient, and forward plus both gradients, against
+    tf.nn.conv2d_transpose (TensorFlow's gradients: conv2d for the input, Conv2DBackpropFilter
+    for the filter). `size` is unused (the shapes are the issue's); repeats capped at 15."""
+    import tensorflow as tf
+
+    import opforge
+    from opforge.ops._common import lib
+
+    del size
+    repeats = min(repeats, 15)
+    rows: List[Row] = []
+    cases = [([8, 13, 13, 512], 4, 256, 2), ([8, 26, 26, 256], 4, 128, 2), ([1, 104, 104, 64], 3, 64, 2)]
+    for shape, k, co, s in cases:
+        n, h, w, ci = shape
+        out = [n, h * s, w * s, co]
+        x = tf.random.normal(shape, seed=8)
+        f = tf.random.normal([k, k, co, ci], seed=9) * 0.05
+        g = tf.random.normal(out, seed=10)
+        label = f"{shape}->{out[1:]} {k}x{k} s{s}"
+        attrs = dict(strides=[1, s, s, 1], padding="SAME")
+        m = interleaved(
+            {"opforge": lambda: opforge.ops.conv2d_transpose(x, f, out, s),
+             "tf": lambda: tf.nn.conv2d_transpose(x, f, out, s)}, repeats)
+        rows.append(_row("conv2d_transpose", f"forward {label}", m))
+        m = interleaved(
+            {"opforge": lambda: lib().opforge_conv2d_transpose_input_grad(g, f, **attrs),
+             "tf": lambda: tf.nn.conv2d(g, f, s, "SAME")}, repeats)
+        rows.append(_row("conv2d_transpose", f"input gradient {label}", m))
+        m = interleaved(
+            {"opforge": lambda: lib().opforge_conv2d_transpose_filter_grad(x, f, g, **attrs),
+             "tf": lambda: tf.raw_ops.Conv2DBackpropFilter(
+                 input=g, filter_sizes=tf.shape(f), out_backprop=x, **attrs)}, repeats)
+        rows.append(_row("conv2d_transpose", f"filter gradient {label}", m))
+
+        def fwd_and_grads(fn):
+            def run():
+                with tf.GradientTape() as tape:
+                    tape.watch([x, f])
+                    y = fn(x, f, out, s)
+                return tape.gradient(y, [x, f], output_gradients=g)
+
+            return run
+
+        m = interleaved({"opforge": fwd_and_grads(opforge.ops.conv2d_transpose),
+                         "tf": fwd_and_grads(tf.nn.conv2d_transpose)}, repeats)
+        rows.append(_row("conv2d_transpose", f"forward+gradients {label}", m))
+    return rows
+
+
 BENCHMARKS: Dict[str, Callable[[int, int], List[Row]]] = {
     "leaky_relu": bench_leaky_relu,
     "element_mul": bench_element_mul,
     "resize_bilinear": bench_resize_bilinear,
+    "conv2d_transpose": bench_conv2d_transpose,
 }
 
 

@@ -207,7 +207,62 @@ def verify_resize_bilinear(speed_size: int, repeats: int) -> List[Row]:
     ]
 
 
-CHECKS = [verify_leaky_relu, verify_element_mul, verify_resize_bilinear]
+def verify_conv2d_transpose(speed_size: int, repeats: int) -> List[Row]:
+    """Forward: small-integer data in every dtype (exact sums, so any index or padding error
+    shows) and random float32 data (GEMM order differs from TensorFlow's: ~1e-6); gradient:
+    float64 numerical, dilation 2 included; speed: forward plus both gradients."""
+    import tensorflow as tf
+
+    import opforge
+
+    cases = [
+        ([2, 5, 6, 3], [4, 4, 5, 3], [2, 10, 12, 5], 2, "SAME"),
+        ([1, 4, 5, 2], [3, 2, 3, 2], [1, 7, 10, 3], 2, "SAME"),
+        ([2, 3, 4, 3], [2, 3, 2, 3], [2, 8, 13, 2], 3, "VALID"),
+        ([1, 4, 4, 3], [3, 3, 2, 3], [1, 8, 9, 2], 2, [[0, 0], [1, 0], [0, 1], [0, 0]]),
+    ]
+    fwd = 0.0
+    rng = np.random.default_rng(0)
+    for dtype in (tf.float16, tf.bfloat16, tf.float32, tf.float64):
+        for xs, fs, os_, s, pad in cases:
+            x = tf.cast(rng.integers(-3, 4, xs), dtype)
+            f = tf.cast(rng.integers(-3, 4, fs), dtype)
+            fwd = max(fwd, max_error(opforge.ops.conv2d_transpose(x, f, os_, s, pad),
+                                     tf.nn.conv2d_transpose(x, f, os_, s, pad)))
+    for xs, fs, os_, s, pad in cases:
+        x = tf.constant(sample(xs, 1, specials=False), tf.float32)
+        f = tf.constant(sample(fs, 2, specials=False), tf.float32)
+        fwd = max(fwd, max_error(opforge.ops.conv2d_transpose(x, f, os_, s, pad),
+                                 tf.nn.conv2d_transpose(x, f, os_, s, pad)))
+    grad = max(
+        gradient_error(lambda x, f: opforge.ops.conv2d_transpose(x, f, os_, s, pad, dilations=d),
+                       [sample(xs, 3, False), sample(fs, 4, False)])
+        for xs, fs, os_, s, pad, d in [
+            ([2, 3, 4, 3], [4, 4, 2, 3], [2, 6, 8, 2], 2, "SAME", 1),
+            ([1, 4, 3, 2], [3, 3, 2, 2], [1, 4, 3, 2], 1, "SAME", 2),
+        ]
+    )
+    x = tf.random.normal([8, 13, 13, 512], seed=5)
+    f = tf.random.normal([4, 4, 256, 512], seed=6) * 0.05
+
+    def fwd_and_grads(fn):
+        def run():
+            with tf.GradientTape() as tape:
+                tape.watch([x, f])
+                y = fn(x, f, [8, 26, 26, 256], 2)
+            return tape.gradient(y, [x, f])
+
+        return run
+
+    m = interleaved({"opforge": fwd_and_grads(opforge.ops.conv2d_transpose),
+                     "tf": fwd_and_grads(tf.nn.conv2d_transpose)}, min(repeats, 10))
+    return [
+        Row("conv2d_transpose", "tf.nn.conv2d_transpose", fwd, 1e-4, grad, 1e-6,
+            m["tf"] / m["opforge"], "fwd+grads [8,13,13,512]")
+    ]
+
+
+CHECKS = [verify_leaky_relu, verify_element_mul, verify_resize_bilinear, verify_conv2d_transpose]
 
 
 def format_rows(rows: List[Row]) -> str:
@@ -223,9 +278,9 @@ def format_rows(rows: List[Row]) -> str:
         )
     lines.append(
         "forward err: max |opforge - reference| over dtypes, attrs, shapes and NaN/inf inputs "
-        "(tolerance 0: bit-exact); grad err: max |C++ gradient - float64 numerical gradient| "
-        "(tolerance 1e-6; 1e-5 for ops with float32 outputs); speed: TF median / opforge median, "
-        "interleaved."
+        "(tolerance 0: bit-exact, except conv2d_transpose: 1e-4, float32 GEMM order); grad err: "
+        "max |C++ gradient - float64 numerical gradient| (tolerance 1e-6; 1e-5 for ops with "
+        "float32 outputs); speed: TF median / opforge median, interleaved."
     )
     return "\n".join(lines)
 

@@ -1,0 +1,726 @@
+#include <Eigen/Core>
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <new>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "ops/conv2d_transpose/conv2d_transpose.h"
+#include "ops/conv2d_transpose/conv2d_transpose_gemm.h"
+
+namespace opforge {
+
+// --- the matrix products (default build; the AVX2+FMA build is conv2d_transpose_fma_cpu.cc) ---
+
+namespace conv2d_transpose_gemm {
+namespace default_build {
+#include "ops/conv2d_transpose/conv2d_transpose_gemm.inc"
+}  // namespace default_build
+
+template <typename C>
+const Gemm<C>* DefaultGemm() {
+  return &default_build::kGemm<C>;
+}
+
+template <typename C>
+const Gemm<C>& BestGemm() {
+  static const Gemm<C>* best = FmaGemm<C>() != nullptr ? FmaGemm<C>() : DefaultGemm<C>();
+  return *best;
+}
+
+template const Gemm<float>* DefaultGemm<float>();
+template const Gemm<double>* DefaultGemm<double>();
+template const Gemm<float>& BestGemm<float>();
+template const Gemm<double>& BestGemm<double>();
+}  // namespace conv2d_transpose_gemm
+
+// --- shapes and validation --------------------------------------------------------------------
+
+std::vector<int64_t> Conv2DTransposeParams::InputShape() const {
+  return nchw ? std::vector<int64_t>{batch, in_c, in_h, in_w}
+              : std::vector<int64_t>{batch, in_h, in_w, in_c};
+}
+std::vector<int64_t> Conv2DTransposeParams::OutputShape() const {
+  return nchw ? std::vector<int64_t>{batch, out_c, out_h, out_w}
+              : std::vector<int64_t>{batch, out_h, out_w, out_c};
+}
+std::vector<int64_t> Conv2DTransposeParams::FilterShape() const {
+  return {filter_h, filter_w, out_c, in_c};
+}
+
+namespace {
+
+constexpr const char* kOp = "Conv2DTranspose";
+// Sizes beyond this are refused before any arithmetic on them can overflow: with strides,
+// dilations and pads below 2^30, every size formula stays below 2^62.
+constexpr int64_t kMaxDim = int64_t{1} << 31;
+constexpr int64_t kMaxElements = int64_t{1} << 60;
+
+std::string ListString(const std::vector<int64_t>& v) { return ShapeString(v); }
+
+// Checks a 4-D shape's dims (non-negative, element count representable).
+Status CheckShape(const char* name, const std::vector<int64_t>& shape) {
+  if (shape.size() != 4) {
+    return InvalidArgument(kOp, name, "a 4-D tensor", "shape " + ShapeString(shape));
+  }
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || d > kMaxDim) {
+      return InvalidArgument(kOp, name, "sizes between 0 and 2^31", ShapeString(shape));
+    }
+    if (d != 0 && n > kMaxElements / d) {
+      return InvalidArgument(kOp, name, "at most 2^60 elements", ShapeString(shape));
+    }
+    n *= d;
+  }
+  return Status::Ok();
+}
+
+// The indices of H, W and C in a 4-D shape of the data format.
+struct Layout {
+  int h, w, c;
+};
+Layout LayoutOf(const std::string& data_format) {
+  return data_format == "NCHW" ? Layout{2, 3, 1} : Layout{1, 2, 3};
+}
+
+// The range of output sizes whose convolution output size is `in`, clipped at 0; lo > hi when
+// none is (only possible with explicit padding larger than what any output could use).
+void FittingRange(int64_t in, int64_t eff, int64_t stride, const std::string& padding,
+                  int64_t pad_total, int64_t* lo, int64_t* hi) {
+  if (padding == "SAME") {
+    *lo = in == 0 ? 0 : (in - 1) * stride + 1;
+    *hi = in * stride;
+  } else {
+    // out = trunc((H + pads - eff + s) / s): x = H + pads - eff; x >= 0 gives x / s + 1, and
+    // -2s < x < 0 gives 0 (C++ division truncates towards zero, as TensorFlow's does).
+    if (in == 0) {
+      *lo = eff - pad_total - 2 * stride + 1;
+      *hi = eff - pad_total - 1;
+    } else {
+      *lo = (in - 1) * stride + eff - pad_total;
+      *hi = in * stride - 1 + eff - pad_total;
+    }
+  }
+  *lo = std::max<int64_t>(*lo, 0);
+}
+
+}  // namespace
+
+int64_t Conv2DTransposeInputSize(int64_t out, int64_t filter, int64_t dilation, int64_t stride,
+                                 const std::string& padding, int64_t pad_before,
+                                 int64_t pad_after) {
+  const int64_t eff = (filter - 1) * dilation + 1;
+  int64_t in;
+  if (padding == "SAME") {
+    in = (out + stride - 1) / stride;
+  } else if (padding == "VALID") {
+    in = (out - eff + stride) / stride;
+  } else {
+    in = (out + pad_before + pad_after - eff + stride) / stride;
+  }
+  return in < 0 ? -1 : in;
+}
+
+Status ValidateConv2DTransposeAttrs(const Conv2DTransposeAttrs& a) {
+  if (a.data_format != "NHWC" && a.data_format != "NCHW") {
+    return InvalidArgument(kOp, "data_format", "\"NHWC\" or \"NCHW\"", "\"" + a.data_format + "\"");
+  }
+  const Layout l = LayoutOf(a.data_format);
+  const int n = 0;
+  for (const auto& [name, v, min] :
+       {std::tuple<const char*, const std::vector<int64_t>&, int64_t>{"strides", a.strides, 1},
+        {"dilations", a.dilations, 1}}) {
+    if (v.size() != 4) {
+      return InvalidArgument(kOp, name, "a list of 4 values in data_format order",
+                             ListString(v) + " (" + std::to_string(v.size()) + " values)");
+    }
+    if (v[n] != 1 || v[l.c] != 1) {
+      return InvalidArgument(kOp, name, "1 in the batch and channel dimensions", ListString(v));
+    }
+    if (v[l.h] < min || v[l.w] < min || v[l.h] > (int64_t{1} << 30) ||
+        v[l.w] > (int64_t{1} << 30)) {
+      return InvalidArgument(kOp, name, "between 1 and 2^30 in height and width", ListString(v));
+    }
+  }
+  if (a.padding != "SAME" && a.padding != "VALID" && a.padding != "EXPLICIT") {
+    return InvalidArgument(kOp, "padding", "\"SAME\", \"VALID\" or \"EXPLICIT\"",
+                           "\"" + a.padding + "\"");
+  }
+  if (a.padding == "EXPLICIT") {
+    const auto& e = a.explicit_paddings;
+    if (e.size() != 8) {
+      return InvalidArgument(kOp, "explicit_paddings", "8 values when padding is EXPLICIT",
+                             ListString(e) + " (" + std::to_string(e.size()) + " values)");
+    }
+    for (int64_t v : e) {
+      if (v < 0 || v > (int64_t{1} << 30)) {
+        return InvalidArgument(kOp, "explicit_paddings", "between 0 and 2^30", ListString(e));
+      }
+    }
+    if (e[2 * n] != 0 || e[2 * n + 1] != 0 || e[2 * l.c] != 0 || e[2 * l.c + 1] != 0) {
+      return InvalidArgument(kOp, "explicit_paddings", "0 in the batch and channel dimensions",
+                             ListString(e));
+    }
+  } else if (!a.explicit_paddings.empty()) {
+    return InvalidArgument(kOp, "explicit_paddings", "empty unless padding is EXPLICIT",
+                           ListString(a.explicit_paddings));
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+// Fills the attribute part of params (strides, dilations, explicit pads, layout).
+void FillAttrs(const Conv2DTransposeAttrs& a, Conv2DTransposeParams* p) {
+  const Layout l = LayoutOf(a.data_format);
+  p->nchw = a.data_format == "NCHW";
+  p->stride_h = a.strides[l.h];
+  p->stride_w = a.strides[l.w];
+  p->dilation_h = a.dilations[l.h];
+  p->dilation_w = a.dilations[l.w];
+  if (a.padding == "EXPLICIT") {
+    p->pad_top = a.explicit_paddings[2 * l.h];
+    p->pad_bottom = a.explicit_paddings[2 * l.h + 1];
+    p->pad_left = a.explicit_paddings[2 * l.w];
+    p->pad_right = a.explicit_paddings[2 * l.w + 1];
+  }
+}
+
+// SAME and VALID pads for one spatial dimension (EXPLICIT pads are attributes).
+void ComputePads(const std::string& padding, int64_t in, int64_t out, int64_t eff, int64_t stride,
+                 int64_t* before, int64_t* after) {
+  if (padding == "EXPLICIT") return;
+  if (padding == "VALID") {
+    *before = *after = 0;
+    return;
+  }
+  // SAME: the odd extra pad goes at the bottom/right, as in TensorFlow.
+  const int64_t need = std::max<int64_t>(0, (in - 1) * stride + eff - out);
+  *before = need / 2;
+  *after = need - *before;
+}
+
+// Checks that output size `out` of spatial dimension `dim` ("height"/"width") fits input size
+// `in`, naming the range of output sizes that would.
+Status CheckFits(const char* output_name, const char* dim, const std::string& padding, int64_t in,
+                 int64_t out, int64_t filter, int64_t dilation, int64_t stride, int64_t pad_before,
+                 int64_t pad_after) {
+  const int64_t computed =
+      Conv2DTransposeInputSize(out, filter, dilation, stride, padding, pad_before, pad_after);
+  if (computed == in) return Status::Ok();
+  const int64_t eff = (filter - 1) * dilation + 1;
+  int64_t lo, hi;
+  FittingRange(in, eff, stride, padding, pad_before + pad_after, &lo, &hi);
+  std::ostringstream s;
+  s << kOp << ": " << output_name << " " << dim << " " << out << " does not fit the input " << dim
+    << " " << in << " (filter " << dim << " " << filter << ", stride " << stride << ", dilation "
+    << dilation << ", padding " << padding;
+  if (padding == "EXPLICIT") s << " " << pad_before << "+" << pad_after;
+  s << "): ";
+  if (lo <= hi) {
+    s << "output " << dim << "s from " << lo << " to " << hi << " fit";
+  } else {
+    s << "no output " << dim << " fits";
+  }
+  return Status::Invalid(s.str());
+}
+
+}  // namespace
+
+Status ValidateConv2DTranspose(const Conv2DTransposeAttrs& attrs,
+                               const std::vector<int64_t>& input_shape,
+                               const std::vector<int64_t>& filter_shape,
+                               const std::vector<int64_t>& output_shape,
+                               Conv2DTransposeParams* params, const char* output_name) {
+  OPFORGE_RETURN_IF_ERROR(ValidateConv2DTransposeAttrs(attrs));
+  OPFORGE_RETURN_IF_ERROR(CheckShape("input", input_shape));
+  OPFORGE_RETURN_IF_ERROR(CheckShape("filter", filter_shape));
+  const Layout l = LayoutOf(attrs.data_format);
+  Conv2DTransposeParams p;
+  FillAttrs(attrs, &p);
+  p.batch = input_shape[0];
+  p.in_h = input_shape[l.h];
+  p.in_w = input_shape[l.w];
+  p.in_c = input_shape[l.c];
+  p.filter_h = filter_shape[0];
+  p.filter_w = filter_shape[1];
+  p.out_c = filter_shape[2];
+  if (filter_shape[3] != p.in_c) {
+    std::ostringstream s;
+    s << "the input's channels (" << p.in_c << ", dimension " << l.c << " of input "
+      << ShapeString(input_shape) << ")";
+    return InvalidArgument(
+        kOp, "filter's last dimension (in_channels)", s.str(),
+        std::to_string(filter_shape[3]) + " in filter " + ShapeString(filter_shape));
+  }
+  if (p.filter_h == 0 || p.filter_w == 0) {
+    return InvalidArgument(kOp, "filter", "a non-empty window (height and width > 0)",
+                           ShapeString(filter_shape));
+  }
+  // output_shape: 4 values in data_format order, or [height, width].
+  const auto& o = output_shape;
+  if (o.size() != 4 && o.size() != 2) {
+    return InvalidArgument(kOp, output_name, "4 values (in data_format order) or 2 values",
+                           ShapeString(o) + " (" + std::to_string(o.size()) + " values)");
+  }
+  for (int64_t d : o) {
+    if (d < 0 || d > kMaxDim) {
+      return InvalidArgument(kOp, output_name, "sizes between 0 and 2^31", ShapeString(o));
+    }
+  }
+  if (o.size() == 4) {
+    if (o[0] != p.batch) {
+      return InvalidArgument(kOp, output_name,
+                             "the input's batch size " + std::to_string(p.batch) + " first",
+                             ShapeString(o));
+    }
+    if (o[l.c] != p.out_c) {
+      return InvalidArgument(kOp, output_name,
+                             "the filter's out_channels (dimension 2 of filter " +
+                                 ShapeString(filter_shape) + ") as its channel size",
+                             ShapeString(o));
+    }
+    p.out_h = o[l.h];
+    p.out_w = o[l.w];
+  } else {
+    p.out_h = o[0];
+    p.out_w = o[1];
+  }
+  OPFORGE_RETURN_IF_ERROR(CheckShape(output_name, p.OutputShape()));
+  OPFORGE_RETURN_IF_ERROR(CheckFits(output_name, "height", attrs.padding, p.in_h, p.out_h,
+                                    p.filter_h, p.dilation_h, p.stride_h, p.pad_top, p.pad_bottom));
+  OPFORGE_RETURN_IF_ERROR(CheckFits(output_name, "width", attrs.padding, p.in_w, p.out_w,
+                                    p.filter_w, p.dilation_w, p.stride_w, p.pad_left, p.pad_right));
+  ComputePads(attrs.padding, p.in_h, p.out_h, (p.filter_h - 1) * p.dilation_h + 1, p.stride_h,
+              &p.pad_top, &p.pad_bottom);
+  ComputePads(attrs.padding, p.in_w, p.out_w, (p.filter_w - 1) * p.dilation_w + 1, p.stride_w,
+              &p.pad_left, &p.pad_right);
+  *params = p;
+  return Status::Ok();
+}
+
+Status ValidateConv2DTransposeInputGrad(const Conv2DTransposeAttrs& attrs,
+                                        const std::vector<int64_t>& grad_shape,
+                                        const std::vector<int64_t>& filter_shape,
+                                        Conv2DTransposeParams* params) {
+  OPFORGE_RETURN_IF_ERROR(ValidateConv2DTransposeAttrs(attrs));
+  OPFORGE_RETURN_IF_ERROR(CheckShape("grad", grad_shape));
+  OPFORGE_RETURN_IF_ERROR(CheckShape("filter", filter_shape));
+  const Layout l = LayoutOf(attrs.data_format);
+  Conv2DTransposeParams p;
+  FillAttrs(attrs, &p);
+  if (filter_shape[0] == 0 || filter_shape[1] == 0) {
+    return InvalidArgument(kOp, "filter", "a non-empty window (height and width > 0)",
+                           ShapeString(filter_shape));
+  }
+  if (grad_shape[l.c] != filter_shape[2]) {
+    return InvalidArgument(
+        kOp, "grad",
+        "the filter's out_channels " + std::to_string(filter_shape[2]) + " as its channel size",
+        ShapeString(grad_shape));
+  }
+  std::vector<int64_t> input_shape(4);
+  input_shape[0] = grad_shape[0];
+  input_shape[l.c] = filter_shape[3];
+  const std::pair<int, int64_t> dims[2] = {{l.h, 0}, {l.w, 1}};
+  for (const auto& [index, f] : dims) {
+    const int64_t before = f == 0 ? p.pad_top : p.pad_left;
+    const int64_t after = f == 0 ? p.pad_bottom : p.pad_right;
+    const int64_t in = Conv2DTransposeInputSize(
+        grad_shape[index], filter_shape[f], f == 0 ? p.dilation_h : p.dilation_w,
+        f == 0 ? p.stride_h : p.stride_w, attrs.padding, before, after);
+    if (in < 0) {
+      return InvalidArgument(kOp, "grad",
+                             std::string("a ") + (f == 0 ? "height" : "width") +
+                                 " that gives a non-negative input size",
+                             ShapeString(grad_shape));
+    }
+    input_shape[index] = in;
+  }
+  return ValidateConv2DTranspose(attrs, input_shape, filter_shape, grad_shape, params, "grad");
+}
+
+// --- kernels ----------------------------------------------------------------------------------
+
+namespace {
+
+template <typename T>
+using Compute = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+// Rows of a GEMM's left operand per work unit: big enough that Eigen's packing of the filter is
+// a small fraction of the product (1/kTileRows), small enough to give every thread work.
+constexpr int64_t kTileRows = 256;
+// Upper bound of the col buffer of the forward pass (elements): bands of input rows beyond it
+// are processed one after the other.
+constexpr int64_t kColBudget = int64_t{2} << 20;
+// Columns of the forward col matrix per work unit.
+constexpr int64_t kColBlock = 1024;
+// Rows of the input gradient's reduction per step, and out_channels per filter-gradient unit.
+constexpr int64_t kFilterGradChunk = 2048;
+constexpr int64_t kFilterGradCoBlock = 64;
+
+// Scratch memory that every element of is written before it is read: a vector whose elements
+// are left uninitialised (std::vector<C>(n) would first zero megabytes of col buffer per call).
+template <typename C>
+struct UninitializedAllocator : std::allocator<C> {
+  template <typename U>
+  struct rebind {
+    using other = UninitializedAllocator<U>;
+  };
+  UninitializedAllocator() = default;
+  template <typename U>
+  UninitializedAllocator(const UninitializedAllocator<U>&) {}  // NOLINT: allocator conversion
+  template <typename U>
+  void construct(U* p) {
+    ::new (static_cast<void*>(p)) U;  // default-initialisation: no value for arithmetic types
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+template <typename C>
+using Scratch = std::vector<C, UninitializedAllocator<C>>;
+
+// A read-only NHWC view of an operand in the compute type: the operand itself when it already
+// is one, otherwise a converted (and, for NCHW, transposed) copy.
+template <typename C>
+struct View {
+  Scratch<C> storage;
+  const C* data = nullptr;
+};
+
+template <typename T, typename C>
+View<C> AsNhwc(const T* src, bool nchw, int64_t n, int64_t h, int64_t w, int64_t c,
+               const Parallel& parallel) {
+  View<C> v;
+  if constexpr (std::is_same_v<T, C>) {
+    if (!nchw) {
+      v.data = src;
+      return v;
+    }
+  }
+  v.storage.resize(static_cast<size_t>(n * h * w * c));
+  C* dst = v.storage.data();
+  parallel.For(n * h, static_cast<double>(w * c) * 2, [=](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t b = r / h, y = r % h;
+      C* d = dst + r * w * c;
+      if (!nchw) {
+        const T* s = src + r * w * c;
+        for (int64_t i = 0; i < w * c; ++i) d[i] = static_cast<C>(s[i]);
+      } else {
+        for (int64_t x = 0; x < w; ++x) {
+          for (int64_t k = 0; k < c; ++k) {
+            d[x * c + k] = static_cast<C>(src[((b * c + k) * h + y) * w + x]);
+          }
+        }
+      }
+    }
+  });
+  v.data = v.storage.data();
+  return v;
+}
+
+// Writes an NHWC result in the compute type to `dst` (converted, transposed for NCHW).
+template <typename C, typename T>
+void StoreNhwc(const C* src, bool nchw, int64_t n, int64_t h, int64_t w, int64_t c, T* dst,
+               const Parallel& parallel) {
+  parallel.For(n * h, static_cast<double>(w * c) * 2, [=](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t b = r / h, y = r % h;
+      const C* s = src + r * w * c;
+      if (!nchw) {
+        T* d = dst + r * w * c;
+        for (int64_t i = 0; i < w * c; ++i) d[i] = static_cast<T>(s[i]);
+      } else {
+        for (int64_t x = 0; x < w; ++x) {
+          for (int64_t k = 0; k < c; ++k) {
+            dst[((b * c + k) * h + y) * w + x] = static_cast<T>(s[x * c + k]);
+          }
+        }
+      }
+    }
+  });
+}
+
+// out[i] += in[i]: the col2im inner loop (a function of its own, so that the compiler sees no
+// aliasing through captured state and vectorises it).
+template <typename C>
+void AddTo(C* __restrict out, const C* __restrict in, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] += in[i];
+}
+
+// The input position that output position `o` receives from filter tap `f` along one
+// dimension, or -1: o = i * stride - pad + f * dilation.
+inline int64_t SourceIndex(int64_t o, int64_t f, int64_t stride, int64_t pad, int64_t dilation,
+                           int64_t size) {
+  const int64_t t = o + pad - f * dilation;
+  if (t < 0 || t % stride != 0) return -1;
+  const int64_t i = t / stride;
+  return i < size ? i : -1;
+}
+
+template <typename C>
+void ForwardNhwc(const Conv2DTransposeParams& p, const C* in, const C* filter, C* out,
+                 const Parallel& parallel) {
+  const int64_t out_row = p.out_w * p.out_c;
+  const int64_t out_image = p.out_h * out_row;
+  const int64_t k = p.filter_h * p.filter_w * p.out_c;
+  const int64_t ci = p.in_c;
+  if (p.OutputSize() == 0) return;
+  if (p.InputSize() == 0 || k == 0) {
+    parallel.For(p.batch * p.out_h, static_cast<double>(out_row), [=](int64_t begin, int64_t end) {
+      std::fill(out + begin * out_row, out + end * out_row, C(0));
+    });
+    return;
+  }
+  // Bands of input rows: whole images (several per step) when they fit the col budget.
+  const int64_t row_cols = p.in_w * k;
+  const int64_t band_rows = std::clamp<int64_t>(kColBudget / row_cols, 1, p.in_h);
+  const int64_t images_per_step =
+      band_rows == p.in_h ? std::clamp<int64_t>(kColBudget / (p.in_h * row_cols), 1, p.batch) : 1;
+  Scratch<C> col(static_cast<size_t>(images_per_step * band_rows * row_cols));
+  const auto& gemm = conv2d_transpose_gemm::BestGemm<C>();
+  // Column blocks of the col matrix, so that a small image still gives every thread work.
+  const int64_t col_blocks = (k + kColBlock - 1) / kColBlock;
+
+  for (int64_t b0 = 0; b0 < p.batch; b0 += images_per_step) {
+    const int64_t nb = std::min(images_per_step, p.batch - b0);
+    int64_t initialized_end = 0;  // output rows [0, initialized_end) hold sums already
+    for (int64_t r0 = 0; r0 < p.in_h; r0 += band_rows) {
+      const int64_t nr = std::min(band_rows, p.in_h - r0);
+      const int64_t pixels = nr * p.in_w;  // col rows per image
+      const int64_t tiles = (pixels + kTileRows - 1) / kTileRows;
+      C* colp = col.data();
+      // 1. col[pixel, (fh, fw, co)] = input[pixel, :] . filter[(fh, fw, co), :], in tiles of
+      // rows and blocks of columns (a fixed partition: the same products for any thread count).
+      parallel.For(nb * tiles * col_blocks,
+                   static_cast<double>(std::min(pixels, kTileRows) * ci * std::min(k, kColBlock)),
+                   [=, &gemm](int64_t begin, int64_t end) {
+                     for (int64_t u = begin; u < end; ++u) {
+                       const int64_t cb = (u % col_blocks) * kColBlock;
+                       const int64_t t = u / col_blocks;
+                       const int64_t b = t / tiles, t0 = (t % tiles) * kTileRows;
+                       const int64_t rows = std::min(kTileRows, pixels - t0);
+                       const C* a = in + (((b0 + b) * p.in_h + r0) * p.in_w + t0) * ci;
+                       gemm.a_bt(a, filter + cb * ci, colp + (b * pixels + t0) * k + cb, rows, ci,
+                                 std::min(kColBlock, k - cb), k);
+                     }
+                   });
+      // 2. col2im as a gather: each output row sums what this band sends it. For one output
+      // pixel, fh descending means input row ascending (and fw descending, input column
+      // ascending), so the additions follow TensorFlow's scatter order: input position
+      // row-major, then fh, then fw; bands arrive in ascending input rows too. A row is zeroed
+      // just before its first contributions (while it is in cache); rows that no band reaches
+      // are zeroed too.
+      const int64_t last_band = r0 + nr >= p.in_h;
+      const int64_t h_begin = std::clamp<int64_t>(r0 * p.stride_h - p.pad_top, 0, p.out_h);
+      int64_t h_end = std::clamp<int64_t>(
+          (r0 + nr - 1) * p.stride_h - p.pad_top + (p.filter_h - 1) * p.dilation_h + 1, h_begin,
+          p.out_h);
+      if (last_band) h_end = p.out_h;
+      const int64_t z = initialized_end;
+      const int64_t first = std::min(z, h_begin);
+      const int64_t nh = h_end - first;
+      if (nh > 0) {
+        parallel.For(nb * nh, static_cast<double>(out_row * p.filter_h),
+                     [=](int64_t begin, int64_t end) {
+                       for (int64_t u = begin; u < end; ++u) {
+                         const int64_t b = u / nh, h = first + u % nh;
+                         C* orow = out + (b0 + b) * out_image + h * out_row;
+                         if (h >= z) std::fill(orow, orow + out_row, C(0));
+                         for (int64_t fh = p.filter_h - 1; fh >= 0; --fh) {
+                           const int64_t ih =
+                               SourceIndex(h, fh, p.stride_h, p.pad_top, p.dilation_h, p.in_h);
+                           if (ih < r0 || ih >= r0 + nr) continue;
+                           const C* crow = colp + (b * pixels + (ih - r0) * p.in_w) * k;
+                           for (int64_t w = 0; w < p.out_w; ++w) {
+                             for (int64_t fw = p.filter_w - 1; fw >= 0; --fw) {
+                               const int64_t iw =
+                                   SourceIndex(w, fw, p.stride_w, p.pad_left, p.dilation_w, p.in_w);
+                               if (iw < 0) continue;
+                               AddTo(orow + w * p.out_c,
+                                     crow + iw * k + (fh * p.filter_w + fw) * p.out_c, p.out_c);
+                             }
+                           }
+                         }
+                       }
+                     });
+      }
+      initialized_end = std::max(initialized_end, h_end);
+    }
+  }
+}
+
+// im2col of the output gradient for input pixels [p0, p0 + rows) of image b: row r holds, for
+// every tap (fh, fw), the grad pixel that tap reads (zeros outside), out_c values each.
+template <typename C>
+void Im2Col(const Conv2DTransposeParams& p, const C* grad, int64_t b, int64_t p0, int64_t rows,
+            C* col) {
+  const int64_t k = p.filter_h * p.filter_w * p.out_c;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t ih = (p0 + r) / p.in_w, iw = (p0 + r) % p.in_w;
+    C* dst = col + r * k;
+    for (int64_t fh = 0; fh < p.filter_h; ++fh) {
+      const int64_t h = ih * p.stride_h - p.pad_top + fh * p.dilation_h;
+      for (int64_t fw = 0; fw < p.filter_w; ++fw, dst += p.out_c) {
+        const int64_t w = iw * p.stride_w - p.pad_left + fw * p.dilation_w;
+        if (h < 0 || h >= p.out_h || w < 0 || w >= p.out_w) {
+          std::fill(dst, dst + p.out_c, C(0));
+        } else {
+          std::memcpy(dst, grad + ((b * p.out_h + h) * p.out_w + w) * p.out_c,
+                      sizeof(C) * static_cast<size_t>(p.out_c));
+        }
+      }
+    }
+  }
+}
+
+template <typename C>
+void InputGradNhwc(const Conv2DTransposeParams& p, const C* grad, const C* filter, C* grad_in,
+                   const Parallel& parallel) {
+  const int64_t k = p.filter_h * p.filter_w * p.out_c;
+  const int64_t ci = p.in_c;
+  const int64_t pixels = p.in_h * p.in_w;
+  if (p.InputSize() == 0) return;
+  if (p.OutputSize() == 0 || k == 0) {
+    std::fill(grad_in, grad_in + p.InputSize(), C(0));
+    return;
+  }
+  const int64_t tiles = (pixels + kTileRows - 1) / kTileRows;
+  const auto& gemm = conv2d_transpose_gemm::BestGemm<C>();
+  // grad_input[pixels of a tile, :] = im2col(grad)[tile] . filter: one product per tile.
+  parallel.For(p.batch * tiles, static_cast<double>(std::min(pixels, kTileRows) * ci * k),
+               [=, &p, &gemm](int64_t begin, int64_t end) {
+                 Scratch<C> col(static_cast<size_t>(std::min(pixels, kTileRows) * k));
+                 for (int64_t u = begin; u < end; ++u) {
+                   const int64_t b = u / tiles, t0 = (u % tiles) * kTileRows;
+                   const int64_t rows = std::min(kTileRows, pixels - t0);
+                   Im2Col(p, grad, b, t0, rows, col.data());
+                   gemm.a_b(col.data(), filter, grad_in + (b * pixels + t0) * ci, rows, k, ci);
+                 }
+               });
+}
+
+template <typename C>
+void FilterGradNhwc(const Conv2DTransposeParams& p, const C* in, const C* grad, C* grad_filter,
+                    const Parallel& parallel) {
+  const int64_t ci = p.in_c;
+  const int64_t total_pixels = p.batch * p.in_h * p.in_w;
+  const int64_t pixels = p.in_h * p.in_w;
+  std::fill(grad_filter, grad_filter + p.FilterSize(), C(0));
+  if (p.FilterSize() == 0 || total_pixels == 0 || p.OutputSize() == 0) return;
+  const int64_t co_blocks = (p.out_c + kFilterGradCoBlock - 1) / kFilterGradCoBlock;
+  const int64_t units = p.filter_h * p.filter_w * co_blocks;
+  const auto& gemm = conv2d_transpose_gemm::BestGemm<C>();
+  // One unit per (tap, block of out_channels): grad_filter[fh, fw, block, :] =
+  // shifted(grad)[all input pixels, block]^T . input, reduced over the pixels in fixed chunks
+  // (the same chunks whatever the thread count, so the same sums).
+  parallel.For(units,
+               static_cast<double>(total_pixels * ci * std::min(p.out_c, kFilterGradCoBlock)),
+               [=, &p, &gemm](int64_t begin, int64_t end) {
+                 const int64_t chunk_rows = std::min(total_pixels, kFilterGradChunk);
+                 Scratch<C> g(static_cast<size_t>(chunk_rows * kFilterGradCoBlock));
+                 for (int64_t u = begin; u < end; ++u) {
+                   const int64_t tap = u / co_blocks, cb = (u % co_blocks) * kFilterGradCoBlock;
+                   const int64_t fh = tap / p.filter_w, fw = tap % p.filter_w;
+                   const int64_t nc = std::min(kFilterGradCoBlock, p.out_c - cb);
+                   C* dst = grad_filter + (tap * p.out_c + cb) * ci;
+                   for (int64_t r0 = 0; r0 < total_pixels; r0 += chunk_rows) {
+                     const int64_t rows = std::min(chunk_rows, total_pixels - r0);
+                     for (int64_t r = 0; r < rows; ++r) {
+                       const int64_t q = r0 + r;
+                       const int64_t b = q / pixels, ih = (q % pixels) / p.in_w, iw = q % p.in_w;
+                       const int64_t h = ih * p.stride_h - p.pad_top + fh * p.dilation_h;
+                       const int64_t w = iw * p.stride_w - p.pad_left + fw * p.dilation_w;
+                       C* d = g.data() + r * nc;
+                       if (h < 0 || h >= p.out_h || w < 0 || w >= p.out_w) {
+                         std::fill(d, d + nc, C(0));
+                       } else {
+                         std::memcpy(d, grad + ((b * p.out_h + h) * p.out_w + w) * p.out_c + cb,
+                                     sizeof(C) * static_cast<size_t>(nc));
+                       }
+                     }
+                     gemm.at_b_add(g.data(), in + r0 * ci, dst, nc, rows, ci);
+                   }
+                 }
+               });
+}
+
+}  // namespace
+
+template <typename T>
+void Conv2DTransposeForward(const Conv2DTransposeParams& p, const T* input, const T* filter,
+                            T* output, const Parallel& parallel) {
+  using C = Compute<T>;
+  if (p.OutputSize() == 0) return;
+  const View<C> in = AsNhwc<T, C>(input, p.nchw, p.batch, p.in_h, p.in_w, p.in_c, parallel);
+  const View<C> f = AsNhwc<T, C>(filter, false, 1, 1, 1, p.FilterSize(), parallel);
+  if constexpr (std::is_same_v<T, C>) {
+    if (!p.nchw) {
+      ForwardNhwc<C>(p, in.data, f.data, output, parallel);
+      return;
+    }
+  }
+  Scratch<C> out(static_cast<size_t>(p.OutputSize()));
+  ForwardNhwc<C>(p, in.data, f.data, out.data(), parallel);
+  StoreNhwc<C, T>(out.data(), p.nchw, p.batch, p.out_h, p.out_w, p.out_c, output, parallel);
+}
+
+template <typename T>
+void Conv2DTransposeInputGrad(const Conv2DTransposeParams& p, const T* grad, const T* filter,
+                              T* grad_input, const Parallel& parallel) {
+  using C = Compute<T>;
+  if (p.InputSize() == 0) return;
+  const View<C> g = AsNhwc<T, C>(grad, p.nchw, p.batch, p.out_h, p.out_w, p.out_c, parallel);
+  const View<C> f = AsNhwc<T, C>(filter, false, 1, 1, 1, p.FilterSize(), parallel);
+  if constexpr (std::is_same_v<T, C>) {
+    if (!p.nchw) {
+      InputGradNhwc<C>(p, g.data, f.data, grad_input, parallel);
+      return;
+    }
+  }
+  Scratch<C> out(static_cast<size_t>(p.InputSize()));
+  InputGradNhwc<C>(p, g.data, f.data, out.data(), parallel);
+  StoreNhwc<C, T>(out.data(), p.nchw, p.batch, p.in_h, p.in_w, p.in_c, grad_input, parallel);
+}
+
+template <typename T>
+void Conv2DTransposeFilterGrad(const Conv2DTransposeParams& p, const T* input, const T* grad,
+                               T* grad_filter, const Parallel& parallel) {
+  using C = Compute<T>;
+  if (p.FilterSize() == 0) return;
+  const View<C> in = AsNhwc<T, C>(input, p.nchw, p.batch, p.in_h, p.in_w, p.in_c, parallel);
+  const View<C> g = AsNhwc<T, C>(grad, p.nchw, p.batch, p.out_h, p.out_w, p.out_c, parallel);
+  if constexpr (std::is_same_v<T, C>) {
+    FilterGradNhwc<C>(p, in.data, g.data, grad_filter, parallel);
+  } else {
+    Scratch<C> out(static_cast<size_t>(p.FilterSize()));
+    FilterGradNhwc<C>(p, in.data, g.data, out.data(), parallel);
+    StoreNhwc<C, T>(out.data(), false, 1, 1, 1, p.FilterSize(), grad_filter, parallel);
+  }
+}
+
+#define OPFORGE_INSTANTIATE(T)                                                                     \
+  template void Conv2DTransposeForward<T>(const Conv2DTransposeParams&, const T*, const T*, T*,    \
+                                          const Parallel&);                                        \
+  template void Conv2DTransposeInputGrad<T>(const Conv2DTransposeParams&, const T*, const T*, T*,  \
+                                            const Parallel&);                                      \
+  template void Conv2DTransposeFilterGrad<T>(const Conv2DTransposeParams&, const T*, const T*, T*, \
+                                             const Parallel&);
+OPFORGE_INSTANTIATE(Eigen::half)
+OPFORGE_INSTANTIATE(Eigen::bfloat16)
+OPFORGE_INSTANTIATE(float)
+OPFORGE_INSTANTIATE(double)
+#undef OPFORGE_INSTANTIATE
+
+}  // namespace opforge

@@ -1,0 +1,54 @@
+// The AVX2+FMA build of the Conv2DTranspose matrix products (see conv2d_transpose_gemm.h).
+// CMakeLists.txt compiles this one file with -mavx2 -mfma on x86-64; it is called only after
+// the CPU reported both features.
+//
+// Eigen is header-only: its templates instantiated here would have the same symbols as the
+// default build's and the linker would keep one copy for both, so an AVX2 copy could run on a
+// CPU without AVX2. Renaming Eigen's namespace for this file keeps the two builds apart. Nothing
+// else with inline definitions is included here.
+#include <cstdint>
+
+#include "ops/conv2d_transpose/conv2d_transpose_gemm.h"
+
+#if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)
+#define OPFORGE_CONV_FMA_BUILD 1
+#define Eigen opforge_eigen_avx2_fma
+#include <Eigen/Core>
+#endif
+
+namespace opforge {
+namespace conv2d_transpose_gemm {
+
+#if OPFORGE_CONV_FMA_BUILD
+namespace fma_build {
+#include "ops/conv2d_transpose/conv2d_transpose_gemm.inc"
+}  // namespace fma_build
+
+namespace {
+bool CpuHasFma() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+}
+}  // namespace
+
+template <>
+const Gemm<float>* FmaGemm<float>() {
+  return CpuHasFma() ? &fma_build::kGemm<float> : nullptr;
+}
+template <>
+const Gemm<double>* FmaGemm<double>() {
+  return CpuHasFma() ? &fma_build::kGemm<double> : nullptr;
+}
+#else
+template <>
+const Gemm<float>* FmaGemm<float>() {
+  return nullptr;
+}
+template <>
+const Gemm<double>* FmaGemm<double>() {
+  return nullptr;
+}
+#endif
+
+}  // namespace conv2d_transpose_gemm
+}  // namespace opforge

@@ -1,0 +1,494 @@
+"""opforge.ops.conv2d_transpose against an independent NumPy scatter-add reference and against
+tf.nn.conv2d_transpose; both C++ gradients against TensorFlow's gradients and float64 numerical
+gradients; shapes, bad inputs (in a child process) and determinism across thread counts."""
+from __future__ import annotations
+
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import opforge
+from conftest import check_bad_input, run_cases_in_child, run_python
+
+FLOATS = [tf.float32, tf.float64, tf.float16, tf.bfloat16]
+
+
+# --- the reference: the definition, written out in float64 --------------------------------------
+
+
+def ref_pads(padding, in_size, out_size, filt, stride, dilation, explicit=(0, 0)):
+    """Top (left) pad of the convolution from the output (size out_size) to the input."""
+    eff = (filt - 1) * dilation + 1
+    if padding == "SAME":
+        return max(0, (in_size - 1) * stride + eff - out_size) // 2
+    if padding == "VALID":
+        return 0
+    return explicit[0]
+
+
+def ref_conv2d_transpose(x, f, out_hw, strides, padding, dilations=(1, 1), explicit=None):
+    """Every input pixel scatters x[b, ih, iw, :] @ f[fh, fw].T into
+    out[b, ih*sh - pad_top + fh*dh, iw*sw - pad_left + fw*dw, :] (NHWC, float64)."""
+    x = np.asarray(x, np.float64)
+    f = np.asarray(f, np.float64)
+    n, ih_, iw_, _ = x.shape
+    fh_, fw_, co, _ = f.shape
+    oh, ow = out_hw
+    explicit = explicit or [(0, 0), (0, 0)]
+    pt = ref_pads(padding, ih_, oh, fh_, strides[0], dilations[0], explicit[0])
+    pl = ref_pads(padding, iw_, ow, fw_, strides[1], dilations[1], explicit[1])
+    out = np.zeros((n, oh, ow, co))
+    for ih in range(ih_):
+        for iw in range(iw_):
+            for fh in range(fh_):
+                for fw in range(fw_):
+                    h = ih * strides[0] - pt + fh * dilations[0]
+                    w = iw * strides[1] - pl + fw * dilations[1]
+                    if 0 <= h < oh and 0 <= w < ow:
+                        out[:, h, w, :] += x[:, ih, iw, :] @ f[fh, fw].T
+    return out
+
+
+# (input NHWC, (FH, FW, CO), strides, padding, dilations, output (H, W)); explicit pads as
+# [(top, bottom), (left, right)] where padding is a list.
+CASES = {
+    "4x4 s2 SAME": ([2, 5, 6, 3], (4, 4, 5), (2, 2), "SAME", (1, 1), (10, 12)),
+    "SAME odd total pad": ([1, 4, 5, 2], (3, 2, 3), (2, 2), "SAME", (1, 1), (7, 10)),
+    "VALID remainder s3": ([2, 3, 4, 3], (2, 3, 2), (3, 3), "VALID", (1, 1), (8, 13)),
+    "5x5 d2 SAME": ([1, 6, 5, 4], (5, 5, 3), (1, 1), "SAME", (2, 2), (6, 5)),
+    "1x3 d2 s2 VALID": ([2, 3, 3, 2], (1, 3, 2), (2, 2), "VALID", (2, 2), (5, 9)),
+    "explicit": ([1, 4, 4, 3], (3, 3, 2), (2, 2), [(1, 0), (0, 1)], (1, 1), (8, 9)),
+    "1x1 s1": ([3, 2, 3, 5], (1, 1, 4), (1, 1), "VALID", (1, 1), (2, 3)),
+    "5x5 s3 SAME odd": ([1, 7, 7, 2], (5, 5, 3), (3, 3), "SAME", (1, 1), (19, 21)),
+    "2x2 s(1,2) VALID": ([2, 5, 5, 3], (2, 2, 4), (1, 2), "VALID", (1, 1), (6, 11)),
+    "1x1 input 3x3 SAME": ([1, 1, 1, 2], (3, 3, 2), (2, 2), "SAME", (1, 1), (2, 1)),
+}
+
+
+def make_case(name, dtype=tf.float64, seed=0, integers=False):
+    shape, (fh, fw, co), strides, padding, dilations, out_hw = CASES[name]
+    rng = np.random.default_rng(seed)
+    if integers:
+        x = rng.integers(-3, 4, shape).astype(np.float64)
+        f = rng.integers(-3, 4, (fh, fw, co, shape[3])).astype(np.float64)
+    else:
+        x = rng.standard_normal(shape)
+        f = rng.standard_normal((fh, fw, co, shape[3]))
+    output_shape = [shape[0], out_hw[0], out_hw[1], co]
+    explicit = None
+    tf_padding = padding
+    if isinstance(padding, list):
+        explicit = padding
+        tf_padding = [(0, 0), padding[0], padding[1], (0, 0)]
+    ref = ref_conv2d_transpose(x, f, out_hw, strides, "EXPLICIT" if explicit else padding,
+                               dilations, explicit)
+    return dict(x=tf.cast(x, dtype), f=tf.cast(f, dtype), x64=x, f64=f, output_shape=output_shape,
+                strides=list(strides), padding=tf_padding, dilations=list(dilations), ref=ref)
+
+
+def run(c, fn=opforge.ops.conv2d_transpose, x=None, f=None, **kw):
+    return fn(c["x"] if x is None else x, c["f"] if f is None else f, c["output_shape"],
+              c["strides"], c["padding"], dilations=c["dilations"], **kw)
+
+
+def tf_can_run(c):
+    return c["dilations"] == [1, 1]  # TensorFlow's CPU kernel refuses dilation > 1
+
+
+# --- forward ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_forward_matches_numpy_reference_float64(name):
+    c = make_case(name)
+    y = run(c).numpy()
+    assert y.shape == c["ref"].shape
+    np.testing.assert_allclose(y, c["ref"], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: d.name)
+@pytest.mark.parametrize("name", list(CASES))
+def test_integer_valued_data_exact_in_every_dtype(name, dtype):
+    # Small integers: every product and sum is exact, in half too (|sums| < 2048).
+    c = make_case(name, dtype, seed=1, integers=True)
+    y = run(c)
+    assert y.dtype == dtype
+    np.testing.assert_array_equal(tf.cast(y, tf.float64).numpy(), c["ref"])
+    if tf_can_run(c):
+        t = tf.nn.conv2d_transpose(c["x"], c["f"], c["output_shape"], c["strides"], c["padding"])
+        np.testing.assert_array_equal(tf.cast(y, tf.float64).numpy(),
+                                      tf.cast(t, tf.float64).numpy())
+
+
+@pytest.mark.parametrize("name", [n for n in CASES if "d2" not in n])
+def test_float32_agrees_with_tensorflow(name):
+    c = make_case(name, tf.float32, seed=2)
+    y = run(c).numpy()
+    t = tf.nn.conv2d_transpose(c["x"], c["f"], c["output_shape"], c["strides"], c["padding"])
+    np.testing.assert_allclose(y, t.numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [tf.float16, tf.bfloat16], ids=lambda d: d.name)
+def test_half_types_accumulate_in_float(dtype):
+    # Accumulated in float and rounded once: within one rounding of the float64 result of the
+    # same (already rounded) inputs.
+    c = make_case("4x4 s2 SAME", dtype, seed=3)
+    x64 = tf.cast(c["x"], tf.float64).numpy()
+    f64 = tf.cast(c["f"], tf.float64).numpy()
+    ref = ref_conv2d_transpose(x64, f64, c["output_shape"][1:3], c["strides"], "SAME")
+    y = tf.cast(run(c), tf.float64).numpy()
+    eps = 2.0 ** -8 if dtype == tf.bfloat16 else 2.0 ** -11
+    assert np.all(np.abs(y - ref) <= eps * np.abs(ref) + 1e-6)
+
+
+def test_nchw_is_nhwc_transposed():
+    for name in ["4x4 s2 SAME", "VALID remainder s3", "5x5 d2 SAME", "explicit"]:
+        c = make_case(name, tf.float64, seed=4)
+        x_nchw = tf.transpose(c["x"], [0, 3, 1, 2])
+        n, h, w, co = c["output_shape"]
+        s, d = c["strides"], c["dilations"]
+        padding = c["padding"]
+        if isinstance(padding, list):
+            padding = [padding[0], padding[3], padding[1], padding[2]]
+        y = opforge.ops.conv2d_transpose(x_nchw, c["f"], [n, co, h, w], [1, 1] + s, padding,
+                                         data_format="NCHW", dilations=[1, 1] + d)
+        np.testing.assert_allclose(tf.transpose(y, [0, 2, 3, 1]).numpy(), c["ref"], rtol=1e-12,
+                                   atol=1e-12)
+        # output_shape of length 2 and int strides in NCHW too.
+        y2 = opforge.ops.conv2d_transpose(x_nchw, c["f"], [h, w], s, padding, data_format="NCHW",
+                                          dilations=d)
+        np.testing.assert_array_equal(y2.numpy(), y.numpy())
+
+
+def test_output_shape_of_length_two_int64_and_int_strides():
+    c = make_case("4x4 s2 SAME", tf.float32, seed=5)
+    full = run(c)
+    two = opforge.ops.conv2d_transpose(c["x"], c["f"], [10, 12], 2)
+    as64 = opforge.ops.conv2d_transpose(c["x"], c["f"], tf.constant([2, 10, 12, 5], tf.int64), [2])
+    np.testing.assert_array_equal(two.numpy(), full.numpy())
+    np.testing.assert_array_equal(as64.numpy(), full.numpy())
+
+
+def test_empty_tensors():
+    f = tf.ones([3, 3, 4, 2])
+    y = opforge.ops.conv2d_transpose(tf.ones([0, 5, 5, 2]), f, [0, 10, 10, 4], 2)
+    assert y.shape == (0, 10, 10, 4)
+    # VALID with an input of height 0: an output of height 2 fits a 5-high window (truncation).
+    y = opforge.ops.conv2d_transpose(tf.ones([1, 0, 3, 2]), tf.ones([5, 1, 4, 2]), [1, 2, 5, 4],
+                                     2, "VALID")
+    assert y.shape == (1, 2, 5, 4) and not np.any(y.numpy())
+    t = tf.nn.conv2d_transpose(tf.ones([1, 0, 3, 2]), tf.ones([5, 1, 4, 2]), [1, 2, 5, 4], 2,
+                               "VALID")
+    assert t.shape == y.shape
+    x = tf.ones([0, 5, 5, 2])
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch([x, f])
+        y = opforge.ops.conv2d_transpose(x, f, [0, 10, 10, 4], 2)
+    dx, df = tape.gradient(y, [x, f])
+    assert dx.shape == x.shape and df.shape == f.shape and not np.any(df.numpy())
+
+
+# --- gradients ----------------------------------------------------------------------------------
+
+
+def grads(fn, c, dtype=tf.float64, seed=6):
+    x = tf.cast(c["x"], dtype)
+    f = tf.cast(c["f"], dtype)
+    g = tf.cast(np.random.default_rng(seed).standard_normal(c["output_shape"]), dtype)
+    with tf.GradientTape() as tape:
+        tape.watch([x, f])
+        y = fn(x, f, c["output_shape"], c["strides"], c["padding"], dilations=c["dilations"])
+    return tape.gradient(y, [x, f], output_gradients=g)
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.float64], ids=lambda d: d.name)
+@pytest.mark.parametrize("name", [n for n in CASES if "d2" not in n])
+def test_gradients_agree_with_tensorflow(name, dtype):
+    c = make_case(name)
+    ours = grads(opforge.ops.conv2d_transpose, c, dtype)
+    theirs = grads(tf.nn.conv2d_transpose, c, dtype)
+    tol = 1e-12 if dtype == tf.float64 else 1e-4
+    for a, b in zip(ours, theirs):
+        assert a.dtype == dtype
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [tf.float16, tf.bfloat16], ids=lambda d: d.name)
+def test_half_type_gradients_accumulate_in_float(dtype):
+    # The same (rounded) values in float64 through TensorFlow's gradient: ours may differ only
+    # by the final rounding to the half type (plus float accumulation, far smaller).
+    c = make_case("4x4 s2 SAME")
+    rng = np.random.default_rng(12)
+    x = tf.cast(c["x"], dtype)
+    f = tf.cast(c["f"], dtype)
+    g = tf.cast(rng.standard_normal(c["output_shape"]), dtype)
+
+    def both(fn, x, f, g):
+        with tf.GradientTape() as tape:
+            tape.watch([x, f])
+            y = fn(x, f, c["output_shape"], 2)
+        return tape.gradient(y, [x, f], output_gradients=g)
+
+    ours = both(opforge.ops.conv2d_transpose, x, f, g)
+    ref = both(tf.nn.conv2d_transpose, *(tf.cast(t, tf.float64) for t in (x, f, g)))
+    eps = 2.0 ** -8 if dtype == tf.bfloat16 else 2.0 ** -11
+    for a, r in zip(ours, ref):
+        assert a.dtype == dtype
+        a64 = tf.cast(a, tf.float64).numpy()
+        r = r.numpy()
+        assert np.all(np.abs(a64 - r) <= eps * np.abs(r) + 1e-4 * np.abs(r).max())
+
+
+@pytest.mark.parametrize("name", ["4x4 s2 SAME", "VALID remainder s3", "5x5 d2 SAME",
+                                  "1x3 d2 s2 VALID", "explicit", "2x2 s(1,2) VALID"])
+def test_gradients_match_float64_numerical(name):
+    c = make_case(name)
+
+    def fn(x, f):
+        return run(c, x=x, f=f)
+
+    theoretical, numerical = tf.test.compute_gradient(fn, [c["x"], c["f"]], delta=1e-6)
+    for t, n in zip(theoretical, numerical):
+        np.testing.assert_allclose(t, n, rtol=1e-6, atol=1e-6)
+
+
+def test_dilated_input_gradient_is_tensorflows_conv2d():
+    # The input gradient is a convolution: with dilation 2 compare it with tf.nn.conv2d.
+    c = make_case("5x5 d2 SAME")
+    g = tf.constant(np.random.default_rng(7).standard_normal(c["output_shape"]))
+    lib = opforge.ops._common.lib()
+    ours = lib.opforge_conv2d_transpose_input_grad(
+        g, c["f"], strides=[1, 1, 1, 1], padding="SAME", dilations=[1, 2, 2, 1])
+    theirs = tf.nn.conv2d(g, c["f"], 1, "SAME", dilations=2)
+    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_nchw_gradients_match_nhwc():
+    c = make_case("4x4 s2 SAME")
+    dx, df = grads(opforge.ops.conv2d_transpose, c)
+    x = tf.transpose(c["x"], [0, 3, 1, 2])
+    g = tf.transpose(tf.constant(np.random.default_rng(6).standard_normal(c["output_shape"])),
+                     [0, 3, 1, 2])
+    with tf.GradientTape() as tape:
+        tape.watch([x, c["f"]])
+        y = opforge.ops.conv2d_transpose(x, c["f"], [2, 5, 10, 12], 2, data_format="NCHW")
+    dx2, df2 = tape.gradient(y, [x, c["f"]], output_gradients=g)
+    np.testing.assert_allclose(tf.transpose(dx2, [0, 2, 3, 1]).numpy(), dx.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(df2.numpy(), df.numpy(), rtol=1e-12)
+
+
+def test_second_order_gradient_matches_tensorflow():
+    c = make_case("4x4 s2 SAME")
+
+    def second(fn):
+        x, f = c["x"], c["f"]
+        with tf.GradientTape(persistent=True) as outer:
+            outer.watch([x, f])
+            with tf.GradientTape() as inner:
+                inner.watch([x, f])
+                y = fn(x, f, c["output_shape"], c["strides"], c["padding"])
+                loss = tf.reduce_sum(tf.sin(y))
+            dx, df = inner.gradient(loss, [x, f])
+            s = tf.reduce_sum(dx * dx) + tf.reduce_sum(tf.cos(df))
+        return outer.gradient(s, [x, f])
+
+    for a, b in zip(second(opforge.ops.conv2d_transpose), second(tf.nn.conv2d_transpose)):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-10, atol=1e-10)
+
+
+def test_no_gradient_for_output_shape_and_frozen_filter_skips_its_work():
+    c = make_case("4x4 s2 SAME", tf.float32)
+    shape = tf.constant(c["output_shape"])
+
+    @tf.function
+    def f(x, w):
+        with tf.GradientTape(persistent=True) as t:
+            t.watch([x, shape])
+            y = opforge.ops.conv2d_transpose(x, w, shape, 2)
+        return t.gradient(y, x), t.gradient(y, shape)
+
+    graph = f.get_concrete_function(c["x"], c["f"]).graph
+    types = {o.type for o in graph.get_operations()}
+    assert "Opforge>Conv2DTransposeInputGrad" in types
+    assert "Opforge>Conv2DTransposeFilterGrad" not in types
+    assert f(c["x"], c["f"])[1] is None
+
+
+# --- shapes, eager vs tf.function --------------------------------------------------------------
+
+
+def test_eager_and_tf_function_agree():
+    c = make_case("5x5 s3 SAME odd", tf.float32, seed=8)
+    fn = tf.function(lambda x, f: run(c, x=x, f=f))
+    np.testing.assert_array_equal(fn(c["x"], c["f"]).numpy(), run(c).numpy())
+
+
+def test_static_shapes_keep_what_is_known():
+    f = tf.ones([4, 4, 6, 8])
+    seen = {}
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 13, 13, 8])])
+    def constant_shape(x):
+        y = opforge.ops.conv2d_transpose(x, f, [3, 26, 26, 6], 2)
+        seen["constant"] = y.shape.as_list()
+        y2 = opforge.ops.conv2d_transpose(x, f, [26, 26], 2)
+        seen["two"] = y2.shape.as_list()
+        y3 = opforge.ops.conv2d_transpose(x, f, tf.stack([tf.shape(x)[0], 26, 26, 6]), 2)
+        seen["stacked"] = y3.shape.as_list()
+        return y3
+
+    constant_shape.get_concrete_function()
+    assert seen == {"constant": [None, 26, 26, 6], "two": [None, 26, 26, 6],
+                    "stacked": [None, 26, 26, 6]}
+
+    @tf.function(input_signature=[tf.TensorSpec([2, None, None, 8]), tf.TensorSpec([4], tf.int32)])
+    def dynamic_shape(x, s):
+        y = opforge.ops.conv2d_transpose(x, f, s, 2)
+        seen["dynamic"] = y.shape.as_list()
+        y_nchw = opforge.ops.conv2d_transpose(tf.transpose(x, [0, 3, 1, 2]), f, s, 2,
+                                              data_format="NCHW")
+        seen["dynamic nchw"] = y_nchw.shape.as_list()
+        with tf.GradientTape(persistent=True) as tape:
+            tape.watch([x])
+            z = opforge.ops.conv2d_transpose(x, f, [2, 26, 26, 6], 2)
+        seen["grad"] = tape.gradient(z, x).shape.as_list()
+        return y
+
+    dynamic_shape.get_concrete_function()
+    assert seen["dynamic"] == [2, None, None, 6]
+    assert seen["dynamic nchw"] == [2, 6, None, None]
+    assert seen["grad"] == [2, 13, 13, 8]  # the input gradient's shape function infers 13
+
+
+def test_graph_build_rejects_wrong_ranks_and_channels():
+    @tf.function
+    def bad_rank(x):
+        return opforge.ops.conv2d_transpose(x, tf.ones([3, 3, 2, 4]), [1, 8, 8, 2], 2)
+
+    with pytest.raises(ValueError, match="rank 4"):
+        bad_rank.get_concrete_function(tf.TensorSpec([4, 4, 4]))
+
+    @tf.function
+    def bad_channels(x):
+        return opforge.ops.conv2d_transpose(x, tf.ones([3, 3, 2, 5]), [1, 8, 8, 2], 2)
+
+    with pytest.raises(ValueError, match="Dimensions must be equal"):
+        bad_channels.get_concrete_function(tf.TensorSpec([1, 4, 4, 4]))
+
+
+# --- bad inputs, in a child process --------------------------------------------------------------
+
+_X = "tf.ones([1, 13, 13, 4])"
+_F = "tf.ones([4, 4, 2, 4])"
+BAD_INPUTS = {
+    "input rank 3": f"opforge.ops.conv2d_transpose(tf.ones([13, 13, 4]), {_F}, [1, 26, 26, 2], 2)",
+    "filter rank 3": f"opforge.ops.conv2d_transpose({_X}, tf.ones([4, 4, 2]), [1, 26, 26, 2], 2)",
+    "channels mismatch": f"opforge.ops.conv2d_transpose({_X}, tf.ones([4, 4, 2, 3]), [1, 26, 26, 2], 2)",
+    "output too big": f"opforge.ops.conv2d_transpose({_X}, {_F}, [1, 27, 26, 2], 2)",
+    "output too small VALID": f"opforge.ops.conv2d_transpose({_X}, {_F}, [1, 26, 26, 2], 2, 'VALID')",
+    "output_shape length 3": f"opforge.ops.conv2d_transpose({_X}, {_F}, [1, 26, 26], 2)",
+    "output_shape 2-D": f"opforge.ops.conv2d_transpose({_X}, {_F}, [[1, 26], [26, 2]], 2)",
+    "output_shape negative": f"opforge.ops.conv2d_transpose({_X}, {_F}, [1, -26, 26, 2], 2)",
+    "output_shape batch": f"opforge.ops.conv2d_transpose({_X}, {_F}, [2, 26, 26, 2], 2)",
+    "output_shape channels": f"opforge.ops.conv2d_transpose({_X}, {_F}, [1, 26, 26, 3], 2)",
+    "output_shape float": f"opforge.ops.conv2d_transpose({_X}, {_F}, [1.0, 26.0, 26.0, 2.0], 2)",
+    "output_shape huge": f"opforge.ops.conv2d_transpose({_X}, {_F}, tf.constant([1, 2**40, 26, 2], tf.int64), 2)",
+    "strides length 3": f"opforge.ops.conv2d_transpose({_X}, {_F}, [1, 26, 26, 2], [1, 2, 2])",
+    "strides zero": f"opforge.ops.conv2d_transpose({_X}, {_F}, [1, 26, 26, 2], 0)",
+    "strides batch": f"opforge.ops.conv2d_transpose({_X}, {_F}, [1, 26, 26, 2], [2, 2, 2, 1])",
+    "dilations zero": f"opforge.ops.conv2d_transpose({_X}, {_F}, [1, 26, 26, 2], 2, dilations=0)",
+    "dilations channel": f"opforge.ops.conv2d_transpose({_X}, {_F}, [1, 26, 26, 2], 2, dilations=[1, 1, 1, 2])",
+    "padding FULL": f"opforge.ops.conv2d_transpose({_X}, {_F}, [1, 26, 26, 2], 2, 'FULL')",
+    "padding EXPLICIT string": f"opforge.ops.conv2d_transpose({_X}, {_F}, [1, 26, 26, 2], 2, 'EXPLICIT')",
+    "explicit 3 pairs": f"opforge.ops.conv2d_transpose({_X}, {_F}, [1, 26, 26, 2], 2, [[0, 0], [1, 1], [1, 1]])",
+    "explicit batch pad": f"opforge.ops.conv2d_transpose({_X}, {_F}, [1, 26, 26, 2], 2, [[1, 0], [1, 1], [1, 1], [0, 0]])",
+    "explicit negative": f"opforge.ops.conv2d_transpose({_X}, {_F}, [1, 26, 26, 2], 2, [[0, 0], [1, -1], [1, 1], [0, 0]])",
+    "explicit not fitting": f"opforge.ops.conv2d_transpose({_X}, {_F}, [1, 26, 26, 2], 2, [[0, 0], [5, 5], [1, 1], [0, 0]])",
+    "data_format": f"opforge.ops.conv2d_transpose({_X}, {_F}, [1, 26, 26, 2], 2, data_format='NCWH')",
+    "int32 input": f"opforge.ops.conv2d_transpose(tf.ones([1, 13, 13, 4], tf.int32), tf.ones([4, 4, 2, 4], tf.int32), [1, 26, 26, 2], 2)",
+    "filter dtype": f"opforge.ops.conv2d_transpose({_X}, tf.ones([4, 4, 2, 4], tf.float64), [1, 26, 26, 2], 2)",
+    "raw strides length": f"lib().opforge_conv2d_transpose({_X}, {_F}, [1, 26, 26, 2], strides=[1, 2, 2], padding='SAME')",
+    "raw explicit with SAME": f"lib().opforge_conv2d_transpose({_X}, {_F}, [1, 26, 26, 2], strides=[1, 2, 2, 1], padding='SAME', explicit_paddings=[0, 0, 1, 1, 1, 1, 0, 0])",
+    "raw explicit count": f"lib().opforge_conv2d_transpose({_X}, {_F}, [1, 26, 26, 2], strides=[1, 2, 2, 1], padding='EXPLICIT', explicit_paddings=[0, 0, 1, 1])",
+    "input grad channels": f"lib().opforge_conv2d_transpose_input_grad(tf.ones([1, 26, 26, 3]), {_F}, strides=[1, 2, 2, 1], padding='SAME')",
+    "input grad rank": f"lib().opforge_conv2d_transpose_input_grad(tf.ones([26, 26, 2]), {_F}, strides=[1, 2, 2, 1], padding='SAME')",
+    "filter grad shape": f"lib().opforge_conv2d_transpose_filter_grad({_X}, {_F}, tf.ones([1, 30, 26, 2]), strides=[1, 2, 2, 1], padding='SAME')",
+    "empty filter window": f"opforge.ops.conv2d_transpose({_X}, tf.ones([0, 4, 2, 4]), [1, 26, 26, 2], 2)",
+}
+EXPECTED = {
+    "input rank 3": ("InvalidArgumentError", ["input", "4-D", "[13, 13, 4]"]),
+    "filter rank 3": ("InvalidArgumentError", ["filter", "4-D", "[4, 4, 2]"]),
+    "channels mismatch": ("InvalidArgumentError", ["in_channels", "4", "3"]),
+    "output too big": ("InvalidArgumentError", ["output_shape height 27", "from 25 to 26 fit"]),
+    "output too small VALID": ("InvalidArgumentError", ["output_shape height 26", "from 28 to 29 fit"]),
+    "output_shape length 3": ("InvalidArgumentError", ["output_shape", "4 values", "2 values", "[1, 26, 26]"]),
+    "output_shape 2-D": ("InvalidArgumentError", ["output_shape", "1-D"]),
+    "output_shape negative": ("InvalidArgumentError", ["output_shape", "-26"]),
+    "output_shape batch": ("InvalidArgumentError", ["output_shape", "batch size 1", "[2, 26, 26, 2]"]),
+    "output_shape channels": ("InvalidArgumentError", ["output_shape", "out_channels", "[1, 26, 26, 3]"]),
+    "output_shape float": ("InvalidArgumentError", ["output_shape", "int32 or int64", "float32"]),
+    "output_shape huge": ("InvalidArgumentError", ["output_shape", "1099511627776"]),
+    "strides length 3": ("ValueError", ["strides should be of length 1, 2 or 4"]),
+    "strides zero": ("InvalidArgumentError", ["strides", "[1, 0, 0, 1]"]),
+    "strides batch": ("InvalidArgumentError", ["strides", "batch and channel", "[2, 2, 2, 1]"]),
+    "dilations zero": ("InvalidArgumentError", ["dilations", "[1, 0, 0, 1]"]),
+    "dilations channel": ("InvalidArgumentError", ["dilations", "batch and channel", "[1, 1, 1, 2]"]),
+    "padding FULL": ("InvalidArgumentError", ["padding", "FULL"]),
+    "padding EXPLICIT string": ("ValueError", ["'EXPLICIT' is not a valid value for `padding`"]),
+    "explicit 3 pairs": ("ValueError", ["padding", "size 4"]),
+    "explicit batch pad": ("InvalidArgumentError", ["explicit_paddings", "batch and channel"]),
+    "explicit negative": ("InvalidArgumentError", ["explicit_paddings", "-1"]),
+    "explicit not fitting": ("InvalidArgumentError", ["output_shape height 26", "EXPLICIT 5+5", "from 18 to 19 fit"]),
+    "data_format": ("InvalidArgumentError", ["data_format", "NCWH"]),
+    "int32 input": ("InvalidArgumentError", ["input", "float16, bfloat16, float32 or float64", "int32"]),
+    "filter dtype": ("InvalidArgumentError", ["filters", "float32", "float64"]),
+    "raw strides length": ("InvalidArgumentError", ["strides", "4 values", "[1, 2, 2]"]),
+    "raw explicit with SAME": ("InvalidArgumentError", ["explicit_paddings", "empty unless padding is EXPLICIT"]),
+    "raw explicit count": ("InvalidArgumentError", ["explicit_paddings", "8 values", "[0, 0, 1, 1]"]),
+    "input grad channels": ("InvalidArgumentError", ["grad", "out_channels 2", "[1, 26, 26, 3]"]),
+    "input grad rank": ("InvalidArgumentError", ["grad", "4-D"]),
+    "filter grad shape": ("InvalidArgumentError", ["grad height 30", "from 25 to 26 fit"]),
+    "empty filter window": ("InvalidArgumentError", ["filter", "non-empty window", "[0, 4, 2, 4]"]),
+}
+
+
+@pytest.fixture(scope="module")
+def bad_input_results():
+    return run_cases_in_child(BAD_INPUTS)
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+def test_bad_input_raises_clear_error(bad_input_results, case):
+    check_bad_input(bad_input_results, case, *EXPECTED[case])
+
+
+# --- determinism across thread counts ------------------------------------------------------------
+
+THREAD_SCRIPT = """
+import hashlib, numpy as np, tensorflow as tf
+tf.config.threading.set_intra_op_parallelism_threads({threads})
+import opforge
+rng = np.random.default_rng(0)
+h = hashlib.sha256()
+for n, size, co, ci, k in [(1, 40, 16, 24, 4), (3, 13, 32, 64, 3)]:
+    x = tf.constant(rng.standard_normal([n, size, size, ci]).astype(np.float32))
+    f = tf.constant(rng.standard_normal([k, k, co, ci]).astype(np.float32))
+    g = tf.constant(rng.standard_normal([n, 2 * size, 2 * size, co]).astype(np.float32))
+    with tf.GradientTape() as tape:
+        tape.watch([x, f])
+        y = opforge.ops.conv2d_transpose(x, f, [n, 2 * size, 2 * size, co], 2)
+    dx, df = tape.gradient(y, [x, f], output_gradients=g)
+    for t in (y, dx, df):
+        h.update(t.numpy().tobytes())
+print("HASH", h.hexdigest())
+"""
+
+
+def test_identical_results_with_one_and_two_threads():
+    hashes = []
+    for threads in (1, 2):
+        proc = run_python(THREAD_SCRIPT.format(threads=threads))
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        hashes.append([line for line in proc.stdout.splitlines() if line.startswith("HASH")])
+    assert hashes[0] and hashes[0] == hashes[1]
