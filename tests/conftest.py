@@ -90,6 +90,40 @@ def run_cases_in_child(cases: Dict[str, str], timeout: float = 600) -> Dict[str,
     return results
 
 
+def assert_round_trip_in_fresh_process(model, x: np.ndarray, tmp_path: Path, op: str,
+                                       setup: str = "") -> None:
+    """Saves `model` as `.keras` and as a SavedModel, loads both in a fresh process (after
+    `opforge.register_all()` and the `setup` lines, which import any custom model classes) and
+    asserts that both give `model(x)` bit for bit and that the SavedModel's graph runs `op`."""
+    expected = model(x).numpy()
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "expected.npy", expected)
+    model.save(tmp_path / "model.keras")
+    model.export(str(tmp_path / "saved"), verbose=False)
+    spec = [None] + list(x.shape[1:])
+    proc = run_python(
+        f"""
+        import numpy as np, tensorflow as tf, keras
+        import opforge
+        opforge.register_all()
+        {setup}
+        x = np.load(r"{tmp_path}/x.npy"); expected = np.load(r"{tmp_path}/expected.npy")
+        k = keras.models.load_model(r"{tmp_path}/model.keras")(x).numpy()
+        sm = tf.saved_model.load(r"{tmp_path}/saved")  # held: serve() needs its variables
+        s = sm.serve(tf.constant(x)).numpy()
+        graph = sm.serve.get_concrete_function(tf.TensorSpec({spec})).graph.as_graph_def()
+        ops = {{n.op for f in graph.library.function for n in f.node_def}} | {{n.op for n in graph.node}}
+        print("KERAS_EQUAL", np.array_equal(k, expected))
+        print("SAVEDMODEL_EQUAL", np.array_equal(s, expected))
+        print("USES_OP", {op!r} in ops)
+        """
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "KERAS_EQUAL True" in proc.stdout, proc.stdout
+    assert "SAVEDMODEL_EQUAL True" in proc.stdout, proc.stdout
+    assert "USES_OP True" in proc.stdout, proc.stdout
+
+
 def check_bad_input(results: Dict[str, dict], case: str, error: str, fragments) -> None:
     """Asserts that bad-input case `case` (run by run_cases_in_child) raised `error` with a
     message that contains every fragment (the argument's name, what was given...)."""

@@ -10,7 +10,7 @@ import tensorflow as tf
 
 import opforge
 import opforge.layers
-from conftest import run_python
+from conftest import assert_round_trip_in_fresh_process
 
 CONFIGS = [
     dict(filters=4, kernel_size=4, strides=2, padding="same"),
@@ -158,33 +158,8 @@ def _model(kind):
 
 @pytest.mark.parametrize("kind", ["sequential", "functional", "subclassed"])
 def test_keras_and_savedmodel_round_trip_in_fresh_process(kind, tmp_path):
-    model = _model(kind)
     x = np.random.default_rng(3).standard_normal((2, 6, 5, 3)).astype(np.float32)
-    expected = model(x).numpy()
-    np.save(tmp_path / "x.npy", x)
-    np.save(tmp_path / "expected.npy", expected)
-    model.save(tmp_path / "model.keras")
-    model.export(str(tmp_path / "saved"), verbose=False)
-    proc = run_python(
-        f"""
-        import numpy as np, tensorflow as tf, keras
-        import opforge
-        opforge.register_all()
-        import opforge.layers
-        from test_conv2d_transpose_layer import Upsampler  # the subclassed model's class
-        x = np.load(r"{tmp_path}/x.npy"); expected = np.load(r"{tmp_path}/expected.npy")
-        loaded = keras.models.load_model(r"{tmp_path}/model.keras")
-        k = loaded(x).numpy()
-        sm = tf.saved_model.load(r"{tmp_path}/saved")
-        s = sm.serve(tf.constant(x)).numpy()
-        graph = sm.serve.get_concrete_function(tf.TensorSpec([None, 6, 5, 3])).graph.as_graph_def()
-        ops = {{n.op for f in graph.library.function for n in f.node_def}} | {{n.op for n in graph.node}}
-        print("KERAS_EQUAL", np.array_equal(k, expected))
-        print("SAVEDMODEL_EQUAL", np.array_equal(s, expected))
-        print("USES_OPFORGE", "Opforge>Conv2DTranspose" in ops)
-        """
+    assert_round_trip_in_fresh_process(
+        _model(kind), x, tmp_path, "Opforge>Conv2DTranspose",
+        setup="from test_conv2d_transpose_layer import Upsampler  # the subclassed model's class",
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "KERAS_EQUAL True" in proc.stdout, proc.stdout
-    assert "SAVEDMODEL_EQUAL True" in proc.stdout, proc.stdout
-    assert "USES_OPFORGE True" in proc.stdout, proc.stdout

@@ -10,7 +10,7 @@ import keras
 import opforge
 import opforge.layers
 from _models import build
-from conftest import bits_equal, run_python
+from conftest import assert_round_trip_in_fresh_process, bits_equal, run_python
 
 
 def test_layer_matches_keras_leaky_relu():
@@ -57,36 +57,11 @@ def test_mixed_precision_layer_runs_in_half():
 
 @pytest.mark.parametrize("kind", ["sequential", "functional", "subclassed"])
 def test_keras_and_savedmodel_round_trip_in_fresh_process(kind, tmp_path):
-    model = build(kind)
     x = np.random.default_rng(3).standard_normal((5, 8)).astype(np.float32)
-    expected = model(x).numpy()
-    np.save(tmp_path / "x.npy", x)
-    np.save(tmp_path / "expected.npy", expected)
-    model.save(tmp_path / "model.keras")
-    model.export(str(tmp_path / "saved"), verbose=False)
-
-    proc = run_python(
-        f"""
-        import numpy as np, tensorflow as tf, keras
-        import opforge
-        opforge.register_all()
-        import _models  # the subclassed model's class
-        x = np.load(r"{tmp_path}/x.npy"); expected = np.load(r"{tmp_path}/expected.npy")
-        loaded = keras.models.load_model(r"{tmp_path}/model.keras")
-        k = loaded(x).numpy()
-        sm = tf.saved_model.load(r"{tmp_path}/saved")
-        s = sm.serve(tf.constant(x)).numpy()
-        ops = {{n.op for f in sm.serve.get_concrete_function(tf.TensorSpec([None, 8])).graph.as_graph_def().library.function for n in f.node_def}}
-        ops |= {{n.op for n in sm.serve.get_concrete_function(tf.TensorSpec([None, 8])).graph.as_graph_def().node}}
-        print("KERAS_EQUAL", np.array_equal(k, expected))
-        print("SAVEDMODEL_EQUAL", np.array_equal(s, expected))
-        print("USES_OPFORGE", any(o.startswith("Opforge>") for o in ops))
-        """
+    assert_round_trip_in_fresh_process(
+        build(kind), x, tmp_path, "Opforge>LeakyRelu",
+        setup="import _models  # the subclassed model's class",
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "KERAS_EQUAL True" in proc.stdout, proc.stdout
-    assert "SAVEDMODEL_EQUAL True" in proc.stdout, proc.stdout
-    assert "USES_OPFORGE True" in proc.stdout, proc.stdout
 
 
 def test_savedmodel_without_register_all_fails_clearly(tmp_path):

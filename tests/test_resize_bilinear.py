@@ -10,7 +10,12 @@ import keras
 
 import opforge
 import opforge.layers
-from conftest import bits_equal, check_bad_input, run_cases_in_child, run_python
+from conftest import (
+    assert_round_trip_in_fresh_process,
+    bits_equal,
+    check_bad_input,
+    run_cases_in_child,
+)
 
 F32 = np.float32
 MODES = {
@@ -436,26 +441,5 @@ def test_model_with_the_layer_trains():
 
 
 def test_keras_and_savedmodel_round_trip_in_fresh_process(tmp_path):
-    model = _upsampler()
     x = np.random.default_rng(16).standard_normal((2, 11, 9, 3)).astype(F32)
-    expected = model(x).numpy()
-    np.save(tmp_path / "x.npy", x)
-    np.save(tmp_path / "expected.npy", expected)
-    model.save(tmp_path / "model.keras")
-    model.export(str(tmp_path / "saved"), verbose=False)
-    proc = run_python(
-        f"""
-        import numpy as np, tensorflow as tf, keras
-        import opforge
-        opforge.register_all()
-        x = np.load(r"{tmp_path}/x.npy"); expected = np.load(r"{tmp_path}/expected.npy")
-        k = keras.models.load_model(r"{tmp_path}/model.keras")(x).numpy()
-        sm = tf.saved_model.load(r"{tmp_path}/saved")  # held: serve() needs its variables
-        s = sm.serve(tf.constant(x)).numpy()
-        print("KERAS_EQUAL", np.array_equal(k, expected))
-        print("SAVEDMODEL_EQUAL", np.array_equal(s, expected))
-        """
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "KERAS_EQUAL True" in proc.stdout, proc.stdout
-    assert "SAVEDMODEL_EQUAL True" in proc.stdout, proc.stdout
+    assert_round_trip_in_fresh_process(_upsampler(), x, tmp_path, "Opforge>ResizeBilinear")
