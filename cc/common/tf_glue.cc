@@ -31,7 +31,7 @@ void AdviseHugePages(tensorflow::Tensor* tensor) {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   constexpr uintptr_t kHuge = uintptr_t{2} << 20;
   const size_t bytes = tensor->TotalBytes();
-  if (bytes < 4 * kHuge) return;
+  if (bytes < 16 * kHuge) return;
   const auto begin = reinterpret_cast<uintptr_t>(tensor->data());
   const uintptr_t first = (begin + kHuge - 1) & ~(kHuge - 1);
   const uintptr_t last = (begin + bytes) & ~(kHuge - 1);

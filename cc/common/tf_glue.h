@@ -45,11 +45,13 @@ inline std::vector<int64_t> Dims(const tensorflow::TensorShape& shape) {
 tensorflow::TensorShape ToTensorShape(const std::vector<int64_t>& dims);
 
 // Asks the OS to back a large, freshly allocated CPU output with transparent huge pages before
-// the kernel first writes it. TensorFlow's CPU allocator returns big buffers straight from
-// mmap, so every call pays one page fault per 4 KiB on first touch; measured on the 2-core VM,
+// the kernel first writes it. TensorFlow's CPU allocator takes big buffers from malloc, which
+// maps buffers above 32 MiB freshly on every call (smaller ones are recycled and stay mapped),
+// so every call pays one page fault per 4 KiB on first touch; measured on the 2-core VM,
 // first-touching 177 MB took ~140 ms with 4 KiB pages and ~34 ms with huge pages, more than
-// the resize kernel itself. Only the 2 MiB-aligned interior of buffers of 8 MiB or more is
-// advised; values are unaffected, and it is a no-op where THP is off or not available.
+// the resize kernel itself. Only the 2 MiB-aligned interior of buffers of 32 MiB or more is
+// advised (recycled smaller buffers gain nothing); values are unaffected, and it is a no-op
+// where THP is off or not available.
 void AdviseHugePages(tensorflow::Tensor* tensor);
 
 // Device tags for kernel templates: one OpKernel class per op, specialised by where it runs.
