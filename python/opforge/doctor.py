@@ -77,8 +77,9 @@ def run() -> int:
 
     print("\nregistered kernels:")
     missing = False
+    width = max(len(name) for name in OP_NAMES) + 2
     for name in OP_NAMES:
         entries = registered_kernels(name)
         missing |= not entries
-        print(f"  {name:<28}" + ("; ".join(entries) if entries else "NO KERNELS"))
+        print(f"  {name:<{width}}" + ("; ".join(entries) if entries else "NO KERNELS"))
     return 1 if missing else 0
