@@ -356,7 +356,7 @@ EXPECTED = {
     "size zero": ("InvalidArgumentError", ["size", "positive", "[0, 2]"]),
     "size negative": ("InvalidArgumentError", ["size", "positive", "[3, -2]"]),
     "raw size negative": ("InvalidArgumentError", ["size", "positive", "[3, -2]"]),
-    "graph size zero": ("InvalidArgumentError", ["size", "positive", "[0, 2]"]),
+    "graph size zero": ("InvalidArgumentError", ["ResizeBilinear:", "size", "positive", "[0, 2]"]),
     "size float": ("InvalidArgumentError", ["size", "int32", "float32"]),
     "size text": ("InvalidArgumentError", ["size", "'big'"]),
     "images string": ("InvalidArgumentError", ["images", "string"]),
@@ -371,7 +371,7 @@ EXPECTED = {
     "grad channel mismatch": ("InvalidArgumentError", ["original_image", "channels", "[1, 2, 2, 5]"]),
     "grad dtype": ("InvalidArgumentError", ["original_image", "int32"]),
     "grad grads dtype": ("InvalidArgumentError", ["grads", "float64"]),
-    "grad both attrs": ("InvalidArgumentError", ["align_corners", "half_pixel_centers"]),
+    "grad both attrs": ("InvalidArgumentError", ["ResizeBilinearGrad:", "align_corners", "half_pixel_centers"]),
 }
 
 

@@ -34,6 +34,21 @@ __device__ inline Tap TapOf(int64_t i, float scale, int64_t in_size, bool half_p
   return t;
 }
 
+// The (b, y, x, c) of flat index i of an NHWC tensor of height h, width w and c channels.
+struct Nhwc {
+  int64_t b, y, x, c;
+};
+__device__ inline Nhwc Unflatten(int64_t i, int64_t h, int64_t w, int64_t channels) {
+  Nhwc p;
+  p.c = i % channels;
+  int64_t t = i / channels;
+  p.x = t % w;
+  t /= w;
+  p.y = t % h;
+  p.b = t / h;
+  return p;
+}
+
 template <typename T>
 __device__ inline float ToFloat(T v) {
   if constexpr (std::is_same_v<T, __half>) {
@@ -58,12 +73,7 @@ __global__ void ForwardKernel(Geometry g, const T* in, float* out) {
   const int64_t n = g.batch * g.out_h * g.out_w * g.channels;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t c = i % g.channels;
-    int64_t t = i / g.channels;
-    const int64_t x = t % g.out_w;
-    t /= g.out_w;
-    const int64_t y = t % g.out_h;
-    const int64_t b = t / g.out_h;
+    const auto [b, y, x, c] = Unflatten(i, g.out_h, g.out_w, g.channels);
     const Tap ty = TapOf(y, g.height_scale, g.in_h, g.half_pixel);
     const Tap tx = TapOf(x, g.width_scale, g.in_w, g.half_pixel);
     const T* top_row = in + ((b * g.in_h + ty.lower) * g.in_w) * g.channels + c;
@@ -98,12 +108,7 @@ __global__ void BackwardKernel(Geometry g, const float* grads, T* out) {
   const int64_t n = g.batch * g.in_h * g.in_w * g.channels;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t c = i % g.channels;
-    int64_t t = i / g.channels;
-    const int64_t q = t % g.in_w;
-    t /= g.in_w;
-    const int64_t r = t % g.in_h;
-    const int64_t b = t / g.in_h;
+    const auto [b, r, q, c] = Unflatten(i, g.in_h, g.in_w, g.channels);
     const int64_t x_first = FirstReaching(q, g.width_scale, g.in_w, g.out_w, g.half_pixel);
     A acc = A(0);
     for (int64_t y = FirstReaching(r, g.height_scale, g.in_h, g.out_h, g.half_pixel); y < g.out_h;

@@ -39,8 +39,9 @@ struct ResizeBilinearParams {
   bool half_pixel_centers = false;
 };
 
-// align_corners and half_pixel_centers may not both be true.
-Status ValidateResizeBilinearAttrs(bool align_corners, bool half_pixel_centers);
+// align_corners and half_pixel_centers may not both be true; `op` names the op in the message
+// ("ResizeBilinear" or "ResizeBilinearGrad").
+Status ValidateResizeBilinearAttrs(const char* op, bool align_corners, bool half_pixel_centers);
 
 // images: [batch, height, width, channels] with height, width, channels > 0; size: the shape of
 // the size tensor (must be [2]) and its values [new_height, new_width] (both > 0). Fills params.

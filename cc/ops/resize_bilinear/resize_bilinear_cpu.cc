@@ -46,9 +46,9 @@ Status ValidateImageDims(const char* op, const char* argument, const std::vector
 
 }  // namespace
 
-Status ValidateResizeBilinearAttrs(bool align_corners, bool half_pixel_centers) {
+Status ValidateResizeBilinearAttrs(const char* op, bool align_corners, bool half_pixel_centers) {
   if (align_corners && half_pixel_centers) {
-    return InvalidArgument(kOp, "align_corners", "false when half_pixel_centers is true", "true");
+    return InvalidArgument(op, "align_corners", "false when half_pixel_centers is true", "true");
   }
   return Status::Ok();
 }
@@ -56,7 +56,7 @@ Status ValidateResizeBilinearAttrs(bool align_corners, bool half_pixel_centers) 
 Status ValidateResizeBilinear(const std::vector<int64_t>& images, const std::vector<int64_t>& size,
                               const std::vector<int64_t>& size_values, bool align_corners,
                               bool half_pixel_centers, ResizeBilinearParams* params) {
-  OPFORGE_RETURN_IF_ERROR(ValidateResizeBilinearAttrs(align_corners, half_pixel_centers));
+  OPFORGE_RETURN_IF_ERROR(ValidateResizeBilinearAttrs(kOp, align_corners, half_pixel_centers));
   OPFORGE_RETURN_IF_ERROR(ValidateImageDims(kOp, "images", images));
   if (images[3] <= 0) {
     return InvalidArgument(kOp, "images", "an image with at least one channel",
@@ -89,10 +89,7 @@ Status ValidateResizeBilinear(const std::vector<int64_t>& images, const std::vec
 Status ValidateResizeBilinearGrad(const std::vector<int64_t>& grads,
                                   const std::vector<int64_t>& original_image, bool align_corners,
                                   bool half_pixel_centers, ResizeBilinearParams* params) {
-  if (align_corners && half_pixel_centers) {
-    return InvalidArgument(kGradOp, "align_corners", "false when half_pixel_centers is true",
-                           "true");
-  }
+  OPFORGE_RETURN_IF_ERROR(ValidateResizeBilinearAttrs(kGradOp, align_corners, half_pixel_centers));
   OPFORGE_RETURN_IF_ERROR(ValidateImageDims(kGradOp, "grads", grads));
   OPFORGE_RETURN_IF_ERROR(ValidateImageDims(kGradOp, "original_image", original_image));
   if (grads[0] != original_image[0] || grads[3] != original_image[3]) {
@@ -436,10 +433,9 @@ void StoreRows(const A* acc, T* out, int64_t n) {
 template <typename T>
 void ResizeBilinearBackward(const ResizeBilinearParams& p, const float* grads, T* output,
                             const Parallel& parallel) {
-  // double accumulates in double; half, bfloat16 and float in float (TensorFlow converts the
-  // float sums to half or bfloat16 once, at the end).
+  // double accumulates in double, in the output itself; half, bfloat16 and float in float, in a
+  // cache-resident block buffer (TensorFlow converts the float sums to half or bfloat16 once).
   using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
-  // double accumulates in the output itself; the others in a cache-resident block buffer.
   constexpr bool kInPlace = std::is_same_v<T, double>;
   const int64_t channels = p.channels;
   const int64_t row_len = p.in_width * channels;
@@ -492,10 +488,11 @@ void ResizeBilinearBackward(const ResizeBilinearParams& p, const float* grads, T
       if constexpr (!kInPlace) StoreRows(acc, out, (r1 - r0) * row_len);
       row0 = row1;
     }
-  });
 #if defined(__AVX__)
-  if constexpr (std::is_same_v<T, float>) _mm_sfence();  // order the streaming stores
+    // Streaming stores are weakly ordered: each task fences its own before it reports done.
+    if constexpr (std::is_same_v<T, float>) _mm_sfence();
 #endif
+  });
 }
 
 #define OPFORGE_INSTANTIATE_FORWARD(T)                                                  \

@@ -13,24 +13,23 @@ using tensorflow::OpKernel;
 using tensorflow::OpKernelConstruction;
 using tensorflow::OpKernelContext;
 using tensorflow::Tensor;
-using tensorflow::TensorShape;
 namespace shape_inference = tensorflow::shape_inference;
 
 namespace {
 
-absl::Status CheckAttrs(shape_inference::InferenceContext* c) {
+absl::Status CheckAttrs(shape_inference::InferenceContext* c, const char* op) {
   bool align_corners = false;
   bool half_pixel_centers = false;
   TF_RETURN_IF_ERROR(c->GetAttr("align_corners", &align_corners));
   TF_RETURN_IF_ERROR(c->GetAttr("half_pixel_centers", &half_pixel_centers));
-  return ToTfStatus(ValidateResizeBilinearAttrs(align_corners, half_pixel_centers));
+  return ToTfStatus(ValidateResizeBilinearAttrs(op, align_corners, half_pixel_centers));
 }
 
 // [batch, new_height, new_width, channels]: batch and channels from images; the new size from
 // the size tensor as far as it is known when the graph is built (a constant gives both, a
 // tf.stack of a constant and a run-time value gives the constant one).
 absl::Status ResizeShape(shape_inference::InferenceContext* c) {
-  TF_RETURN_IF_ERROR(CheckAttrs(c));
+  TF_RETURN_IF_ERROR(CheckAttrs(c, "ResizeBilinear"));
   shape_inference::ShapeHandle images;
   TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, &images));
   shape_inference::ShapeHandle size;
@@ -40,9 +39,8 @@ absl::Status ResizeShape(shape_inference::InferenceContext* c) {
   if (const Tensor* values = c->input_tensor(1)) {
     const auto v = values->vec<int32_t>();
     if (v(0) <= 0 || v(1) <= 0) {
-      return absl::InvalidArgumentError(
-          "ResizeBilinear: size must be positive [new_height, new_width], got [" +
-          std::to_string(v(0)) + ", " + std::to_string(v(1)) + "]");
+      return ToTfStatus(InvalidArgument(
+          "ResizeBilinear", "size", "positive [new_height, new_width]", ShapeString({v(0), v(1)})));
     }
   }
   shape_inference::ShapeHandle new_size;
@@ -54,7 +52,7 @@ absl::Status ResizeShape(shape_inference::InferenceContext* c) {
 
 // The original image's shape, with batch and channels merged with those of grads.
 absl::Status ResizeGradShape(shape_inference::InferenceContext* c) {
-  TF_RETURN_IF_ERROR(CheckAttrs(c));
+  TF_RETURN_IF_ERROR(CheckAttrs(c, "ResizeBilinearGrad"));
   shape_inference::ShapeHandle grads;
   shape_inference::ShapeHandle image;
   TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, &grads));
@@ -97,11 +95,11 @@ namespace {
 
 class ResizeBilinearBase : public OpKernel {
  public:
-  explicit ResizeBilinearBase(OpKernelConstruction* context) : OpKernel(context) {
+  ResizeBilinearBase(OpKernelConstruction* context, const char* op) : OpKernel(context) {
     OP_REQUIRES_OK(context, context->GetAttr("align_corners", &align_corners_));
     OP_REQUIRES_OK(context, context->GetAttr("half_pixel_centers", &half_pixel_centers_));
     OPFORGE_OP_REQUIRES_OK(context,
-                           ValidateResizeBilinearAttrs(align_corners_, half_pixel_centers_));
+                           ValidateResizeBilinearAttrs(op, align_corners_, half_pixel_centers_));
   }
 
  protected:
@@ -112,7 +110,8 @@ class ResizeBilinearBase : public OpKernel {
 template <typename Device, typename T>
 class ResizeBilinearOp : public ResizeBilinearBase {
  public:
-  using ResizeBilinearBase::ResizeBilinearBase;
+  explicit ResizeBilinearOp(OpKernelConstruction* context)
+      : ResizeBilinearBase(context, "ResizeBilinear") {}
 
   void Compute(OpKernelContext* context) override {
     const Tensor& images = context->input(0);
@@ -150,7 +149,8 @@ class ResizeBilinearOp : public ResizeBilinearBase {
 template <typename Device, typename T>
 class ResizeBilinearGradOp : public ResizeBilinearBase {
  public:
-  using ResizeBilinearBase::ResizeBilinearBase;
+  explicit ResizeBilinearGradOp(OpKernelConstruction* context)
+      : ResizeBilinearBase(context, "ResizeBilinearGrad") {}
 
   void Compute(OpKernelContext* context) override {
     const Tensor& grads = context->input(0);
