@@ -84,10 +84,13 @@ gpu-build-check:
 	.venv-gpu/bin/python -m pip install -q --disable-pip-version-check "tensorflow==$(TF_VERSION)"
 	cmake -S . -B build/gpu -G Ninja -DPython_EXECUTABLE=$(abspath .venv-gpu/bin/python)
 	cmake --build build/gpu --target opforge_ops
-	.venv-gpu/bin/python -c "import re, tensorflow as tf; tf.load_op_library('build/gpu/_opforge_ops.so'); \
-	  from tensorflow.python.framework import kernels as k; \
-	  ops = re.findall(r'\"(Opforge>\w+)\"', open('python/opforge/ops/__init__.py').read()); \
-	  [print(n, sorted({d.device_type for d in k.get_registered_kernels_for_op(n).kernel})) for n in ops]"
+	PYTHONPATH=python .venv-gpu/bin/python -c "import sys, tensorflow as tf; \
+	  tf.load_op_library('build/gpu/_opforge_ops.so'); \
+	  from tensorflow.python.framework import kernels as k; from opforge.ops import OP_NAMES; \
+	  devices = {n: sorted({d.device_type for d in k.get_registered_kernels_for_op(n).kernel}) for n in OP_NAMES}; \
+	  [print(n, d) for n, d in devices.items()]; \
+	  bad = [n for n, d in devices.items() if d != ['CPU', 'GPU']]; \
+	  sys.exit(f'ops without CPU and GPU kernels: {bad}' if bad else 0)"
 
 format:
 	clang-format -i $$(find cc -name '*.h' -o -name '*.cc' -o -name '*.cu' -o -name '*.cuh')

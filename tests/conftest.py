@@ -1,17 +1,11 @@
-"""Shared test set-up: two logical CPU devices (for MirroredStrategy), child-process helpers."""
+"""Test set-up: two logical CPU devices (for MirroredStrategy) and the `device` fixture that runs
+a test on the CPU and, where one is present, on the GPU. Shared helpers live in helpers.py."""
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
-from typing import Dict
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
@@ -21,143 +15,14 @@ tf.config.set_logical_device_configuration(
     _cpus[0], [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()]
 )
 
-TESTS_DIR = Path(__file__).resolve().parent
+DEVICES = ["CPU"] + (["GPU"] if tf.config.list_physical_devices("GPU") else [])
 
 
-def run_python(code: str, cwd=None, timeout: float = 300, env_extra=None) -> subprocess.CompletedProcess:
-    """Runs `code` in a fresh Python process (the installed opforge, not the source tree)."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(TESTS_DIR))
-    env.update(env_extra or {})
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        cwd=cwd or TESTS_DIR,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-CHILD_CASES_RUNNER = """
-import json, sys, traceback
-import numpy as np
-import tensorflow as tf
-import opforge
-from opforge.ops._common import lib
-cases = json.loads(sys.stdin.read())
-for name, code in cases.items():
-    print("START " + name, flush=True)
-    result = {"name": name}
-    try:
-        exec(code, {"tf": tf, "np": np, "opforge": opforge, "lib": lib})
-        result["error"] = None
-    except Exception as exc:  # the test decides which errors are right
-        result["error"] = type(exc).__name__
-        result["message"] = str(getattr(exc, "message", None) or exc)
-    print("RESULT " + json.dumps(result), flush=True)
-"""
-
-
-def run_cases_in_child(cases: Dict[str, str], timeout: float = 600) -> Dict[str, dict]:
-    """Runs each snippet in one child process and returns {name: {error, message}}.
-
-    A crash of the child (a segfault, an abort) fails with the name of the case that was
-    running, so that no bad input can take down the test process itself.
-    """
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.run(
-        [sys.executable, "-c", CHILD_CASES_RUNNER],
-        input=json.dumps(cases),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        cwd=TESTS_DIR,
-    )
-    results, started = {}, None
-    for line in proc.stdout.splitlines():
-        if line.startswith("START "):
-            started = line[6:]
-        elif line.startswith("RESULT "):
-            r = json.loads(line[7:])
-            results[r["name"]] = r
-            started = None
-    if proc.returncode != 0:
-        raise AssertionError(
-            f"child process died (exit code {proc.returncode}) while running case {started!r}\n"
-            f"stderr tail:\n{proc.stderr[-3000:]}"
-        )
-    return results
-
-
-def assert_round_trip_in_fresh_process(model, x: np.ndarray, tmp_path: Path, op: str,
-                                       setup: str = "") -> None:
-    """Saves `model` as `.keras` and as a SavedModel, loads both in a fresh process (after
-    `opforge.register_all()` and the `setup` lines, which import any custom model classes) and
-    asserts that both give `model(x)` bit for bit and that the SavedModel's graph runs `op`."""
-    expected = model(x).numpy()
-    np.save(tmp_path / "x.npy", x)
-    np.save(tmp_path / "expected.npy", expected)
-    model.save(tmp_path / "model.keras")
-    model.export(str(tmp_path / "saved"), verbose=False)
-    spec = [None] + list(x.shape[1:])
-    proc = run_python(
-        f"""
-        import numpy as np, tensorflow as tf, keras
-        import opforge
-        opforge.register_all()
-        {setup}
-        x = np.load(r"{tmp_path}/x.npy"); expected = np.load(r"{tmp_path}/expected.npy")
-        k = keras.models.load_model(r"{tmp_path}/model.keras")(x).numpy()
-        sm = tf.saved_model.load(r"{tmp_path}/saved")  # held: serve() needs its variables
-        s = sm.serve(tf.constant(x)).numpy()
-        graph = sm.serve.get_concrete_function(tf.TensorSpec({spec})).graph.as_graph_def()
-        ops = {{n.op for f in graph.library.function for n in f.node_def}} | {{n.op for n in graph.node}}
-        print("KERAS_EQUAL", np.array_equal(k, expected))
-        print("SAVEDMODEL_EQUAL", np.array_equal(s, expected))
-        print("USES_OP", {op!r} in ops)
-        """
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "KERAS_EQUAL True" in proc.stdout, proc.stdout
-    assert "SAVEDMODEL_EQUAL True" in proc.stdout, proc.stdout
-    assert "USES_OP True" in proc.stdout, proc.stdout
-
-
-def check_bad_input(results: Dict[str, dict], case: str, error: str, fragments) -> None:
-    """Asserts that bad-input case `case` (run by run_cases_in_child) raised `error` with a
-    message that contains every fragment (the argument's name, what was given...)."""
-    result = results[case]
-    assert result["error"] == error, result
-    for fragment in fragments:
-        assert fragment in result["message"], (fragment, result["message"])
-
-
-def bits_equal(a, b) -> bool:
-    """Exact equality of two arrays of one dtype: every value identical, the sign of zero
-    included; any NaN equals any NaN (the sign and payload of a NaN carry no meaning, and
-    vectorised and scalar code may produce different ones)."""
-    a = np.asarray(a)
-    b = np.asarray(b)
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    if a.dtype.kind in "iub":
-        return bool(np.array_equal(a, b))
-    a64 = a.astype(np.float64)
-    b64 = b.astype(np.float64)
-    both_nan = np.isnan(a64) & np.isnan(b64)
-    same = (a64 == b64) & (np.signbit(a64) == np.signbit(b64))
-    return bool((same | both_nan).all())
-
-
-def special_values(shape, dtype, seed=0) -> tf.Tensor:
-    """Random values with 0, -0, +-inf, NaN and tiny values mixed in."""
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal(shape) * 4
-    flat = x.reshape(-1)
-    specials = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30, -1e-30, 65504.0, -70000.0]
-    flat[: min(len(specials), flat.size)] = specials[: flat.size]
-    return tf.cast(tf.constant(x), dtype)
+@pytest.fixture(params=DEVICES)
+def device(request):
+    """Runs the test's ops on each device there is (the GPU kernels where a GPU is present)."""
+    with tf.device(f"/{request.param}:0"):
+        yield request.param
 
 
 @pytest.fixture(scope="session")

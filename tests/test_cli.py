@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import opforge
-from conftest import run_python
+from helpers import run_python
 
 CLI = str(Path(sys.executable).parent / "opforge")
 
@@ -51,26 +51,37 @@ def test_verify_json_all_rows_within_tolerance():
     proc = _run("verify", "--json", "--size", "4096", "--repeats", "3")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = json.loads(proc.stdout)
-    assert {r["op"] for r in rows} == {
-        "leaky_relu", "leaky_relu_with_mask", "element_mul", "resize_bilinear",
-        "resize_bilinear_grad", "conv2d_transpose",
-    }
+    assert [r["op"] for r in rows] == [spec.name for spec in opforge.ops.SPECS]
     for r in rows:
         assert r["ok"] and r["forward_error"] <= r["forward_tolerance"]
         assert r["gradient_error"] <= r["gradient_tolerance"] <= 1e-5
         assert r["speed_ratio"] > 0
 
 
-def test_bench_prints_ratios_for_every_case():
-    proc = _run("bench", "--size", "65536", "--repeats", "3", "--json")
+def test_bench_runs_every_speed_case_of_every_spec_at_the_size_asked():
+    proc = _run("bench", "--size", "4096", "--repeats", "1", "--json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = json.loads(proc.stdout)
-    cases = {(r["op"], r["case"]) for r in rows}
-    assert any("py_function" in c for _, c in cases)
-    assert any("broadcast" in c for _, c in cases)
-    assert any("gradient" in c for _, c in cases)
+    assert len(rows) == sum(len(spec.speed) for spec in opforge.ops.SPECS)
+    assert {r["op"] for r in rows} == {spec.name for spec in opforge.ops.SPECS}
+    cases = [r["case"] for r in rows]
+    assert any("py_function" in c for c in cases) and any("broadcast" in c for c in cases)
+    # --size honoured everywhere: no case at its default size (4M elements, model batches 8, 16).
+    assert not any(d in c for c in cases for d in ("4194304", "[8, ", "[16, ", "[2048")), cases
     for r in rows:
         assert any(k.startswith("ratio_vs_") for k in r)
+        assert "avx" in r["machine"] or "AVX" in r["machine"]
+
+
+def test_bench_and_verify_select_ops_and_reject_bad_sizes():
+    proc = _run("bench", "resize_bilinear", "--size", "4096", "--repeats", "1", "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert {r["op"] for r in json.loads(proc.stdout)} == {"resize_bilinear", "resize_bilinear_grad"}
+    proc = _run("verify", "leaky_relu_with_mask", "--size", "1024", "--repeats", "1", "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert [r["op"] for r in json.loads(proc.stdout)] == ["leaky_relu_with_mask"]
+    proc = _run("bench", "--size", "0")
+    assert proc.returncode == 2 and "--size" in proc.stderr
 
 
 def test_bench_rejects_unknown_op():

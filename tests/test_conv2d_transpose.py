@@ -1,6 +1,7 @@
 """opforge.ops.conv2d_transpose against an independent NumPy scatter-add reference and against
 tf.nn.conv2d_transpose; both C++ gradients against TensorFlow's gradients and float64 numerical
-gradients; shapes, bad inputs (in a child process) and determinism across thread counts."""
+gradients; shapes. The spec's generic checks (test_specs.py) cover bad inputs, threads and
+saving."""
 from __future__ import annotations
 
 
@@ -9,7 +10,6 @@ import pytest
 import tensorflow as tf
 
 import opforge
-from conftest import check_bad_input, run_cases_in_child, run_python
 
 FLOATS = [tf.float32, tf.float64, tf.float16, tf.bfloat16]
 
@@ -318,12 +318,6 @@ def test_no_gradient_for_output_shape_and_frozen_filter_skips_its_work():
 # --- shapes, eager vs tf.function --------------------------------------------------------------
 
 
-def test_eager_and_tf_function_agree():
-    c = make_case("5x5 s3 SAME odd", tf.float32, seed=8)
-    fn = tf.function(lambda x, f: run(c, x=x, f=f))
-    np.testing.assert_array_equal(fn(c["x"], c["f"]).numpy(), run(c).numpy())
-
-
 def test_static_shapes_keep_what_is_known():
     f = tf.ones([4, 4, 6, 8])
     seen = {}
@@ -375,120 +369,3 @@ def test_graph_build_rejects_wrong_ranks_and_channels():
 
     with pytest.raises(ValueError, match="Dimensions must be equal"):
         bad_channels.get_concrete_function(tf.TensorSpec([1, 4, 4, 4]))
-
-
-# --- bad inputs, in a child process --------------------------------------------------------------
-
-_X = "tf.ones([1, 13, 13, 4])"
-_F = "tf.ones([4, 4, 2, 4])"
-BAD_INPUTS = {
-    "input rank 3": f"opforge.ops.conv2d_transpose(tf.ones([13, 13, 4]), {_F}, [1, 26, 26, 2], 2)",
-    "filter rank 3": f"opforge.ops.conv2d_transpose({_X}, tf.ones([4, 4, 2]), [1, 26, 26, 2], 2)",
-    "channels mismatch": f"opforge.ops.conv2d_transpose({_X}, tf.ones([4, 4, 2, 3]), [1, 26, 26, 2], 2)",
-    "output too big": f"opforge.ops.conv2d_transpose({_X}, {_F}, [1, 27, 26, 2], 2)",
-    "output too small VALID": f"opforge.ops.conv2d_transpose({_X}, {_F}, [1, 26, 26, 2], 2, 'VALID')",
-    "output_shape length 3": f"opforge.ops.conv2d_transpose({_X}, {_F}, [1, 26, 26], 2)",
-    "output_shape 2-D": f"opforge.ops.conv2d_transpose({_X}, {_F}, [[1, 26], [26, 2]], 2)",
-    "output_shape negative": f"opforge.ops.conv2d_transpose({_X}, {_F}, [1, -26, 26, 2], 2)",
-    "output_shape batch": f"opforge.ops.conv2d_transpose({_X}, {_F}, [2, 26, 26, 2], 2)",
-    "output_shape channels": f"opforge.ops.conv2d_transpose({_X}, {_F}, [1, 26, 26, 3], 2)",
-    "output_shape float": f"opforge.ops.conv2d_transpose({_X}, {_F}, [1.0, 26.0, 26.0, 2.0], 2)",
-    "output_shape huge": f"opforge.ops.conv2d_transpose({_X}, {_F}, tf.constant([1, 2**40, 26, 2], tf.int64), 2)",
-    "strides length 3": f"opforge.ops.conv2d_transpose({_X}, {_F}, [1, 26, 26, 2], [1, 2, 2])",
-    "strides zero": f"opforge.ops.conv2d_transpose({_X}, {_F}, [1, 26, 26, 2], 0)",
-    "strides batch": f"opforge.ops.conv2d_transpose({_X}, {_F}, [1, 26, 26, 2], [2, 2, 2, 1])",
-    "dilations zero": f"opforge.ops.conv2d_transpose({_X}, {_F}, [1, 26, 26, 2], 2, dilations=0)",
-    "dilations channel": f"opforge.ops.conv2d_transpose({_X}, {_F}, [1, 26, 26, 2], 2, dilations=[1, 1, 1, 2])",
-    "padding FULL": f"opforge.ops.conv2d_transpose({_X}, {_F}, [1, 26, 26, 2], 2, 'FULL')",
-    "padding EXPLICIT string": f"opforge.ops.conv2d_transpose({_X}, {_F}, [1, 26, 26, 2], 2, 'EXPLICIT')",
-    "explicit 3 pairs": f"opforge.ops.conv2d_transpose({_X}, {_F}, [1, 26, 26, 2], 2, [[0, 0], [1, 1], [1, 1]])",
-    "explicit batch pad": f"opforge.ops.conv2d_transpose({_X}, {_F}, [1, 26, 26, 2], 2, [[1, 0], [1, 1], [1, 1], [0, 0]])",
-    "explicit negative": f"opforge.ops.conv2d_transpose({_X}, {_F}, [1, 26, 26, 2], 2, [[0, 0], [1, -1], [1, 1], [0, 0]])",
-    "explicit not fitting": f"opforge.ops.conv2d_transpose({_X}, {_F}, [1, 26, 26, 2], 2, [[0, 0], [5, 5], [1, 1], [0, 0]])",
-    "data_format": f"opforge.ops.conv2d_transpose({_X}, {_F}, [1, 26, 26, 2], 2, data_format='NCWH')",
-    "int32 input": f"opforge.ops.conv2d_transpose(tf.ones([1, 13, 13, 4], tf.int32), tf.ones([4, 4, 2, 4], tf.int32), [1, 26, 26, 2], 2)",
-    "filter dtype": f"opforge.ops.conv2d_transpose({_X}, tf.ones([4, 4, 2, 4], tf.float64), [1, 26, 26, 2], 2)",
-    "raw strides length": f"lib().opforge_conv2d_transpose({_X}, {_F}, [1, 26, 26, 2], strides=[1, 2, 2], padding='SAME')",
-    "raw explicit with SAME": f"lib().opforge_conv2d_transpose({_X}, {_F}, [1, 26, 26, 2], strides=[1, 2, 2, 1], padding='SAME', explicit_paddings=[0, 0, 1, 1, 1, 1, 0, 0])",
-    "raw explicit count": f"lib().opforge_conv2d_transpose({_X}, {_F}, [1, 26, 26, 2], strides=[1, 2, 2, 1], padding='EXPLICIT', explicit_paddings=[0, 0, 1, 1])",
-    "input grad channels": f"lib().opforge_conv2d_transpose_input_grad(tf.ones([1, 26, 26, 3]), {_F}, strides=[1, 2, 2, 1], padding='SAME')",
-    "input grad rank": f"lib().opforge_conv2d_transpose_input_grad(tf.ones([26, 26, 2]), {_F}, strides=[1, 2, 2, 1], padding='SAME')",
-    "filter grad shape": f"lib().opforge_conv2d_transpose_filter_grad({_X}, {_F}, tf.ones([1, 30, 26, 2]), strides=[1, 2, 2, 1], padding='SAME')",
-    "empty filter window": f"opforge.ops.conv2d_transpose({_X}, tf.ones([0, 4, 2, 4]), [1, 26, 26, 2], 2)",
-}
-EXPECTED = {
-    "input rank 3": ("InvalidArgumentError", ["input", "4-D", "[13, 13, 4]"]),
-    "filter rank 3": ("InvalidArgumentError", ["filter", "4-D", "[4, 4, 2]"]),
-    "channels mismatch": ("InvalidArgumentError", ["in_channels", "4", "3"]),
-    "output too big": ("InvalidArgumentError", ["output_shape height 27", "from 25 to 26 fit"]),
-    "output too small VALID": ("InvalidArgumentError", ["output_shape height 26", "from 28 to 29 fit"]),
-    "output_shape length 3": ("InvalidArgumentError", ["output_shape", "4 values", "2 values", "[1, 26, 26]"]),
-    "output_shape 2-D": ("InvalidArgumentError", ["output_shape", "1-D"]),
-    "output_shape negative": ("InvalidArgumentError", ["output_shape", "-26"]),
-    "output_shape batch": ("InvalidArgumentError", ["output_shape", "batch size 1", "[2, 26, 26, 2]"]),
-    "output_shape channels": ("InvalidArgumentError", ["output_shape", "out_channels", "[1, 26, 26, 3]"]),
-    "output_shape float": ("InvalidArgumentError", ["output_shape", "int32 or int64", "float32"]),
-    "output_shape huge": ("InvalidArgumentError", ["output_shape", "1099511627776"]),
-    "strides length 3": ("ValueError", ["strides should be of length 1, 2 or 4"]),
-    "strides zero": ("InvalidArgumentError", ["strides", "[1, 0, 0, 1]"]),
-    "strides batch": ("InvalidArgumentError", ["strides", "batch and channel", "[2, 2, 2, 1]"]),
-    "dilations zero": ("InvalidArgumentError", ["dilations", "[1, 0, 0, 1]"]),
-    "dilations channel": ("InvalidArgumentError", ["dilations", "batch and channel", "[1, 1, 1, 2]"]),
-    "padding FULL": ("InvalidArgumentError", ["padding", "FULL"]),
-    "padding EXPLICIT string": ("ValueError", ["'EXPLICIT' is not a valid value for `padding`"]),
-    "explicit 3 pairs": ("ValueError", ["padding", "size 4"]),
-    "explicit batch pad": ("InvalidArgumentError", ["explicit_paddings", "batch and channel"]),
-    "explicit negative": ("InvalidArgumentError", ["explicit_paddings", "-1"]),
-    "explicit not fitting": ("InvalidArgumentError", ["output_shape height 26", "EXPLICIT 5+5", "from 18 to 19 fit"]),
-    "data_format": ("InvalidArgumentError", ["data_format", "NCWH"]),
-    "int32 input": ("InvalidArgumentError", ["input", "float16, bfloat16, float32 or float64", "int32"]),
-    "filter dtype": ("InvalidArgumentError", ["filters", "float32", "float64"]),
-    "raw strides length": ("InvalidArgumentError", ["strides", "4 values", "[1, 2, 2]"]),
-    "raw explicit with SAME": ("InvalidArgumentError", ["explicit_paddings", "empty unless padding is EXPLICIT"]),
-    "raw explicit count": ("InvalidArgumentError", ["explicit_paddings", "8 values", "[0, 0, 1, 1]"]),
-    "input grad channels": ("InvalidArgumentError", ["grad", "out_channels 2", "[1, 26, 26, 3]"]),
-    "input grad rank": ("InvalidArgumentError", ["grad", "4-D"]),
-    "filter grad shape": ("InvalidArgumentError", ["grad height 30", "from 25 to 26 fit"]),
-    "empty filter window": ("InvalidArgumentError", ["filter", "non-empty window", "[0, 4, 2, 4]"]),
-}
-
-
-@pytest.fixture(scope="module")
-def bad_input_results():
-    return run_cases_in_child(BAD_INPUTS)
-
-
-@pytest.mark.parametrize("case", list(BAD_INPUTS))
-def test_bad_input_raises_clear_error(bad_input_results, case):
-    check_bad_input(bad_input_results, case, *EXPECTED[case])
-
-
-# --- determinism across thread counts ------------------------------------------------------------
-
-THREAD_SCRIPT = """
-import hashlib, numpy as np, tensorflow as tf
-tf.config.threading.set_intra_op_parallelism_threads({threads})
-import opforge
-rng = np.random.default_rng(0)
-h = hashlib.sha256()
-for n, size, co, ci, k in [(1, 40, 16, 24, 4), (3, 13, 32, 64, 3)]:
-    x = tf.constant(rng.standard_normal([n, size, size, ci]).astype(np.float32))
-    f = tf.constant(rng.standard_normal([k, k, co, ci]).astype(np.float32))
-    g = tf.constant(rng.standard_normal([n, 2 * size, 2 * size, co]).astype(np.float32))
-    with tf.GradientTape() as tape:
-        tape.watch([x, f])
-        y = opforge.ops.conv2d_transpose(x, f, [n, 2 * size, 2 * size, co], 2)
-    dx, df = tape.gradient(y, [x, f], output_gradients=g)
-    for t in (y, dx, df):
-        h.update(t.numpy().tobytes())
-print("HASH", h.hexdigest())
-"""
-
-
-def test_identical_results_with_one_and_two_threads():
-    hashes = []
-    for threads in (1, 2):
-        proc = run_python(THREAD_SCRIPT.format(threads=threads))
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        hashes.append([line for line in proc.stdout.splitlines() if line.startswith("HASH")])
-    assert hashes[0] and hashes[0] == hashes[1]

@@ -10,7 +10,7 @@ import tensorflow as tf
 
 import opforge
 import opforge.layers
-from conftest import assert_round_trip_in_fresh_process
+from helpers import assert_round_trip_in_fresh_process
 
 CONFIGS = [
     dict(filters=4, kernel_size=4, strides=2, padding="same"),

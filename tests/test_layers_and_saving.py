@@ -10,7 +10,7 @@ import keras
 import opforge
 import opforge.layers
 from _models import build
-from conftest import assert_round_trip_in_fresh_process, bits_equal, run_python
+from helpers import assert_round_trip_in_fresh_process, bits_equal, run_python
 
 
 def test_layer_matches_keras_leaky_relu():

@@ -9,7 +9,7 @@ import pytest
 
 import opforge
 from opforge import _loader
-from conftest import run_python
+from helpers import run_python
 
 
 def test_import_is_cheap_and_does_not_load_tensorflow():

@@ -1,6 +1,7 @@
 """ResizeBilinear: forward and gradient bit for bit against an independent NumPy reference of
-the three coordinate conventions and against tf.raw_ops; gradients numerically; shapes; the
-Keras layer; bad input."""
+the three coordinate conventions (and against tf.raw_ops); the exact Jacobian; shapes; the Keras
+layer. The spec's generic checks (test_specs.py) cover TensorFlow agreement over every dtype,
+numerical gradients, bad inputs, threads and saving."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,19 +11,10 @@ import keras
 
 import opforge
 import opforge.layers
-from conftest import (
-    assert_round_trip_in_fresh_process,
-    bits_equal,
-    check_bad_input,
-    run_cases_in_child,
-)
+from helpers import assert_round_trip_in_fresh_process, bits_equal
+from opforge.ops.resize_bilinear import GEOMETRIES, MODES
 
 F32 = np.float32
-MODES = {
-    "legacy": dict(align_corners=False, half_pixel_centers=False),
-    "align_corners": dict(align_corners=True, half_pixel_centers=False),
-    "half_pixel": dict(align_corners=False, half_pixel_centers=True),
-}
 IMAGE_DTYPES = [
     tf.int8, tf.uint8, tf.int16, tf.uint16, tf.int32, tf.int64,
     tf.bfloat16, tf.float16, tf.float32, tf.float64,
@@ -121,17 +113,7 @@ def random_cases(count: int, seed: int):
     return cases
 
 
-FIXED_CASES = [
-    ((2, 4, 4, 3), (8, 8), "half_pixel"),  # negative source coordinates at the top and left
-    ((1, 1, 1, 2), (5, 3), "legacy"),  # input size 1
-    ((1, 1, 1, 2), (5, 3), "align_corners"),
-    ((2, 6, 9, 1), (1, 1), "align_corners"),  # output size 1
-    ((2, 6, 9, 1), (1, 1), "half_pixel"),
-    ((1, 5, 7, 3), (5, 7), "half_pixel"),  # same size: a conversion, whatever the attrs
-    ((1, 13, 13, 8), (26, 26), "legacy"),  # the YOLO neck's x2
-    ((2, 9, 4, 2), (3, 11), "align_corners"),  # down in one axis, up in the other
-]
-CASES = FIXED_CASES + random_cases(24, 7)
+CASES = list(GEOMETRIES) + random_cases(24, 7)
 
 
 # --- forward ----------------------------------------------------------------------------------
@@ -296,93 +278,6 @@ def test_shape_function_rejects_bad_static_shapes_at_graph_build():
 
     with pytest.raises(ValueError, match="must be 2"):
         size3.get_concrete_function()
-
-
-def test_eager_and_tf_function_agree():
-    x = random_images((2, 9, 7, 4), tf.float32, 11)
-    f = tf.function(lambda t: opforge.ops.resize_bilinear(t, [5, 12], half_pixel_centers=True))
-    assert bits_equal(f(x).numpy(), opforge.ops.resize_bilinear(x, [5, 12], half_pixel_centers=True).numpy())
-
-
-def test_repeated_runs_are_identical():
-    g = tf.random.stateless_normal([4, 200, 180, 16], seed=[1, 2])
-    image = tf.zeros([4, 97, 61, 16])
-    first = opforge.ops.resize_bilinear_grad(g, image, half_pixel_centers=True).numpy()
-    for _ in range(3):
-        again = opforge.ops.resize_bilinear_grad(g, image, half_pixel_centers=True).numpy()
-        assert bits_equal(first, again)
-
-
-# --- bad input --------------------------------------------------------------------------------
-
-BAD_INPUTS = {
-    "both attrs": "opforge.ops.resize_bilinear(tf.ones([1, 4, 4, 1]), [2, 2], align_corners=True, half_pixel_centers=True)",
-    "raw both attrs": "lib().opforge_resize_bilinear(tf.ones([1, 4, 4, 1]), [2, 2], align_corners=True, half_pixel_centers=True)",
-    "rank 3": "opforge.ops.resize_bilinear(tf.ones([4, 4, 3]), [2, 2])",
-    "rank 5": "lib().opforge_resize_bilinear(tf.ones([1, 1, 4, 4, 3]), [2, 2])",
-    "zero channels": "opforge.ops.resize_bilinear(tf.ones([1, 4, 4, 0]), [2, 2])",
-    "zero height": "opforge.ops.resize_bilinear(tf.ones([1, 0, 4, 1]), [2, 2])",
-    "size of three": "opforge.ops.resize_bilinear(tf.ones([1, 4, 4, 1]), [2, 2, 2])",
-    "raw size of three": "lib().opforge_resize_bilinear(tf.ones([1, 4, 4, 1]), tf.constant([2, 2, 2]))",
-    "raw size 2-D": "lib().opforge_resize_bilinear(tf.ones([1, 4, 4, 1]), tf.constant([[2, 2]]))",
-    "size zero": "opforge.ops.resize_bilinear(tf.ones([1, 4, 4, 1]), [0, 2])",
-    "size negative": "opforge.ops.resize_bilinear(tf.ones([1, 4, 4, 1]), [3, -2])",
-    "raw size negative": "lib().opforge_resize_bilinear(tf.ones([1, 4, 4, 1]), tf.constant([3, -2]))",
-    "graph size zero": "tf.function(lambda s: lib().opforge_resize_bilinear(tf.ones([1, 4, 4, 1]), s))(tf.constant([0, 2]))",
-    "size float": "opforge.ops.resize_bilinear(tf.ones([1, 4, 4, 1]), tf.constant([2.0, 2.0]))",
-    "size text": "opforge.ops.resize_bilinear(tf.ones([1, 4, 4, 1]), 'big')",
-    "images string": "opforge.ops.resize_bilinear(tf.constant([[[['a']]]]), [2, 2])",
-    "images uint32": "opforge.ops.resize_bilinear(tf.ones([1, 4, 4, 1], tf.uint32), [2, 2])",
-    "images complex": "opforge.ops.resize_bilinear(tf.complex(tf.ones([1, 2, 2, 1]), 0.0), [3, 3])",
-    "huge output": "opforge.ops.resize_bilinear(tf.ones([2, 2, 2, 1]), [2**31 - 1, 2**31 - 1])",
-    "grad wrong rank": "opforge.ops.resize_bilinear_grad(tf.ones([4, 4, 1]), tf.ones([1, 2, 2, 1]))",
-    "grad image wrong rank": "opforge.ops.resize_bilinear_grad(tf.ones([1, 4, 4, 1]), tf.ones([2, 2, 1]))",
-    "grad batch mismatch": "lib().opforge_resize_bilinear_grad(tf.ones([1, 4, 4, 2]), tf.ones([3, 2, 2, 2]))",
-    "grad channel mismatch": "lib().opforge_resize_bilinear_grad(tf.ones([1, 4, 4, 2]), tf.ones([1, 2, 2, 5]))",
-    "grad dtype": "opforge.ops.resize_bilinear_grad(tf.ones([1, 4, 4, 1]), tf.ones([1, 2, 2, 1], tf.int32))",
-    "grad grads dtype": "opforge.ops.resize_bilinear_grad(tf.ones([1, 4, 4, 1], tf.float64), tf.ones([1, 2, 2, 1]))",
-    "grad both attrs": "lib().opforge_resize_bilinear_grad(tf.ones([1, 4, 4, 1]), tf.ones([1, 2, 2, 1]), align_corners=True, half_pixel_centers=True)",
-}
-EXPECTED = {
-    "both attrs": ("InvalidArgumentError", ["align_corners", "half_pixel_centers"]),
-    "raw both attrs": ("InvalidArgumentError", ["align_corners", "half_pixel_centers"]),
-    "rank 3": ("InvalidArgumentError", ["images", "4-D", "[4, 4, 3]"]),
-    "rank 5": ("InvalidArgumentError", ["images", "4-D", "[1, 1, 4, 4, 3]"]),
-    "zero channels": ("InvalidArgumentError", ["images", "channel", "[1, 4, 4, 0]"]),
-    "zero height": ("InvalidArgumentError", ["images", "height", "[1, 0, 4, 1]"]),
-    "size of three": ("InvalidArgumentError", ["size", "[2, 2, 2]"]),
-    "raw size of three": ("InvalidArgumentError", ["size", "two elements", "[3]"]),
-    "raw size 2-D": ("InvalidArgumentError", ["size", "[1, 2]"]),
-    "size zero": ("InvalidArgumentError", ["size", "positive", "[0, 2]"]),
-    "size negative": ("InvalidArgumentError", ["size", "positive", "[3, -2]"]),
-    "raw size negative": ("InvalidArgumentError", ["size", "positive", "[3, -2]"]),
-    "graph size zero": ("InvalidArgumentError", ["ResizeBilinear:", "size", "positive", "[0, 2]"]),
-    "size float": ("InvalidArgumentError", ["size", "int32", "float32"]),
-    "size text": ("InvalidArgumentError", ["size", "'big'"]),
-    "images string": ("InvalidArgumentError", ["images", "string"]),
-    "images uint32": ("InvalidArgumentError", ["images", "uint32"]),
-    "images complex": ("InvalidArgumentError", ["images", "complex64"]),
-    # 2^63 bytes: TensorFlow's allocator refuses, as for tf.raw_ops.ResizeBilinear (an output
-    # whose element count overflows int64 is an InvalidArgumentError, tested in the core).
-    "huge output": ("ResourceExhaustedError", ["OOM"]),
-    "grad wrong rank": ("InvalidArgumentError", ["grads", "[4, 4, 1]"]),
-    "grad image wrong rank": ("InvalidArgumentError", ["original_image", "[2, 2, 1]"]),
-    "grad batch mismatch": ("InvalidArgumentError", ["original_image", "batch", "[3, 2, 2, 2]"]),
-    "grad channel mismatch": ("InvalidArgumentError", ["original_image", "channels", "[1, 2, 2, 5]"]),
-    "grad dtype": ("InvalidArgumentError", ["original_image", "int32"]),
-    "grad grads dtype": ("InvalidArgumentError", ["grads", "float64"]),
-    "grad both attrs": ("InvalidArgumentError", ["ResizeBilinearGrad:", "align_corners", "half_pixel_centers"]),
-}
-
-
-@pytest.fixture(scope="module")
-def bad_input_results():
-    return run_cases_in_child(BAD_INPUTS)
-
-
-@pytest.mark.parametrize("case", list(BAD_INPUTS))
-def test_bad_input_raises_clear_error(bad_input_results, case):
-    check_bad_input(bad_input_results, case, *EXPECTED[case])
 
 
 # --- the Keras layer --------------------------------------------------------------------------

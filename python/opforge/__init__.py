@@ -10,12 +10,25 @@ Importing opforge is cheap: TensorFlow and the C++ library are loaded on the fir
 from __future__ import annotations
 
 import importlib
+from types import ModuleType
 from typing import Any
 
-from opforge._loader import LoadError, library_path, load_library, register_all
+from opforge._loader import LoadError, library_path, load_library
 
 __version__ = "0.1.0"
 __all__ = ["LoadError", "library_path", "load_library", "register_all", "ops", "layers"]
+
+
+def register_all() -> ModuleType:
+    """Loads the library and registers every op, gradient and Keras layer with TensorFlow.
+
+    Call it before `tf.saved_model.load` or `keras.models.load_model` of a model that uses
+    opforge ops in a fresh process.
+    """
+    module = load_library()
+    importlib.import_module("opforge.ops")  # registers the gradients
+    importlib.import_module("opforge.layers")  # registers the Keras serializables
+    return module
 
 
 def __getattr__(name: str) -> Any:

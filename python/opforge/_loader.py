@@ -145,16 +145,3 @@ def load_library(path: Optional[Path] = None) -> ModuleType:
         if path is None:
             _library = module
         return module
-
-
-def register_all() -> ModuleType:
-    """Loads the library and registers every op, gradient and Keras layer with TensorFlow.
-
-    Call it before `tf.saved_model.load` or `keras.models.load_model` of a model that uses
-    opforge ops in a fresh process.
-    """
-    module = load_library()
-    import opforge.layers  # noqa: F401  (registers Keras serializables)
-    import opforge.ops  # noqa: F401  (registers gradients)
-
-    return module

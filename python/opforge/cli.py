@@ -13,15 +13,21 @@ def main(argv: Optional[List[str]] = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("doctor", help="build and runtime information; exits non-zero if the library cannot load")
     p_verify = sub.add_parser("verify", help="every op against its reference: errors and speed")
+    p_verify.add_argument("ops", nargs="*", help="ops to verify (default: all)")
     p_verify.add_argument("--json", action="store_true", help="machine-readable output")
-    p_verify.add_argument("--size", type=int, default=1 << 20, help="elements in the speed check")
+    p_verify.add_argument("--size", type=int, default=None,
+                          help="elements in the speed check (default: each op's own case)")
     p_verify.add_argument("--repeats", type=int, default=30)
     p_bench = sub.add_parser("bench", help="time ops against TensorFlow and tf.py_function")
     p_bench.add_argument("ops", nargs="*", help="ops to benchmark (default: all)")
-    p_bench.add_argument("--size", type=int, default=4 << 20, help="elements (default 4M)")
+    p_bench.add_argument("--size", type=int, default=None,
+                         help="elements in every case; model-shaped cases scale their batch "
+                              "(default: each case's own size, 4M for element-wise ops)")
     p_bench.add_argument("--repeats", type=int, default=50)
     p_bench.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    if args.command != "doctor" and args.size is not None and args.size <= 0:
+        parser.error(f"--size must be a positive number of elements, got {args.size}")
 
     from opforge._loader import LoadError
 
@@ -33,7 +39,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if args.command == "verify":
             from opforge import verify
 
-            return verify.run(args.json, args.size, args.repeats)
+            return verify.run(args.json, args.size, args.repeats, args.ops)
         from opforge import bench
 
         return bench.run(args.ops, args.size, args.repeats, args.json)

@@ -11,6 +11,8 @@ import statistics
 import time
 from typing import Callable, Dict, List
 
+import numpy as np
+
 
 def interleaved(
     candidates: Dict[str, Callable[[], object]], repeats: int = 30, warmup: int = 3,
@@ -50,3 +52,10 @@ def interleaved(
             samples[name].append(time.perf_counter() - t0)
         rounds += 1
     return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def numpy_copy(n: int, dtype=np.float32) -> Callable[[], None]:
+    """A plain memory copy of `n` elements: the bandwidth a memory-bound op is compared with."""
+    src = np.random.default_rng(0).standard_normal(n).astype(dtype)
+    dst = np.empty_like(src)
+    return lambda: np.copyto(dst, src)

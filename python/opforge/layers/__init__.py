@@ -1,7 +1,20 @@
-"""Keras 3 layers built on opforge ops. Importing this module registers them as serializable
-(package "opforge"), so `.keras` files that use them load after `import opforge.layers`."""
-from opforge.layers.bilinear_resize import BilinearResize
-from opforge.layers.conv2d_transpose import Conv2DTranspose
-from opforge.layers.leaky_relu import LeakyReLU
+"""Keras 3 layers built on opforge ops. Importing this package registers them as serializable
+(package "opforge"), so `.keras` files that use them load after `import opforge.layers`.
 
-__all__ = ["BilinearResize", "Conv2DTranspose", "LeakyReLU"]
+Every module in this package holds layers (listed in its `__all__`); they are found by listing
+the package, so adding a layer edits no file but its own.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+MODULES = tuple(
+    importlib.import_module(f"{__name__}.{info.name}")
+    for info in pkgutil.iter_modules(__path__)
+    if not info.name.startswith("_")
+)
+for _module in MODULES:
+    globals().update({name: getattr(_module, name) for name in _module.__all__})
+
+__all__ = sorted(name for m in MODULES for name in m.__all__)

@@ -4,8 +4,12 @@ from __future__ import annotations
 from typing import Any, Dict, Sequence
 
 import keras
+import tensorflow as tf
 
+from opforge.layers._checks import check_with_op
 from opforge.ops.resize_bilinear import resize_bilinear
+
+__all__ = ["BilinearResize"]
 
 
 @keras.saving.register_keras_serializable(package="opforge")
@@ -32,15 +36,17 @@ class BilinearResize(keras.layers.Layer):
             size = tuple(int(v) for v in target_size)
         except (TypeError, ValueError):
             size = ()
-        if len(size) != 2 or min(size) <= 0:
+        if len(size) != 2:
             raise ValueError(
-                "opforge.layers.BilinearResize: target_size must be (height, width), two positive "
-                f"ints, got {target_size!r}"
+                "opforge.layers.BilinearResize: target_size must be (height, width), two ints, "
+                f"got {target_size!r}"
             )
-        if align_corners and half_pixel_centers:
-            raise ValueError(
-                "opforge.layers.BilinearResize: align_corners=True needs half_pixel_centers=False"
-            )
+        check_with_op(
+            f"opforge.layers.BilinearResize(target_size={target_size!r}, "
+            f"align_corners={align_corners!r}, half_pixel_centers={half_pixel_centers!r})",
+            lambda: resize_bilinear(tf.zeros([0, 1, 1, 1]), size, align_corners=bool(align_corners),
+                                    half_pixel_centers=bool(half_pixel_centers)),
+        )
         self.target_size = size
         self.align_corners = bool(align_corners)
         self.half_pixel_centers = bool(half_pixel_centers)

@@ -9,6 +9,8 @@ import tensorflow as tf
 
 from opforge.ops.conv2d_transpose import conv2d_transpose
 
+__all__ = ["Conv2DTranspose"]
+
 
 def deconv_output_length(
     input_size, kernel_size: int, stride: int, padding: str, output_padding: Optional[int],

@@ -1,12 +1,15 @@
 """`opforge.layers.LeakyReLU`: `keras.layers.LeakyReLU` on the `Opforge>LeakyRelu` op."""
 from __future__ import annotations
 
-import math
 from typing import Any, Dict
 
 import keras
+import tensorflow as tf
 
+from opforge.layers._checks import check_with_op
 from opforge.ops.leaky_relu import leaky_relu
+
+__all__ = ["LeakyReLU"]
 
 
 @keras.saving.register_keras_serializable(package="opforge")
@@ -21,12 +24,14 @@ class LeakyReLU(keras.layers.Layer):
 
     def __init__(self, negative_slope: float = 0.3, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        if negative_slope is None or not math.isfinite(float(negative_slope)):
+        try:
+            self.negative_slope = float(negative_slope)
+        except (TypeError, ValueError):
             raise ValueError(
-                "opforge.layers.LeakyReLU: negative_slope must be a finite number, "
-                f"got {negative_slope!r}"
-            )
-        self.negative_slope = float(negative_slope)
+                f"opforge.layers.LeakyReLU: negative_slope must be a number, got {negative_slope!r}"
+            ) from None
+        check_with_op(f"opforge.layers.LeakyReLU(negative_slope={negative_slope!r})",
+                      lambda: leaky_relu(tf.zeros([0]), alpha=self.negative_slope))
         self.supports_masking = True
         self.supports_jit = False
         self.built = True

@@ -1,32 +1,30 @@
 """opforge's ops. Each wrapper mirrors the TensorFlow function it replaces (same argument names
-and defaults), so switching is a one-word change. Importing this module registers the
-gradients; the C++ library itself is loaded on the first call."""
-from opforge.ops.conv2d_transpose import conv2d_transpose
-from opforge.ops.element_mul import element_mul
-from opforge.ops.leaky_relu import leaky_relu, leaky_relu_grad, leaky_relu_with_mask
-from opforge.ops.resize_bilinear import resize_bilinear, resize_bilinear_grad
+and defaults), so switching is a one-word change. Importing this package registers the
+gradients; the C++ library itself is loaded on the first call.
 
-# Every op the C++ library registers (checked against the library by the tests).
-OP_NAMES = (
-    "Opforge>LeakyRelu",
-    "Opforge>LeakyReluWithMask",
-    "Opforge>LeakyReluGrad",
-    "Opforge>ElementMul",
-    "Opforge>ElementMulGrad",
-    "Opforge>ResizeBilinear",
-    "Opforge>ResizeBilinearGrad",
-    "Opforge>Conv2DTranspose",
-    "Opforge>Conv2DTransposeInputGrad",
-    "Opforge>Conv2DTransposeFilterGrad",
+Every module in this package is an op: it defines its wrappers (listed in its `__all__`), the
+C++ op names it registers (`OP_NAMES`) and its specs (`SPECS`, see `opforge.spec`). They are
+found here by listing the package, so adding an op edits no file but its own.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from opforge.spec import collect
+
+MODULES = tuple(
+    importlib.import_module(f"{__name__}.{info.name}")
+    for info in pkgutil.iter_modules(__path__)
+    if not info.name.startswith("_")
 )
 
-__all__ = [
-    "OP_NAMES",
-    "conv2d_transpose",
-    "element_mul",
-    "leaky_relu",
-    "leaky_relu_grad",
-    "leaky_relu_with_mask",
-    "resize_bilinear",
-    "resize_bilinear_grad",
-]
+# Every op the C++ library registers (checked against the library by the tests).
+OP_NAMES = tuple(name for module in MODULES for name in module.OP_NAMES)
+# Every op's spec: what `opforge verify`, `opforge bench` and the generic tests iterate over.
+SPECS = collect(MODULES)
+
+for _module in MODULES:
+    globals().update({name: getattr(_module, name) for name in _module.__all__})
+
+__all__ = ["OP_NAMES", "SPECS"] + sorted(name for m in MODULES for name in m.__all__)

@@ -1,4 +1,9 @@
-"""Helpers shared by the op wrappers: the loaded library and argument errors."""
+"""Helpers shared by the op wrappers: the loaded library and the one format of argument errors.
+
+Argument checks live once, in the C++ core's validation; a wrapper checks only what the op cannot
+see (Python types, conversions), and says so in the core's format:
+`<Op>: <argument> must be <expected>, got <given>`.
+"""
 from __future__ import annotations
 
 from typing import Iterable
@@ -15,8 +20,9 @@ def lib():
     return load_library()
 
 
-def invalid_argument(message: str) -> tf.errors.InvalidArgumentError:
-    return tf.errors.InvalidArgumentError(None, None, message)
+def invalid_argument(op: str, argument: str, expected: str, given) -> tf.errors.InvalidArgumentError:
+    """The error the core would raise: `<op>: <argument> must be <expected>, got <given>`."""
+    return tf.errors.InvalidArgumentError(None, None, f"{op}: {argument} must be {expected}, got {given}")
 
 
 def dtype_names(dtypes: Iterable[tf.DType]) -> str:
@@ -26,6 +32,4 @@ def dtype_names(dtypes: Iterable[tf.DType]) -> str:
 
 def check_dtype(op: str, argument: str, tensor: tf.Tensor, allowed) -> None:
     if tensor.dtype not in allowed:
-        raise invalid_argument(
-            f"{op}: {argument} must be {dtype_names(allowed)}, got {tensor.dtype.name}"
-        )
+        raise invalid_argument(op, argument, dtype_names(allowed), tensor.dtype.name)

@@ -7,10 +7,14 @@ from typing import List, Optional, Sequence, Tuple, Union
 import tensorflow as tf
 
 from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib
+from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch
+
+__all__ = ["conv2d_transpose"]
+OP_NAMES = ("Opforge>Conv2DTranspose", "Opforge>Conv2DTransposeInputGrad", "Opforge>Conv2DTransposeFilterGrad")
 
 DTYPES = FLOAT_DTYPES
 _DTYPE_SET = frozenset(DTYPES)
-_OP = "opforge.ops.conv2d_transpose"
+_OP = "Conv2DTranspose"
 
 IntOrSeq = Union[int, Sequence[int], None]
 
@@ -107,16 +111,11 @@ def conv2d_transpose(
     if not (isinstance(filters, tf.Tensor) and filters.dtype == input.dtype):
         filters = tf.convert_to_tensor(filters, dtype_hint=input.dtype, name="filters")
     if filters.dtype != input.dtype:
-        raise invalid_argument(
-            f"{_OP}: filters must have the dtype of input ({input.dtype.name}), got "
-            f"{filters.dtype.name}"
-        )
+        raise invalid_argument(_OP, "filters", f"the dtype of input ({input.dtype.name})", filters.dtype.name)
     if not isinstance(output_shape, tf.Tensor) or output_shape.dtype not in (tf.int32, tf.int64):
         output_shape = tf.convert_to_tensor(output_shape, dtype_hint=tf.int32, name="output_shape")
     if output_shape.dtype not in (tf.int32, tf.int64):
-        raise invalid_argument(
-            f"{_OP}: output_shape must be int32 or int64, got {output_shape.dtype.name}"
-        )
+        raise invalid_argument(_OP, "output_shape", "int32 or int64", output_shape.dtype.name)
     return lib().opforge_conv2d_transpose(
         input,
         filters,
@@ -174,3 +173,159 @@ def _filter_grad_gradient(op, upstream):
     d_x = m.opforge_conv2d_transpose_input_grad(g, upstream, **attrs)
     d_g = m.opforge_conv2d_transpose(x, upstream, tf.shape(g), **attrs)
     return d_x, None, d_g
+
+
+# --- spec ----------------------------------------------------------------------------------------
+
+# (input NHWC, filter, output_shape, strides, padding)
+_CASES = (
+    ((2, 5, 6, 3), (4, 4, 5, 3), [2, 10, 12, 5], 2, "SAME"),
+    ((1, 4, 5, 2), (3, 2, 3, 2), [1, 7, 10, 3], 2, "SAME"),
+    ((2, 3, 4, 3), (2, 3, 2, 3), [2, 8, 13, 2], 3, "VALID"),
+    ((1, 4, 4, 3), (3, 3, 2, 3), [1, 8, 9, 2], 2, [[0, 0], [1, 0], [0, 1], [0, 0]]),
+    ((1, 1, 1, 2), (3, 3, 2, 2), [1, 2, 1, 2], 2, "SAME"),
+    ((0, 5, 5, 2), (3, 3, 4, 2), [0, 10, 10, 4], 2, "SAME"),
+)
+# The YOLO-neck upsamplers: input NHWC, kernel size, output channels, stride.
+SPEED_SHAPES = (((8, 13, 13, 512), 4, 256, 2), ((8, 26, 26, 256), 4, 128, 2), ((1, 104, 104, 64), 3, 64, 2))
+
+
+def _case(i, x, f, out, s, pad, integer_valued):
+    kind = "integer-valued" if integer_valued else "random float32"
+    samples = tuple(Sample(shape, seed=2 * i + k, scale=3, integer_valued=integer_valued) for k, shape in
+                    enumerate((x, f)))
+    return Case(f"{list(x)}->{out} s{s} {pad} {kind}", samples, dict(output_shape=out, strides=s, padding=pad),
+                dtypes=None if integer_valued else (tf.float32,))
+
+
+def _speed(shape, k, co, s, part: str) -> SpeedCase:
+    def setup(size):
+        n, h, w, ci = scaled_batch(shape, size)
+        out = [n, h * s, w * s, co]
+        x = tf.random.normal([n, h, w, ci], seed=8)
+        f = tf.random.normal([k, k, co, ci], seed=9) * 0.05
+        g = tf.random.normal(out, seed=10)
+        attrs = dict(strides=[1, s, s, 1], padding="SAME")
+
+        def with_grads(fn):
+            def run():
+                with tf.GradientTape() as tape:
+                    tape.watch([x, f])
+                    y = fn(x, f, out, s)
+                return tape.gradient(y, [x, f], output_gradients=g)
+
+            return run
+
+        candidates = {
+            "forward": {"opforge": lambda: conv2d_transpose(x, f, out, s),
+                        "tf": lambda: tf.nn.conv2d_transpose(x, f, out, s)},
+            # TensorFlow's own gradients of conv2d_transpose: conv2d and Conv2DBackpropFilter.
+            "input gradient": {"opforge": lambda: lib().opforge_conv2d_transpose_input_grad(g, f, **attrs),
+                               "tf": lambda: tf.nn.conv2d(g, f, s, "SAME")},
+            "filter gradient": {"opforge": lambda: lib().opforge_conv2d_transpose_filter_grad(x, f, g, **attrs),
+                                "tf": lambda: tf.raw_ops.Conv2DBackpropFilter(
+                                    input=g, filter_sizes=tf.shape(f), out_backprop=x, **attrs)},
+            "forward+gradients": {"opforge": with_grads(conv2d_transpose),
+                                  "tf": with_grads(tf.nn.conv2d_transpose)},
+        }[part]
+        return SpeedRun(f"{part} [{n}, {h}, {w}, {ci}]->{out[1:]} {k}x{k} s{s}", candidates)
+
+    return SpeedCase(setup, max_repeats=15)
+
+
+_X = "tf.ones([1, 13, 13, 4])"
+_F = "tf.ones([4, 4, 2, 4])"
+_CALL = "opforge.ops.conv2d_transpose"
+
+
+def _bad(args: str, *fragments: str, error: str = "InvalidArgumentError", call: str = _CALL) -> BadInput:
+    return BadInput(f"{call}({args})", fragments, error)
+
+
+SPECS = (
+    OpSpec(
+        name="conv2d_transpose",
+        op=conv2d_transpose,
+        reference=tf.nn.conv2d_transpose,
+        reference_name="tf.nn.conv2d_transpose",
+        dtypes=FLOAT_DTYPES,
+        # Integer-valued data: every sum is exact, in half too, so any index or padding error
+        # shows; random float32 data differs from TensorFlow by the GEMM summation order (~1e-6).
+        cases=tuple(_case(i, *c, integer_valued=True) for i, c in enumerate(_CASES))
+        + tuple(_case(i, *c, integer_valued=False) for i, c in enumerate(_CASES)),
+        forward_tolerance=1e-4,
+        gradient_cases=(
+            Case("SAME s2", (Sample((2, 3, 4, 3), seed=3), Sample((4, 4, 2, 3), seed=4)),
+                 dict(output_shape=[2, 6, 8, 2], strides=2, padding="SAME")),
+            Case("SAME d2", (Sample((1, 4, 3, 2), seed=3), Sample((3, 3, 2, 2), seed=4)),
+                 dict(output_shape=[1, 4, 3, 2], strides=1, padding="SAME", dilations=2)),
+        ),
+        determinism_case=Case("large", (Sample((1, 40, 40, 24), seed=42), Sample((4, 4, 16, 24), seed=43)),
+                              dict(output_shape=[1, 80, 80, 16], strides=2, padding="SAME")),
+        speed=tuple(_speed(*shape, part) for part in ("forward+gradients", "forward", "input gradient",
+                                                       "filter gradient") for shape in SPEED_SHAPES),
+        bad_inputs={
+            "input rank 3": _bad(f"tf.ones([13, 13, 4]), {_F}, [1, 26, 26, 2], 2", "input", "4-D", "[13, 13, 4]"),
+            "filter rank 3": _bad(f"{_X}, tf.ones([4, 4, 2]), [1, 26, 26, 2], 2", "filter", "4-D", "[4, 4, 2]"),
+            "channels mismatch": _bad(f"{_X}, tf.ones([4, 4, 2, 3]), [1, 26, 26, 2], 2", "in_channels", "4", "3"),
+            "output too big": _bad(f"{_X}, {_F}, [1, 27, 26, 2], 2", "output_shape height 27", "from 25 to 26 fit"),
+            "output too small VALID": _bad(f"{_X}, {_F}, [1, 26, 26, 2], 2, 'VALID'", "output_shape height 26",
+                                           "from 28 to 29 fit"),
+            "output_shape length 3": _bad(f"{_X}, {_F}, [1, 26, 26], 2", "output_shape", "4 values", "2 values",
+                                          "[1, 26, 26]"),
+            "output_shape 2-D": _bad(f"{_X}, {_F}, [[1, 26], [26, 2]], 2", "output_shape", "1-D"),
+            "output_shape negative": _bad(f"{_X}, {_F}, [1, -26, 26, 2], 2", "output_shape", "-26"),
+            "output_shape batch": _bad(f"{_X}, {_F}, [2, 26, 26, 2], 2", "output_shape", "batch size 1",
+                                       "[2, 26, 26, 2]"),
+            "output_shape channels": _bad(f"{_X}, {_F}, [1, 26, 26, 3], 2", "output_shape", "out_channels",
+                                          "[1, 26, 26, 3]"),
+            "output_shape float": _bad(f"{_X}, {_F}, [1.0, 26.0, 26.0, 2.0], 2", "output_shape", "int32 or int64",
+                                       "float32"),
+            "output_shape huge": _bad(f"{_X}, {_F}, tf.constant([1, 2**40, 26, 2], tf.int64), 2", "output_shape",
+                                      "1099511627776"),
+            "strides length 3": _bad(f"{_X}, {_F}, [1, 26, 26, 2], [1, 2, 2]",
+                                     "strides should be of length 1, 2 or 4", error="ValueError"),
+            "strides zero": _bad(f"{_X}, {_F}, [1, 26, 26, 2], 0", "strides", "[1, 0, 0, 1]"),
+            "strides batch": _bad(f"{_X}, {_F}, [1, 26, 26, 2], [2, 2, 2, 1]", "strides", "batch and channel",
+                                  "[2, 2, 2, 1]"),
+            "dilations zero": _bad(f"{_X}, {_F}, [1, 26, 26, 2], 2, dilations=0", "dilations", "[1, 0, 0, 1]"),
+            "dilations channel": _bad(f"{_X}, {_F}, [1, 26, 26, 2], 2, dilations=[1, 1, 1, 2]", "dilations",
+                                      "batch and channel", "[1, 1, 1, 2]"),
+            "padding FULL": _bad(f"{_X}, {_F}, [1, 26, 26, 2], 2, 'FULL'", "padding", "FULL"),
+            "padding EXPLICIT string": _bad(f"{_X}, {_F}, [1, 26, 26, 2], 2, 'EXPLICIT'",
+                                            "'EXPLICIT' is not a valid value for `padding`", error="ValueError"),
+            "explicit 3 pairs": _bad(f"{_X}, {_F}, [1, 26, 26, 2], 2, [[0, 0], [1, 1], [1, 1]]", "padding",
+                                     "size 4", error="ValueError"),
+            "explicit batch pad": _bad(f"{_X}, {_F}, [1, 26, 26, 2], 2, [[1, 0], [1, 1], [1, 1], [0, 0]]",
+                                       "explicit_paddings", "batch and channel"),
+            "explicit negative": _bad(f"{_X}, {_F}, [1, 26, 26, 2], 2, [[0, 0], [1, -1], [1, 1], [0, 0]]",
+                                      "explicit_paddings", "-1"),
+            "explicit not fitting": _bad(f"{_X}, {_F}, [1, 26, 26, 2], 2, [[0, 0], [5, 5], [1, 1], [0, 0]]",
+                                         "output_shape height 26", "EXPLICIT 5+5", "from 18 to 19 fit"),
+            "data_format": _bad(f"{_X}, {_F}, [1, 26, 26, 2], 2, data_format='NCWH'", "data_format", "NCWH"),
+            "int32 input": _bad("tf.ones([1, 13, 13, 4], tf.int32), tf.ones([4, 4, 2, 4], tf.int32), "
+                                "[1, 26, 26, 2], 2", "input", "float16, bfloat16, float32 or float64", "int32"),
+            "filter dtype": _bad(f"{_X}, tf.ones([4, 4, 2, 4], tf.float64), [1, 26, 26, 2], 2", "filters",
+                                 "float32", "float64"),
+            "raw strides length": _bad(f"{_X}, {_F}, [1, 26, 26, 2], strides=[1, 2, 2], padding='SAME'",
+                                       "strides", "4 values", "[1, 2, 2]", call="lib().opforge_conv2d_transpose"),
+            "raw explicit with SAME": _bad(
+                f"{_X}, {_F}, [1, 26, 26, 2], strides=[1, 2, 2, 1], padding='SAME', "
+                "explicit_paddings=[0, 0, 1, 1, 1, 1, 0, 0]", "explicit_paddings",
+                "empty unless padding is EXPLICIT", call="lib().opforge_conv2d_transpose"),
+            "raw explicit count": _bad(
+                f"{_X}, {_F}, [1, 26, 26, 2], strides=[1, 2, 2, 1], padding='EXPLICIT', explicit_paddings=[0, 0, 1, 1]",
+                "explicit_paddings", "8 values", "[0, 0, 1, 1]", call="lib().opforge_conv2d_transpose"),
+            "input grad channels": _bad(f"tf.ones([1, 26, 26, 3]), {_F}, strides=[1, 2, 2, 1], padding='SAME'",
+                                        "grad", "out_channels 2", "[1, 26, 26, 3]",
+                                        call="lib().opforge_conv2d_transpose_input_grad"),
+            "input grad rank": _bad(f"tf.ones([26, 26, 2]), {_F}, strides=[1, 2, 2, 1], padding='SAME'", "grad",
+                                    "4-D", call="lib().opforge_conv2d_transpose_input_grad"),
+            "filter grad shape": _bad(f"{_X}, {_F}, tf.ones([1, 30, 26, 2]), strides=[1, 2, 2, 1], padding='SAME'",
+                                      "grad height 30", "from 25 to 26 fit",
+                                      call="lib().opforge_conv2d_transpose_filter_grad"),
+            "empty filter window": _bad(f"{_X}, tf.ones([0, 4, 2, 4]), [1, 26, 26, 2], 2", "filter",
+                                        "non-empty window", "[0, 4, 2, 4]"),
+        },
+    ),
+)

@@ -3,9 +3,15 @@ from __future__ import annotations
 
 from typing import Optional
 
+import numpy as np
 import tensorflow as tf
 
 from opforge.ops._common import check_dtype, invalid_argument, lib
+from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun
+from opforge.timing import numpy_copy
+
+__all__ = ["element_mul"]
+OP_NAMES = ("Opforge>ElementMul", "Opforge>ElementMulGrad")
 
 DTYPES = (tf.float16, tf.bfloat16, tf.float32, tf.float64, tf.int32, tf.int64)
 _DTYPE_SET = frozenset(DTYPES)
@@ -29,18 +35,15 @@ def element_mul(a, b, name: Optional[str] = None) -> tf.Tensor:
         and a.dtype == b.dtype
     ):
         return lib().opforge_element_mul(a, b, name=name)
-    op = "opforge.ops.element_mul"
     if isinstance(a, (tf.Tensor, tf.Variable)) or not isinstance(b, (tf.Tensor, tf.Variable)):
         a = tf.convert_to_tensor(a, name="a")
         b = tf.convert_to_tensor(b, dtype_hint=a.dtype, name="b")
     else:
         b = tf.convert_to_tensor(b, name="b")
         a = tf.convert_to_tensor(a, dtype_hint=b.dtype, name="a")
-    check_dtype(op, "a", a, DTYPES)
+    check_dtype("ElementMul", "a", a, DTYPES)
     if b.dtype != a.dtype:
-        raise invalid_argument(
-            f"{op}: b must have the dtype of a ({a.dtype.name}), got {b.dtype.name}"
-        )
+        raise invalid_argument("ElementMul", "b", f"the dtype of a ({a.dtype.name})", b.dtype.name)
     return lib().opforge_element_mul(a, b, name=name)
 
 
@@ -70,3 +73,119 @@ def _element_mul_grad_gradient(op, grad_ga, grad_gb):
     d_a = m.opforge_element_mul_grad(g, a, grad_gb, need_grad_b=False)[0]
     d_b = m.opforge_element_mul_grad(g, grad_ga, b, need_grad_a=False)[1]
     return d_g, d_a, d_b
+
+
+# --- spec --------------------------------------------------------------------------------------
+
+SHAPE_PAIRS = (
+    ((5, 7), (5, 7)),
+    ((), ()),
+    ((), (6,)),
+    ((6,), ()),
+    ((3, 1, 4), (5, 1)),
+    ((8, 1), (1, 9)),
+    ((2, 3, 4, 5), (3, 1, 5)),
+    ((1, 1, 3), (2, 1, 1)),
+    ((2, 0, 3), (1, 3)),
+    ((4, 1), (4, 0)),
+    ((1,), (7,)),
+    ((2, 1, 3, 1, 2), (1, 4, 1, 5, 1)),
+)
+
+
+def _operands(sa, sb, seed=0):
+    return (Sample(sa, seed=seed + 1, scale=4, specials=True),
+            Sample(sb, seed=seed + 2, scale=4, specials=True))
+
+
+def _speed(label: str, shapes, with_gradient: bool = False, rival: str = "tf"):
+    """`shapes(n)` gives the two operand shapes for n elements (`size`, default 4M)."""
+
+    def setup(size):
+        n = size or (1 << 22)
+        sa, sb = shapes(n)
+        a = tf.random.normal(sa, seed=4)
+        b = tf.random.normal(sb, seed=5)
+        if rival == "py_function":
+            numpy_mul = lambda u, v: u.numpy() * v.numpy()  # noqa: E731
+            candidates = {"opforge": lambda: element_mul(a, b),
+                          "py_function": lambda: tf.py_function(numpy_mul, [a, b], tf.float32)}
+            return SpeedRun(f"{label} float32 {sa}", candidates)
+        if not with_gradient:
+            moved = 4 * (2 * int(np.prod(sa)) + int(np.prod(sb)))
+            candidates = {"opforge": lambda: element_mul(a, b), "tf": lambda: tf.multiply(a, b),
+                          "copy": numpy_copy(int(np.prod(sa)))}
+            return SpeedRun(f"forward float32 {label} {sa}*{sb}", candidates, moved)
+
+        def grads(fn):
+            def run():
+                with tf.GradientTape() as tape:
+                    tape.watch([a, b])
+                    y = fn(a, b)
+                return tape.gradient(y, [a, b])
+
+            return run
+
+        return SpeedRun(f"forward+gradient float32 {label} {sa}*{sb}",
+                        {"opforge": grads(element_mul), "tf": grads(tf.multiply)})
+
+    return SpeedCase(setup)
+
+
+def _side(n):
+    return int(round(n ** 0.5))
+
+
+_SAME = lambda n: ([n], [n])  # noqa: E731
+_ROW = lambda n: ([_side(n), _side(n)], [_side(n)])  # noqa: E731
+_COLUMN = lambda n: ([_side(n), _side(n)], [_side(n), 1])  # noqa: E731
+
+SPECS = (
+    OpSpec(
+        name="element_mul",
+        op=element_mul,
+        reference=tf.multiply,
+        reference_name="tf.multiply",
+        dtypes=DTYPES,
+        cases=tuple(Case(f"{list(sa)}*{list(sb)}", _operands(sa, sb, i)) for i, (sa, sb) in enumerate(SHAPE_PAIRS)),
+        gradient_cases=tuple(
+            Case(f"{list(sa)}*{list(sb)}", (Sample(sa, seed=7), Sample(sb, seed=8)))
+            for sa, sb in (((4, 5), (4, 5)), ((3, 1, 4), (5, 1)), ((6,), ()), ((2, 0), (1, 1)))
+        ),
+        determinism_case=Case("broadcast", (Sample((513, 1, 1031), seed=42), Sample((1, 257, 1), seed=43))),
+        speed=(
+            _speed("same shape", _SAME),
+            _speed("broadcast row", _ROW),
+            _speed("broadcast column", _COLUMN),
+            _speed("same shape", _SAME, with_gradient=True),
+            _speed("broadcast row", _ROW, with_gradient=True),
+            _speed("broadcast column", _COLUMN, with_gradient=True),
+            SpeedCase(lambda size: _speed("forward vs py_function", _SAME, rival="py_function").setup(size or 1 << 10)),
+            SpeedCase(lambda size: _speed("forward vs py_function", _SAME, rival="py_function").setup(size or 1 << 20)),
+        ),
+        bad_inputs={
+            "incompatible shapes": BadInput(
+                "opforge.ops.element_mul(tf.ones([2, 3]), tf.ones([4, 3]))", ("a", "b", "[2, 3]", "[4, 3]")),
+            "dtype mismatch": BadInput(
+                "opforge.ops.element_mul(tf.ones([3]), tf.ones([3], tf.int32))", ("b", "float32", "int32")),
+            "string": BadInput("opforge.ops.element_mul(tf.constant(['a']), tf.constant(['b']))", ("a", "string")),
+            "uint8": BadInput("opforge.ops.element_mul(tf.ones([3], tf.uint8), tf.ones([3], tf.uint8))", ("a", "uint8")),
+            "complex": BadInput("opforge.ops.element_mul(tf.constant([1j]), tf.constant([2j]))", ("a", "complex128")),
+            "raw grad wrong grad shape": BadInput(
+                "lib().opforge_element_mul_grad(tf.ones([3, 3]), tf.ones([3, 1]), tf.ones([1, 4]))",
+                ("grad", "[3, 4]", "[3, 3]")),
+            "raw grad incompatible": BadInput(
+                "lib().opforge_element_mul_grad(tf.ones([3]), tf.ones([3]), tf.ones([4]))", ("a", "b", "[3]", "[4]")),
+            "raw incompatible": BadInput(
+                "lib().opforge_element_mul(tf.ones([5]), tf.ones([2, 3]))", ("a", "b", "[5]", "[2, 3]")),
+            # 2^46 floats (256 TiB, more than a 64-bit process can address, so even with
+            # overcommit=always nothing is allocated): TensorFlow's allocator refuses, as for
+            # tf.multiply.
+            "huge broadcast": BadInput(
+                "opforge.ops.element_mul(tf.ones([1 << 23, 1]), tf.ones([1, 1 << 23]))", ("OOM",),
+                "ResourceExhaustedError"),
+            "zero-size incompatible": BadInput(
+                "opforge.ops.element_mul(tf.ones([0, 3]), tf.ones([2, 3]))", ("a", "b", "[0, 3]", "[2, 3]")),
+        },
+    ),
+)

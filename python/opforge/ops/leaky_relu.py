@@ -1,30 +1,31 @@
 """LeakyReLU: `opforge.ops.leaky_relu` mirrors `tf.nn.leaky_relu`; C++ op `Opforge>LeakyRelu`."""
 from __future__ import annotations
 
-import math
 from typing import Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
 
 from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib
+from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun
+from opforge.timing import numpy_copy
 
+__all__ = ["leaky_relu", "leaky_relu_grad", "leaky_relu_with_mask"]
+OP_NAMES = ("Opforge>LeakyRelu", "Opforge>LeakyReluWithMask", "Opforge>LeakyReluGrad")
 
 _FLOAT_SET = frozenset(FLOAT_DTYPES)
 
 
 def _alpha(op: str, alpha) -> float:
+    # Only the Python conversion; the C++ core checks the value (finite) for every entry point.
     if isinstance(alpha, np.ndarray):
         alpha = alpha.item()
     if isinstance(alpha, tf.Tensor):
-        raise invalid_argument(f"{op}: alpha must be a Python number, got a tensor")
+        raise invalid_argument(op, "alpha", "a Python number", "a tensor")
     try:
-        value = float(alpha)
+        return float(alpha)
     except (TypeError, ValueError):
-        raise invalid_argument(f"{op}: alpha must be a number, got {alpha!r}") from None
-    if not math.isfinite(value):
-        raise invalid_argument(f"{op}: alpha must be a finite number, got {value}")
-    return value
+        raise invalid_argument(op, "alpha", "a number", repr(alpha)) from None
 
 
 def _features(op: str, features) -> tf.Tensor:
@@ -47,15 +48,9 @@ def leaky_relu(features, alpha: float = 0.2, name: Optional[str] = None) -> tf.T
       InvalidArgumentError: features of a non-numeric dtype, or alpha not a finite number.
     """
     # Fast path for the common call (a float tensor and a float alpha): the wrapper's overhead is
-    # part of every call, so it checks only what the C++ op cannot.
-    if not (
-        isinstance(features, tf.Tensor)
-        and features.dtype in _FLOAT_SET
-        and type(alpha) is float
-        and math.isfinite(alpha)
-    ):
-        op = "opforge.ops.leaky_relu"
-        features, alpha = _features(op, features), _alpha(op, alpha)
+    # part of every call, so it converts only what needs converting.
+    if not (isinstance(features, tf.Tensor) and features.dtype in _FLOAT_SET and type(alpha) is float):
+        features, alpha = _features("LeakyRelu", features), _alpha("LeakyRelu", alpha)
     return lib().opforge_leaky_relu(features, alpha=alpha, name=name)
 
 
@@ -68,7 +63,7 @@ def leaky_relu_with_mask(
     and the gradient with respect to features is `mask * gradients`. One kernel computes both
     outputs (the same kernel as :func:`leaky_relu`).
     """
-    op = "opforge.ops.leaky_relu_with_mask"
+    op = "LeakyReluWithMask"
     outputs = lib().opforge_leaky_relu_with_mask(
         _features(op, features), alpha=_alpha(op, alpha), name=name
     )
@@ -80,13 +75,12 @@ def leaky_relu_grad(gradients, features, alpha: float = 0.2, name: Optional[str]
 
     Mirrors `tf.raw_ops.LeakyReluGrad`. gradients and features must have one shape and dtype.
     """
-    op = "opforge.ops.leaky_relu_grad"
+    op = "LeakyReluGrad"
     features = _features(op, features)
     gradients = tf.convert_to_tensor(gradients, name="gradients")
     if gradients.dtype != features.dtype:
         raise invalid_argument(
-            f"{op}: gradients must have the dtype of features ({features.dtype.name}), "
-            f"got {gradients.dtype.name}"
+            op, "gradients", f"the dtype of features ({features.dtype.name})", gradients.dtype.name
         )
     return lib().opforge_leaky_relu_grad(gradients, features, alpha=_alpha(op, alpha), name=name)
 
@@ -114,3 +108,116 @@ def _leaky_relu_with_mask_gradient(op, grad_activations, grad_mask):
     if grad_activations is None:
         return tf.zeros_like(op.inputs[0])
     return element_mul(grad_activations, op.outputs[1])
+
+
+# --- specs -----------------------------------------------------------------------------------
+
+ALPHAS = (0.0, 0.2, 1.5, -0.3)
+_SHAPES = ((), (0,), (1,), (7,), (3, 5, 2), (2, 0, 4), (1000,))
+
+
+def _mask_reference(features, alpha):
+    mask = tf.where(features > 0, tf.ones_like(features), tf.cast(alpha, features.dtype))
+    return tf.nn.leaky_relu(features, alpha), mask
+
+
+def _elementwise(label: str, default: int, make):
+    """A speed case over `n` float32 elements (`size`, or `default`)."""
+
+    def setup(size):
+        n = size or default
+        x = tf.random.normal([n], seed=1)
+        g = tf.random.normal([n], seed=2)
+        candidates, moved = make(x, g)
+        return SpeedRun(f"{label} float32 [{n}]", candidates, None if moved is None else moved * 4 * n)
+
+    return SpeedCase(setup)
+
+
+def _numpy_leaky_relu(t):
+    v = t.numpy()
+    return np.where(v > 0, v, v * np.float32(0.2))
+
+
+def _copy(x):
+    return numpy_copy(int(x.shape[0]))
+
+
+SPECS = (
+    OpSpec(
+        name="leaky_relu",
+        op=leaky_relu,
+        reference=tf.nn.leaky_relu,
+        reference_name="tf.nn.leaky_relu",
+        dtypes=FLOAT_DTYPES,
+        cases=tuple(
+            Case(f"{list(s)} alpha={a}", (Sample(s, seed=len(s), scale=4, specials=True),), {"alpha": a})
+            for s in _SHAPES
+            for a in ALPHAS
+        ),
+        gradient_cases=tuple(
+            Case(f"alpha={a}", (Sample((4, 9), seed=11, scale=3, away_from_zero=0.1),), {"alpha": a})
+            for a in (0.2, -0.3, 1.5)
+        ),
+        determinism_case=Case("1M", (Sample(((1 << 20) + 17,), seed=42),), {"alpha": 0.3}),
+        speed=(
+            _elementwise("forward", 1 << 22, lambda x, g: (
+                {"opforge": lambda: leaky_relu(x, 0.2), "tf": lambda: tf.nn.leaky_relu(x, 0.2),
+                 "copy": _copy(x)}, 2)),
+            _elementwise("gradient", 1 << 22, lambda x, g: (
+                {"opforge": lambda: lib().opforge_leaky_relu_grad(g, x, alpha=0.2),
+                 "tf": lambda: tf.raw_ops.LeakyReluGrad(gradients=g, features=x, alpha=0.2),
+                 "copy": _copy(x)}, 3)),
+            _elementwise("forward vs py_function", 1 << 10, lambda x, g: (
+                {"opforge": lambda: leaky_relu(x, 0.2),
+                 "py_function": lambda: tf.py_function(_numpy_leaky_relu, [x], tf.float32)}, None)),
+            _elementwise("forward vs py_function", 1 << 20, lambda x, g: (
+                {"opforge": lambda: leaky_relu(x, 0.2),
+                 "py_function": lambda: tf.py_function(_numpy_leaky_relu, [x], tf.float32)}, None)),
+        ),
+        bad_inputs={
+            "string features": BadInput("opforge.ops.leaky_relu(tf.constant(['a', 'b']))", ("features", "string")),
+            "complex features": BadInput("opforge.ops.leaky_relu(tf.constant([1+2j]))", ("features", "complex128")),
+            "bool features": BadInput("opforge.ops.leaky_relu(tf.constant([True]))", ("features", "bool")),
+            "nan alpha": BadInput("opforge.ops.leaky_relu(tf.ones([3]), alpha=float('nan'))", ("alpha", "finite", "nan")),
+            "inf alpha": BadInput("opforge.ops.leaky_relu(tf.ones([3]), alpha=float('inf'))", ("alpha", "finite", "inf")),
+            "numpy nan alpha": BadInput("opforge.ops.leaky_relu(tf.ones([3]), alpha=np.float32('nan'))", ("alpha", "finite")),
+            "text alpha": BadInput("opforge.ops.leaky_relu(tf.ones([3]), alpha='big')", ("alpha", "big")),
+            "tensor alpha": BadInput("opforge.ops.leaky_relu(tf.ones([3]), alpha=tf.constant(0.2))", ("alpha", "tensor")),
+            "graph nan alpha": BadInput(
+                "tf.function(lambda x: opforge.ops.leaky_relu(x, alpha=float('nan')))(tf.ones([3]))",
+                ("alpha", "finite")),
+            "grad shape mismatch": BadInput(
+                "opforge.ops.leaky_relu_grad(tf.ones([2, 3]), tf.ones([3, 2]))", ("gradients", "[2, 3]", "[3, 2]")),
+            "grad dtype mismatch": BadInput(
+                "opforge.ops.leaky_relu_grad(tf.ones([3], tf.float64), tf.ones([3]))", ("gradients", "float64", "float32")),
+            "grad nan alpha": BadInput(
+                "opforge.ops.leaky_relu_grad(tf.ones([3]), tf.ones([3]), alpha=float('nan'))", ("alpha", "finite")),
+            "raw op nan alpha": BadInput("lib().opforge_leaky_relu(tf.ones([3]), alpha=float('nan'))", ("alpha", "finite")),
+            "raw grad shape mismatch": BadInput(
+                "lib().opforge_leaky_relu_grad(tf.ones([4]), tf.ones([5]), alpha=0.2)", ("gradients", "[4]", "[5]")),
+            "raw op int dtype": BadInput("lib().opforge_leaky_relu(tf.ones([3], tf.int32))", ("T", "int32")),
+        },
+    ),
+    OpSpec(
+        name="leaky_relu_with_mask",
+        op=leaky_relu_with_mask,
+        reference=_mask_reference,
+        reference_name="tf.nn.leaky_relu, tf.where",
+        dtypes=FLOAT_DTYPES,
+        cases=tuple(
+            Case(f"alpha={a}", (Sample((6, 11), seed=7, scale=4, specials=True),), {"alpha": a}) for a in ALPHAS
+        ),
+        gradient_cases=(Case("alpha=0.2", (Sample((4, 9), seed=11, scale=3, away_from_zero=0.1),), {"alpha": 0.2}),),
+        determinism_case=Case("1M", (Sample(((1 << 20) + 17,), seed=42),), {"alpha": -0.1}),
+        speed=(
+            _elementwise("forward", 1 << 22, lambda x, g: (
+                {"opforge": lambda: leaky_relu_with_mask(x, 0.2),
+                 "tf": lambda: (tf.nn.leaky_relu(x, 0.2), tf.where(x > 0, 1.0, 0.2))}, 3)),
+        ),
+        bad_inputs={
+            "nan alpha": BadInput("opforge.ops.leaky_relu_with_mask(tf.ones([3]), alpha=float('nan'))", ("alpha", "finite")),
+            "int dtype raw": BadInput("lib().opforge_leaky_relu_with_mask(tf.ones([3], tf.int64))", ("T", "int64")),
+        },
+    ),
+)

@@ -7,6 +7,10 @@ from typing import Optional
 import tensorflow as tf
 
 from opforge.ops._common import check_dtype, invalid_argument, lib
+from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch
+
+__all__ = ["resize_bilinear", "resize_bilinear_grad"]
+OP_NAMES = ("Opforge>ResizeBilinear", "Opforge>ResizeBilinearGrad")
 
 # The input dtypes of tf.raw_ops.ResizeBilinear (the output is always float32).
 IMAGE_DTYPES = (
@@ -27,30 +31,27 @@ _IMAGE_SET = frozenset(IMAGE_DTYPES)
 
 
 def _check_attrs(op: str, align_corners, half_pixel_centers) -> None:
+    # Python types only; the C++ core checks the combination for every entry point.
     for name, value in (("align_corners", align_corners), ("half_pixel_centers", half_pixel_centers)):
         if not isinstance(value, bool):
-            raise invalid_argument(f"{op}: {name} must be a Python bool, got {value!r}")
-    if align_corners and half_pixel_centers:
-        raise invalid_argument(
-            f"{op}: align_corners must be false when half_pixel_centers is true, got both true"
-        )
+            raise invalid_argument(op, name, "a Python bool", repr(value))
 
 
-def _size(op: str, size) -> tf.Tensor:
+def _size(size) -> tf.Tensor:
+    # The conversion of a Python sequence to the int32 tensor the op takes; the C++ core checks
+    # the values (two, positive, an output that fits).
     if isinstance(size, tf.Tensor):
         if size.dtype != tf.int32:
-            raise invalid_argument(f"{op}: size must be an int32 tensor, got {size.dtype.name}")
+            raise invalid_argument("ResizeBilinear", "size", "an int32 tensor", size.dtype.name)
         return size
     try:
         values = [int(v) for v in size]
     except (TypeError, ValueError):
         raise invalid_argument(
-            f"{op}: size must be [new_height, new_width] (two positive ints), got {size!r}"
+            "ResizeBilinear", "size", "[new_height, new_width] as two ints", repr(size)
         ) from None
-    if len(values) != 2 or min(values) <= 0 or max(values) > 2**31 - 1:
-        raise invalid_argument(
-            f"{op}: size must be [new_height, new_width] (two positive ints), got {values}"
-        )
+    if any(abs(v) > 2**31 - 1 for v in values):
+        raise invalid_argument("ResizeBilinear", "size", "int32 values", values)
     return tf.constant(values, tf.int32)
 
 
@@ -76,14 +77,13 @@ def resize_bilinear(
       InvalidArgumentError: images not 4-D, of zero height, width or channels, or of another
         dtype; size not two positive int32 values; align_corners and half_pixel_centers both true.
     """
-    op = "opforge.ops.resize_bilinear"
-    _check_attrs(op, align_corners, half_pixel_centers)
+    _check_attrs("ResizeBilinear", align_corners, half_pixel_centers)
     if not (isinstance(images, tf.Tensor) and images.dtype in _IMAGE_SET):
         images = tf.convert_to_tensor(images, name="images")
-        check_dtype(op, "images", images, IMAGE_DTYPES)
+        check_dtype("ResizeBilinear", "images", images, IMAGE_DTYPES)
     return lib().opforge_resize_bilinear(
         images,
-        _size(op, size),
+        _size(size),
         align_corners=align_corners,
         half_pixel_centers=half_pixel_centers,
         name=name,
@@ -104,7 +104,7 @@ def resize_bilinear_grad(
     returns the gradient with respect to the image, shaped and typed like `original_image`.
     Unlike TensorFlow, a batch or channel count that differs between the two is an error.
     """
-    op = "opforge.ops.resize_bilinear_grad"
+    op = "ResizeBilinearGrad"
     _check_attrs(op, align_corners, half_pixel_centers)
     grads = tf.convert_to_tensor(grads, name="grads")
     check_dtype(op, "grads", grads, (tf.float32,))
@@ -148,3 +148,190 @@ def _resize_bilinear_grad_gradient(op, grad):
         half_pixel_centers=op.get_attr("half_pixel_centers"),
     )
     return resized, None
+
+
+# --- specs -------------------------------------------------------------------------------------
+
+MODES = {
+    "legacy": dict(align_corners=False, half_pixel_centers=False),
+    "align_corners": dict(align_corners=True, half_pixel_centers=False),
+    "half_pixel": dict(align_corners=False, half_pixel_centers=True),
+}
+# (images NHWC, (new_height, new_width), mode): the corner cases of the three conventions.
+GEOMETRIES = (
+    ((2, 4, 4, 3), (8, 8), "half_pixel"),  # negative source coordinates at the top and left
+    ((1, 1, 1, 2), (5, 3), "legacy"),  # input size 1
+    ((1, 1, 1, 2), (5, 3), "align_corners"),
+    ((2, 6, 9, 1), (1, 1), "align_corners"),  # output size 1
+    ((2, 6, 9, 1), (1, 1), "half_pixel"),
+    ((1, 5, 7, 3), (5, 7), "half_pixel"),  # same size: a conversion, whatever the attrs
+    ((1, 13, 13, 8), (26, 26), "legacy"),  # the YOLO neck's x2
+    ((2, 9, 4, 2), (3, 11), "align_corners"),  # down in one axis, up in the other
+    ((2, 5, 7, 3), (11, 4), "half_pixel"),
+    ((0, 4, 4, 2), (2, 3), "legacy"),  # batch 0
+)
+# The shapes of model upsamplers and downsamplers timed by `opforge bench`.
+SPEED_SHAPES = (
+    ((8, 52, 52, 128), (104, 104)),  # an FPN/YOLO x2 upsample
+    ((16, 224, 224, 3), (512, 512)),  # a large RGB upsample
+    ((8, 416, 416, 32), (208, 208)),  # a 2x downsample of a wide feature map
+)
+
+
+def _raw_resize(images, size, **attrs):
+    return tf.raw_ops.ResizeBilinear(images=images, size=size, **attrs)
+
+
+def _raw_resize_grad(grads, original_image, **attrs):
+    return tf.raw_ops.ResizeBilinearGrad(grads=grads, original_image=original_image, **attrs)
+
+
+def _speed(shape, new_size, mode: str, gradient: bool) -> SpeedCase:
+    def setup(size):
+        s = scaled_batch(shape, size)
+        x = tf.random.normal(s, seed=8)
+        attrs = dict(half_pixel_centers=mode == "half-pixel")
+        if gradient:
+            g = tf.random.normal([s[0], *new_size, s[3]], seed=9)
+            candidates = {"opforge": lambda: lib().opforge_resize_bilinear_grad(g, x, **attrs),
+                          "tf": lambda: _raw_resize_grad(g, x, **attrs)}
+        else:
+            candidates = {"opforge": lambda: resize_bilinear(x, list(new_size), **attrs),
+                          "tf": lambda: _raw_resize(x, list(new_size), **attrs)}
+        label = f"{'gradient' if gradient else 'forward'} {s}->{new_size[0]}x{new_size[1]} {mode}"
+        return SpeedRun(label, candidates)
+
+    return SpeedCase(setup, max_repeats=25)
+
+
+def _speeds(gradient: bool):
+    return tuple(_speed(shape, size, mode, gradient)
+                 for shape, size in SPEED_SHAPES for mode in ("half-pixel", "legacy"))
+
+
+SPECS = (
+    OpSpec(
+        name="resize_bilinear",
+        op=resize_bilinear,
+        reference=_raw_resize,
+        reference_name="tf.raw_ops.ResizeBilinear",
+        dtypes=IMAGE_DTYPES,
+        cases=tuple(
+            Case(f"{list(shape)}->{list(size)} {mode}", (Sample(shape, seed=i, scale=20, specials=True),),
+                 dict(size=list(size), **MODES[mode]))
+            for i, (shape, size, mode) in enumerate(GEOMETRIES)
+        ),
+        # The map is linear and its output float32: a large step gives exact difference
+        # quotients up to float32 rounding.
+        gradient_cases=tuple(
+            Case(mode, (Sample((1, 4, 3, 2), seed=60),), dict(size=[7, 5], **attrs))
+            for mode, attrs in MODES.items()
+        ),
+        gradient_tolerance=1e-5,
+        gradient_delta=0.5,
+        determinism_case=Case("large", (Sample((3, 61, 47, 5), seed=42),),
+                              dict(size=[97, 131], half_pixel_centers=True)),
+        speed=_speeds(gradient=False),
+        bad_inputs={
+            "both attrs": BadInput(
+                "opforge.ops.resize_bilinear(tf.ones([1, 4, 4, 1]), [2, 2], align_corners=True, half_pixel_centers=True)",
+                ("align_corners", "half_pixel_centers")),
+            "raw both attrs": BadInput(
+                "lib().opforge_resize_bilinear(tf.ones([1, 4, 4, 1]), [2, 2], align_corners=True, half_pixel_centers=True)",
+                ("align_corners", "half_pixel_centers")),
+            "attr not bool": BadInput(
+                "opforge.ops.resize_bilinear(tf.ones([1, 4, 4, 1]), [2, 2], align_corners=1)",
+                ("align_corners", "bool", "1")),
+            "rank 3": BadInput("opforge.ops.resize_bilinear(tf.ones([4, 4, 3]), [2, 2])", ("images", "4-D", "[4, 4, 3]")),
+            "rank 5": BadInput(
+                "lib().opforge_resize_bilinear(tf.ones([1, 1, 4, 4, 3]), [2, 2])", ("images", "4-D", "[1, 1, 4, 4, 3]")),
+            "zero channels": BadInput(
+                "opforge.ops.resize_bilinear(tf.ones([1, 4, 4, 0]), [2, 2])", ("images", "channel", "[1, 4, 4, 0]")),
+            "zero height": BadInput(
+                "opforge.ops.resize_bilinear(tf.ones([1, 0, 4, 1]), [2, 2])", ("images", "height", "[1, 0, 4, 1]")),
+            "size of three": BadInput(
+                "opforge.ops.resize_bilinear(tf.ones([1, 4, 4, 1]), [2, 2, 2])", ("size", "two elements", "[2, 2, 2]")),
+            "raw size of three": BadInput(
+                "lib().opforge_resize_bilinear(tf.ones([1, 4, 4, 1]), tf.constant([2, 2, 2]))",
+                ("size", "two elements", "[3]")),
+            "raw size 2-D": BadInput(
+                "lib().opforge_resize_bilinear(tf.ones([1, 4, 4, 1]), tf.constant([[2, 2]]))", ("size", "[1, 2]")),
+            "size zero": BadInput(
+                "opforge.ops.resize_bilinear(tf.ones([1, 4, 4, 1]), [0, 2])", ("size", "positive", "[0, 2]")),
+            "size negative": BadInput(
+                "opforge.ops.resize_bilinear(tf.ones([1, 4, 4, 1]), [3, -2])", ("size", "positive", "[3, -2]")),
+            "raw size negative": BadInput(
+                "lib().opforge_resize_bilinear(tf.ones([1, 4, 4, 1]), tf.constant([3, -2]))",
+                ("size", "positive", "[3, -2]")),
+            "graph size zero": BadInput(
+                "tf.function(lambda s: lib().opforge_resize_bilinear(tf.ones([1, 4, 4, 1]), s))(tf.constant([0, 2]))",
+                ("ResizeBilinear:", "size", "positive", "[0, 2]")),
+            "size float": BadInput(
+                "opforge.ops.resize_bilinear(tf.ones([1, 4, 4, 1]), tf.constant([2.0, 2.0]))",
+                ("size", "int32", "float32")),
+            "size text": BadInput("opforge.ops.resize_bilinear(tf.ones([1, 4, 4, 1]), 'big')", ("size", "'big'")),
+            "size beyond int32": BadInput(
+                "opforge.ops.resize_bilinear(tf.ones([1, 4, 4, 1]), [2**31, 2])", ("size", "int32", "2147483648")),
+            "images string": BadInput(
+                "opforge.ops.resize_bilinear(tf.constant([[[['a']]]]), [2, 2])", ("images", "string")),
+            "images uint32": BadInput(
+                "opforge.ops.resize_bilinear(tf.ones([1, 4, 4, 1], tf.uint32), [2, 2])", ("images", "uint32")),
+            "images complex": BadInput(
+                "opforge.ops.resize_bilinear(tf.complex(tf.ones([1, 2, 2, 1]), 0.0), [3, 3])",
+                ("images", "complex64")),
+            # 2^63 bytes: TensorFlow's allocator refuses, as for tf.raw_ops.ResizeBilinear (an
+            # output whose element count overflows int64 is an InvalidArgumentError, tested in
+            # the core).
+            "huge output": BadInput(
+                "opforge.ops.resize_bilinear(tf.ones([2, 2, 2, 1]), [2**31 - 1, 2**31 - 1])", ("OOM",),
+                "ResourceExhaustedError"),
+        },
+    ),
+    OpSpec(
+        name="resize_bilinear_grad",
+        op=resize_bilinear_grad,
+        reference=_raw_resize_grad,
+        reference_name="tf.raw_ops.ResizeBilinearGrad",
+        dtypes=GRAD_DTYPES,
+        cases=tuple(
+            Case(f"{list(shape)}<-{list(size)} {mode}",
+                 (Sample((shape[0], *size, shape[3]), seed=50 + i, scale=5, specials=True, dtype="float32"),
+                  Sample(shape, fill=0.0, differentiable=False)),
+                 MODES[mode])
+            for i, (shape, size, mode) in enumerate(GEOMETRIES)
+        ),
+        # The gradient op is linear in grads (float32): a large step is exact up to rounding.
+        gradient_cases=tuple(
+            Case(mode, (Sample((1, 6, 5, 2), seed=61, dtype="float32"),
+                        Sample((1, 3, 4, 2), fill=0.0, differentiable=False)), attrs)
+            for mode, attrs in MODES.items()
+        ),
+        gradient_tolerance=1e-5,
+        gradient_delta=0.5,
+        determinism_case=Case("large", (Sample((4, 200, 180, 16), seed=42, dtype="float32"),
+                                        Sample((4, 97, 61, 16), fill=0.0, differentiable=False)), dict(half_pixel_centers=True)),
+        speed=_speeds(gradient=True),
+        bad_inputs={
+            "wrong rank": BadInput(
+                "opforge.ops.resize_bilinear_grad(tf.ones([4, 4, 1]), tf.ones([1, 2, 2, 1]))", ("grads", "[4, 4, 1]")),
+            "image wrong rank": BadInput(
+                "opforge.ops.resize_bilinear_grad(tf.ones([1, 4, 4, 1]), tf.ones([2, 2, 1]))",
+                ("original_image", "[2, 2, 1]")),
+            "batch mismatch": BadInput(
+                "lib().opforge_resize_bilinear_grad(tf.ones([1, 4, 4, 2]), tf.ones([3, 2, 2, 2]))",
+                ("original_image", "batch", "[3, 2, 2, 2]")),
+            "channel mismatch": BadInput(
+                "lib().opforge_resize_bilinear_grad(tf.ones([1, 4, 4, 2]), tf.ones([1, 2, 2, 5]))",
+                ("original_image", "channels", "[1, 2, 2, 5]")),
+            "image dtype": BadInput(
+                "opforge.ops.resize_bilinear_grad(tf.ones([1, 4, 4, 1]), tf.ones([1, 2, 2, 1], tf.int32))",
+                ("original_image", "int32")),
+            "grads dtype": BadInput(
+                "opforge.ops.resize_bilinear_grad(tf.ones([1, 4, 4, 1], tf.float64), tf.ones([1, 2, 2, 1]))",
+                ("grads", "float64")),
+            "both attrs": BadInput(
+                "lib().opforge_resize_bilinear_grad(tf.ones([1, 4, 4, 1]), tf.ones([1, 2, 2, 1]), align_corners=True, half_pixel_centers=True)",
+                ("ResizeBilinearGrad:", "align_corners", "half_pixel_centers")),
+        },
+    ),
+)

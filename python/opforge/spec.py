@@ -1,0 +1,270 @@
+"""Op specs: everything an op promises, written once beside its wrapper.
+
+Each op module (`opforge/ops/<op>.py`) ends with `SPECS = (OpSpec(...), ...)`: the dtypes, the
+reference it is checked against, sample cases (shapes, attrs, edge values), tolerances, gradient
+cases, speed cases and the bad inputs with the message fragments they must produce. `opforge
+verify`, `opforge bench`, `opforge.ops.OP_NAMES`, `make gpu-build-check` and the generic tests
+(`tests/test_specs.py`) iterate over the specs, so a new op adds no line to any of them.
+
+This module defines the spec types and the checks every spec gets; it knows no op.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+# The first values of an input made with `specials=True` (float dtypes only).
+SPECIAL_VALUES = (0.0, -0.0, math.inf, -math.inf, math.nan, 1e-30, -1e-30, 65504.0, -70000.0)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """How to make one input tensor of a case, in the dtype under test.
+
+    Values are standard normal times `scale`, or integers in [-`scale`, `scale`] when
+    `integer_valued`; integer dtypes get integers in [-`int_range`, `int_range`] (default: the
+    dtype's whole range, so that products wrap); with `specials`, the first elements are
+    SPECIAL_VALUES (float dtypes); `away_from_zero` pushes values off a kink (|x| >= that much);
+    `values` gives the exact values instead, `fill` one value for all. A `dtype` fixes the dtype whatever is under test
+    (resize's float32 gradients); `differentiable=False` keeps gradient checks off this input
+    (an input that only gives a shape).
+    """
+
+    shape: Tuple[int, ...]
+    seed: int = 0
+    scale: float = 1.0
+    specials: bool = False
+    integer_valued: bool = False
+    int_range: Optional[int] = None
+    away_from_zero: float = 0.0
+    values: Optional[Sequence[Any]] = None
+    fill: Optional[float] = None
+    dtype: Any = None
+    differentiable: bool = True
+
+    def numpy(self, dtype) -> np.ndarray:
+        """The values, as a float64 or int64 array (before the cast to `dtype`)."""
+        if self.values is not None:
+            return np.asarray(self.values).reshape(self.shape)
+        if self.fill is not None:
+            return np.full(self.shape, self.fill)
+        rng = np.random.default_rng(self.seed)
+        if dtype.is_integer:
+            info = np.iinfo(dtype.as_numpy_dtype)
+            low, high = info.min, info.max
+            if self.int_range is not None:
+                low, high = max(low, -self.int_range), min(high, self.int_range)
+            return rng.integers(low, high, size=self.shape, endpoint=True)
+        if self.integer_valued:
+            return rng.integers(-int(self.scale), int(self.scale), self.shape, endpoint=True) * 1.0
+        x = rng.standard_normal(self.shape) * self.scale
+        if self.away_from_zero:
+            x = np.where(np.abs(x) < self.away_from_zero, np.where(x < 0, -1, 1) * 2 * self.away_from_zero, x)
+        if self.specials and dtype.is_floating:
+            flat = x.reshape(-1)
+            n = min(flat.size, len(SPECIAL_VALUES))
+            flat[:n] = SPECIAL_VALUES[:n]
+        return x
+
+    def make(self, dtype):
+        import tensorflow as tf
+
+        dtype = tf.as_dtype(self.dtype) if self.dtype is not None else dtype
+        return tf.cast(tf.constant(self.numpy(dtype)), dtype)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One call: the tensor inputs (positional) and keyword arguments of the wrapper; `dtypes`
+    narrows the spec's dtypes for this case."""
+
+    name: str
+    inputs: Tuple[Sample, ...]
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+    dtypes: Optional[Tuple[Any, ...]] = None
+
+    def tensors(self, dtype) -> list:
+        return [s.make(dtype) for s in self.inputs]
+
+
+@dataclass(frozen=True)
+class BadInput:
+    """A call (Python, run in a child process with `tf`, `np`, `opforge` and `lib` in scope)
+    and the error it must raise, whose message must contain every fragment."""
+
+    code: str
+    fragments: Tuple[str, ...]
+    error: str = "InvalidArgumentError"
+
+
+@dataclass
+class SpeedRun:
+    """What a speed case times: candidates by name ('opforge' and its rivals: 'tf',
+    'py_function', 'copy'...), a label with the shapes, and the bytes an op call moves."""
+
+    label: str
+    candidates: Dict[str, Callable[[], object]]
+    bytes_moved: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class SpeedCase:
+    """`setup(size)` builds a SpeedRun. `size` is the element count asked for on the command
+    line, or None for the case's own default; cases at model shapes scale their batch to it
+    (`scaled_batch`). `max_repeats` caps the rounds of slow cases."""
+
+    setup: Callable[[Optional[int]], SpeedRun]
+    max_repeats: Optional[int] = None
+
+
+@dataclass(frozen=True, repr=False)
+class OpSpec:
+    """One op's promises. `op` and `reference` take the same arguments (a case's tensors, then
+    its attrs) and return a tensor or a tuple of tensors.
+
+    - dtypes: the dtypes every case runs in (a Sample with a fixed dtype keeps its own);
+    - cases: the forward checks, against `reference` (named `reference_name`); within
+      `forward_tolerance` (0: bit for bit);
+    - gradient_cases: float64 (unless a Sample fixes its dtype) checks of the C++ gradient against
+      a numerical one (`tf.test.compute_gradient`, step `gradient_delta`), of output
+      `gradient_output` when the op has several;
+    - determinism_case: a call large enough to be split across threads (forward and gradient
+      must be the same bits with 1 and 2 intra-op threads); defaults to the last case;
+    - speed: the benchmarks (`opforge bench`); the first is verify's speed column;
+    - bad_inputs: name -> BadInput.
+    """
+
+    name: str
+    op: Callable[..., Any]
+    reference: Callable[..., Any]
+    reference_name: str
+    dtypes: Tuple[Any, ...]
+    cases: Tuple[Case, ...]
+    forward_tolerance: float = 0.0
+    gradient_cases: Tuple[Case, ...] = ()
+    gradient_tolerance: float = 1e-6
+    gradient_delta: float = 1e-6
+    gradient_output: int = 0
+    determinism_case: Optional[Case] = None
+    speed: Tuple[SpeedCase, ...] = ()
+    bad_inputs: Mapping[str, BadInput] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        return f"OpSpec({self.name!r})"
+
+    @property
+    def group(self) -> str:
+        """The op module's short name ('resize_bilinear' for its forward and gradient specs)."""
+        return self.op.__module__.rsplit(".", 1)[-1]
+
+    def call(self, fn: Callable[..., Any], case: Case, tensors: Sequence[Any]) -> List[Any]:
+        """Calls `fn` (the op or the reference) on a case; always returns a list of outputs."""
+        out = fn(*tensors, **case.attrs)
+        return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+# --- the checks every spec gets ------------------------------------------------------------------
+
+
+def max_error(actual, expected) -> float:
+    """max |actual - expected| as float64; NaN equals NaN; different shapes are infinitely off."""
+    a = np.asarray(actual, dtype=np.float64)
+    e = np.asarray(expected, dtype=np.float64)
+    if a.shape != e.shape:
+        return math.inf
+    same = (a == e) | (np.isnan(a) & np.isnan(e))
+    if same.all():
+        return 0.0
+    diff = np.abs(a - e)
+    diff[same] = 0.0
+    return float(np.nan_to_num(diff, nan=np.inf).max())
+
+
+def bits_equal(a, b) -> bool:
+    """Exact equality of two arrays of one dtype: every value identical, the sign of zero
+    included; any NaN equals any NaN (vectorised and scalar code may make different NaNs)."""
+    a = np.asarray(a)
+    b = np.asarray(b)
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.dtype.kind in "iub":
+        return bool(np.array_equal(a, b))
+    a64 = a.astype(np.float64)
+    b64 = b.astype(np.float64)
+    same = (a64 == b64) & (np.signbit(a64) == np.signbit(b64))
+    return bool((same | (np.isnan(a64) & np.isnan(b64))).all())
+
+
+def forward_errors(spec: OpSpec):
+    """Yields (dtype, case, outputs, reference outputs) for every dtype and case."""
+    for dtype in spec.dtypes:
+        for case in spec.cases:
+            if case.dtypes is not None and dtype not in case.dtypes:
+                continue
+            tensors = case.tensors(dtype)
+            yield dtype, case, spec.call(spec.op, case, tensors), spec.call(spec.reference, case, tensors)
+
+
+def forward_error(spec: OpSpec) -> float:
+    """The largest error against the reference over every dtype, case and output."""
+    worst = 0.0
+    for _, _, ours, theirs in forward_errors(spec):
+        if len(ours) != len(theirs):
+            return math.inf
+        for o, t in zip(ours, theirs):
+            worst = max(worst, max_error(o, t))
+    return worst
+
+
+def gradient_error(spec: OpSpec, case: Case) -> float:
+    """max |C++ gradient - numerical gradient| of one gradient case (float64 by default)."""
+    import tensorflow as tf
+
+    tensors = case.tensors(tf.float64)
+    wrt = [i for i, s in enumerate(case.inputs) if s.differentiable]
+
+    def fn(*xs):
+        args = list(tensors)
+        for i, x in zip(wrt, xs):
+            args[i] = x
+        return spec.call(spec.op, case, args)[spec.gradient_output]
+
+    theoretical, numerical = tf.test.compute_gradient(
+        fn, [tensors[i] for i in wrt], delta=spec.gradient_delta
+    )
+    return max((max_error(t, n) for t, n in zip(theoretical, numerical)), default=0.0)
+
+
+def determinism_outputs(spec: OpSpec, dtype=None) -> List[Any]:
+    """The determinism case's outputs and, where the op is differentiable, the gradients of
+    sum(outputs[gradient_output]^2 / 2) with respect to its differentiable inputs."""
+    import tensorflow as tf
+
+    case = spec.determinism_case or spec.cases[-1]
+    dtype = dtype or (tf.float32 if tf.float32 in spec.dtypes else spec.dtypes[0])
+    tensors = case.tensors(dtype)
+    wrt = [t for t, s in zip(tensors, case.inputs) if s.differentiable and t.dtype.is_floating]
+    with tf.GradientTape() as tape:
+        tape.watch(wrt)
+        outputs = spec.call(spec.op, case, tensors)
+        target = outputs[spec.gradient_output]
+    grads = tape.gradient(target, wrt, output_gradients=target) if wrt and target.dtype.is_floating else []
+    return outputs + [g for g in grads if g is not None]
+
+
+def scaled_batch(shape: Sequence[int], size: Optional[int]) -> List[int]:
+    """A model shape whose batch is scaled so that it holds about `size` elements (at least one
+    image); the shape as it is when `size` is None."""
+    shape = list(shape)
+    if size is not None:
+        per_item = int(np.prod(shape[1:]))
+        shape[0] = max(1, int(round(size / per_item)))
+    return shape
+
+
+def collect(modules) -> Tuple[OpSpec, ...]:
+    """Every spec of the given op modules, in module order."""
+    return tuple(spec for module in modules for spec in getattr(module, "SPECS", ()))

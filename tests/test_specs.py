@@ -1,0 +1,190 @@
+"""The checks every op gets from its spec (`SPECS` in python/opforge/ops/<op>.py): forward against
+the reference in every dtype, gradients against float64 numerical ones, eager against
+tf.function, the shape function against the runtime shape, every bad input in a child process,
+the same bits for any thread count and across runs, and a SavedModel that loads in a fresh
+process. A new op gets all of them by writing its spec; op-specific tests stay in
+tests/test_<op>.py."""
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import opforge
+from opforge.spec import determinism_outputs, forward_errors, gradient_error
+from helpers import bits_equal, check_bad_input, max_error, run_cases_in_child, run_python
+
+SPECS = opforge.ops.SPECS
+BY_NAME = {spec.name: spec for spec in SPECS}
+ids = [spec.name for spec in SPECS]
+
+
+def _float_dtype(spec):
+    return tf.float32 if tf.float32 in spec.dtypes else spec.dtypes[0]
+
+
+def test_every_op_has_a_complete_spec():
+    assert len(BY_NAME) == len(SPECS), "spec names must be unique"
+    for spec in SPECS:
+        assert spec.cases and spec.bad_inputs and spec.speed, spec.name
+        assert spec.gradient_cases, spec.name
+        assert spec.op.__doc__, spec.name
+    for module in opforge.ops.MODULES:
+        assert module.OP_NAMES and all(n.startswith("Opforge>") for n in module.OP_NAMES)
+        assert module.SPECS, module.__name__
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=ids)
+def test_forward_matches_reference(spec, device):
+    for dtype, case, ours, theirs in forward_errors(spec):
+        where = f"{spec.name} {case.name} {dtype.name}"
+        assert len(ours) == len(theirs), where
+        for o, t in zip(ours, theirs):
+            assert o.dtype == t.dtype and o.shape == t.shape, where
+            if spec.forward_tolerance == 0:
+                assert bits_equal(o.numpy(), t.numpy()), where
+            else:
+                assert max_error(o, t) <= spec.forward_tolerance, where
+
+
+@pytest.mark.parametrize(
+    "spec,case", [(s, c) for s in SPECS for c in s.gradient_cases],
+    ids=[f"{s.name}-{c.name}" for s in SPECS for c in s.gradient_cases],
+)
+def test_gradient_matches_float64_numerical(spec, case, device):
+    assert gradient_error(spec, case) <= spec.gradient_tolerance
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=ids)
+def test_eager_and_tf_function_agree(spec, device):
+    dtype = _float_dtype(spec)
+    for case in spec.cases:
+        tensors = case.tensors(dtype)
+        eager = spec.call(spec.op, case, tensors)
+        graph = tf.function(lambda *xs: spec.call(spec.op, case, xs))(*tensors)
+        for e, g in zip(eager, graph):
+            assert bits_equal(e.numpy(), g.numpy()), case.name
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=ids)
+def test_shape_function_agrees_with_runtime(spec):
+    """With every input shape known, the static output shapes are the runtime ones; with only the
+    ranks known, they are compatible with them (and keep what they claim)."""
+    dtype = _float_dtype(spec)
+    for case in spec.cases:
+        tensors = case.tensors(dtype)
+        runtime = [t.shape for t in spec.call(spec.op, case, tensors)]
+        for known in (True, False):
+            signature = [tf.TensorSpec(t.shape if known else [None] * t.shape.rank, t.dtype) for t in tensors]
+            fn = tf.function(lambda *xs: spec.call(spec.op, case, xs), input_signature=signature)
+            static = [t.shape for t in fn.get_concrete_function().structured_outputs]
+            assert len(static) == len(runtime)
+            for s, r in zip(static, runtime):
+                if known:
+                    assert s == r, (case.name, s, r)
+                else:
+                    assert s.is_compatible_with(r), (case.name, s, r)
+
+
+# --- bad inputs: every spec's table, in one child process ----------------------------------------
+
+BAD = [(spec, name) for spec in SPECS for name in spec.bad_inputs]
+
+
+@pytest.fixture(scope="module")
+def bad_input_results():
+    return run_cases_in_child({f"{s.name}: {n}": s.bad_inputs[n].code for s, n in BAD})
+
+
+@pytest.mark.parametrize("spec,name", BAD, ids=[f"{s.name}: {n}" for s, n in BAD])
+def test_bad_input_raises_clear_error(bad_input_results, spec, name):
+    bad = spec.bad_inputs[name]
+    check_bad_input(bad_input_results, f"{spec.name}: {name}", bad.error, bad.fragments)
+
+
+# --- the same bits for any thread count and run ---------------------------------------------------
+
+THREAD_SCRIPT = """
+import hashlib, json
+import tensorflow as tf
+tf.config.threading.set_intra_op_parallelism_threads({threads})
+import opforge
+from opforge.spec import determinism_outputs
+hashes = {{}}
+for spec in opforge.ops.SPECS:
+    runs = [determinism_outputs(spec) for _ in range(2)]
+    digests = [hashlib.sha256(b"".join(t.numpy().tobytes() for t in r)).hexdigest() for r in runs]
+    hashes[spec.name] = digests[0] if digests[0] == digests[1] else "differs between runs"
+print("HASHES " + json.dumps(hashes))
+"""
+
+
+def test_identical_results_with_one_and_two_threads_and_across_runs():
+    results = []
+    for threads in (1, 2):
+        proc = run_python(THREAD_SCRIPT.format(threads=threads))
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        line = next(l for l in proc.stdout.splitlines() if l.startswith("HASHES "))
+        results.append(json.loads(line[7:]))
+    assert set(results[0]) == {spec.name for spec in SPECS}
+    assert "differs between runs" not in results[0].values(), results[0]
+    assert results[0] == results[1]
+
+
+def test_determinism_outputs_include_gradients():
+    # The thread check above is only as good as what it hashes: outputs and gradients.
+    for spec in SPECS:
+        case = spec.determinism_case or spec.cases[-1]
+        outputs = spec.call(spec.op, case, case.tensors(_float_dtype(spec)))
+        assert len(determinism_outputs(spec)) > len(outputs), spec.name
+
+
+# --- SavedModel round trip in a fresh process ------------------------------------------------------
+
+
+def _caller(spec, case):
+    return lambda *xs: spec.call(spec.op, case, xs)
+
+
+def test_savedmodel_round_trip_in_fresh_process(tmp_path):
+    """Each op, in a tf.function saved as a SavedModel, loads after opforge.register_all() in a
+    fresh process and gives the same bits."""
+    expected = {}
+    for spec in SPECS:
+        case = spec.cases[-1] if spec.determinism_case is None else spec.determinism_case
+        tensors = case.tensors(_float_dtype(spec))
+        module = tf.Module()
+        module.f = tf.function(_caller(spec, case),
+                               input_signature=[tf.TensorSpec(t.shape, t.dtype) for t in tensors])
+        tf.saved_model.save(module, str(tmp_path / spec.name))
+        np.savez(tmp_path / f"{spec.name}.npz", *[t.numpy() for t in tensors])
+        expected[spec.name] = hashlib.sha256(
+            b"".join(t.numpy().tobytes() for t in module.f(*tensors))).hexdigest()
+    proc = run_python(
+        f"""
+        import hashlib, json, numpy as np, tensorflow as tf
+        import opforge
+        opforge.register_all()
+        out = {{}}
+        for name in {sorted(expected)!r}:
+            loaded = tf.saved_model.load(r"{tmp_path}/" + name)
+            inputs = np.load(r"{tmp_path}/" + name + ".npz")
+            args = [tf.constant(inputs["arr_%d" % i]) for i in range(len(inputs.files))]
+            results = loaded.f(*args)
+            results = results if isinstance(results, (list, tuple)) else [results]
+            ops = {{n.op for n in loaded.f.get_concrete_function().graph.as_graph_def().node}}
+            uses = any(o.startswith("Opforge>") for o in ops) or any(
+                n.op.startswith("Opforge>") for f in loaded.f.get_concrete_function().graph.as_graph_def().library.function
+                for n in f.node_def)
+            out[name] = [hashlib.sha256(b"".join(t.numpy().tobytes() for t in results)).hexdigest(), uses]
+        print("RESULTS " + json.dumps(out))
+        """
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = next(l for l in proc.stdout.splitlines() if l.startswith("RESULTS "))
+    loaded = json.loads(line[8:])
+    for name, digest in expected.items():
+        assert loaded[name] == [digest, True], name
