@@ -25,6 +25,7 @@
 #include "common/dtype.h"
 #include "common/parallel.h"
 #include "common/status.h"
+#include "ops/resize_bilinear/resize_taps.h"  // ResizeScale, ComputeResizeTap
 
 namespace opforge {
 
@@ -54,18 +55,6 @@ Status ValidateResizeBilinear(const std::vector<int64_t>& images, const std::vec
 Status ValidateResizeBilinearGrad(const std::vector<int64_t>& grads,
                                   const std::vector<int64_t>& original_image, bool align_corners,
                                   bool half_pixel_centers, ResizeBilinearParams* params);
-
-// The source-coordinate scale of one axis (TensorFlow's CalculateResizeScale).
-float ResizeScale(int64_t in, int64_t out, bool align_corners);
-
-// The interpolation of one output index along one axis.
-struct ResizeTap {
-  int64_t lower;
-  int64_t upper;
-  float lerp;
-};
-ResizeTap ComputeResizeTap(int64_t out_index, float scale, int64_t in_size,
-                           bool half_pixel_centers);
 
 // output[b, y, x, c] (float32, [batch, out_height, out_width, channels]) from images (T).
 // T: int8, uint8, int16, uint16, int32, int64, half, bfloat16, float, double.

@@ -108,29 +108,6 @@ Status ValidateResizeBilinearGrad(const std::vector<int64_t>& grads,
   return Status::Ok();
 }
 
-float ResizeScale(int64_t in, int64_t out, bool align_corners) {
-  // int64 to float, then a float division, as TensorFlow computes it.
-  return (align_corners && in > 1 && out > 1)
-             ? static_cast<float>(in - 1) / static_cast<float>(out - 1)
-             : static_cast<float>(in) / static_cast<float>(out);
-}
-
-ResizeTap ComputeResizeTap(int64_t out_index, float scale, int64_t in_size,
-                           bool half_pixel_centers) {
-  const float x = static_cast<float>(out_index);
-  const float source = half_pixel_centers ? (x + 0.5f) * scale - 0.5f : x * scale;
-  const float floor = std::floor(source);
-  ResizeTap tap;
-  // lower is clamped from below and upper from above; the lerp uses the unclamped floor (so a
-  // negative half-pixel source keeps its fractional weight on the border pixel). The source
-  // never reaches in_size, so lower's upper clamp changes nothing but guards memory should
-  // rounding ever get it there.
-  tap.lower = std::min(std::max(static_cast<int64_t>(floor), int64_t{0}), in_size - 1);
-  tap.upper = std::min(static_cast<int64_t>(std::ceil(source)), in_size - 1);
-  tap.lerp = source - floor;
-  return tap;
-}
-
 namespace {
 
 std::vector<ResizeTap> Taps(int64_t out_size, int64_t in_size, bool align_corners,
