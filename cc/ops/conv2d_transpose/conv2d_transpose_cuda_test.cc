@@ -24,7 +24,6 @@ namespace {
 
 using test::DeviceBuffer;
 using test::Download;
-using test::DTypeOf;
 using test::FloatTypes;
 using test::Sync;
 using test::TypeNames;
@@ -127,11 +126,11 @@ TYPED_TEST(Conv2DTransposeCudaTest, ForwardAndGradientsMatchCpu) {
     OPFORGE_ASSERT_CUDA(dev_y.Allocate(y.size() * sizeof(T)));
     OPFORGE_ASSERT_CUDA(dev_dx.Allocate(dx.size() * sizeof(T)));
     OPFORGE_ASSERT_CUDA(dev_df.Allocate(df.size() * sizeof(T)));
-    OPFORGE_ASSERT_OK(
-        Conv2DTransposeForwardGpu(DTypeOf<T>(), p, dev_x.get(), dev_f.get(), dev_y.get(), nullptr));
-    OPFORGE_ASSERT_OK(Conv2DTransposeInputGradGpu(DTypeOf<T>(), p, dev_g.get(), dev_f.get(),
+    OPFORGE_ASSERT_OK(Conv2DTransposeForwardGpu(DTypeOf<T>::value, p, dev_x.get(), dev_f.get(),
+                                                dev_y.get(), nullptr));
+    OPFORGE_ASSERT_OK(Conv2DTransposeInputGradGpu(DTypeOf<T>::value, p, dev_g.get(), dev_f.get(),
                                                   dev_dx.get(), nullptr));
-    OPFORGE_ASSERT_OK(Conv2DTransposeFilterGradGpu(DTypeOf<T>(), p, dev_x.get(), dev_g.get(),
+    OPFORGE_ASSERT_OK(Conv2DTransposeFilterGradGpu(DTypeOf<T>::value, p, dev_x.get(), dev_g.get(),
                                                    dev_df.get(), nullptr));
     ASSERT_NO_FATAL_FAILURE(Sync());
     std::vector<T> gy(y.size()), gdx(dx.size()), gdf(df.size());

@@ -30,7 +30,6 @@ namespace {
 using test::BitPatternInputs;
 using test::DeviceBuffer;
 using test::Download;
-using test::DTypeOf;
 using test::FloatTypes;
 using test::SameBitsOrBothNan;
 using test::Sync;
@@ -87,7 +86,7 @@ TYPED_TEST(LeakyReluCudaTest, ForwardMatchesCpu) {
     LeakyReluForward<T>(params, x.data(), cpu_y.data(), cpu_mask.data(), SerialParallel());
 
     // Without the mask.
-    OPFORGE_ASSERT_OK(LeakyReluForwardGpu(DTypeOf<T>(), params, dx.get(), dy.get(), nullptr,
+    OPFORGE_ASSERT_OK(LeakyReluForwardGpu(DTypeOf<T>::value, params, dx.get(), dy.get(), nullptr,
                                           /*stream=*/nullptr));
     ASSERT_NO_FATAL_FAILURE(Sync());
     std::vector<T> y(x.size());
@@ -97,7 +96,7 @@ TYPED_TEST(LeakyReluCudaTest, ForwardMatchesCpu) {
     // With the mask.
     OPFORGE_ASSERT_CUDA(cudaMemset(dy.get(), 0x7F, x.size() * sizeof(T)));
     OPFORGE_ASSERT_OK(
-        LeakyReluForwardGpu(DTypeOf<T>(), params, dx.get(), dy.get(), dmask.get(), nullptr));
+        LeakyReluForwardGpu(DTypeOf<T>::value, params, dx.get(), dy.get(), dmask.get(), nullptr));
     ASSERT_NO_FATAL_FAILURE(Sync());
     std::vector<T> mask(x.size());
     ASSERT_NO_FATAL_FAILURE(Download(dy, &y));
@@ -123,7 +122,7 @@ TYPED_TEST(LeakyReluCudaTest, BackwardMatchesCpu) {
     std::vector<T> cpu(x.size());
     LeakyReluBackward<T>(params, g.data(), x.data(), cpu.data(), SerialParallel());
     OPFORGE_ASSERT_OK(
-        LeakyReluBackwardGpu(DTypeOf<T>(), params, dg.get(), dx.get(), ddx.get(), nullptr));
+        LeakyReluBackwardGpu(DTypeOf<T>::value, params, dg.get(), dx.get(), ddx.get(), nullptr));
     ASSERT_NO_FATAL_FAILURE(Sync());
     std::vector<T> gpu(x.size());
     ASSERT_NO_FATAL_FAILURE(Download(ddx, &gpu));
@@ -146,7 +145,7 @@ TYPED_TEST(LeakyReluCudaTest, InPlaceMatchesCpu) {
   DeviceBuffer dbuf, dx;
   ASSERT_NO_FATAL_FAILURE(Upload(x, &dbuf));
   OPFORGE_ASSERT_OK(
-      LeakyReluForwardGpu(DTypeOf<T>(), params, dbuf.get(), dbuf.get(), nullptr, nullptr));
+      LeakyReluForwardGpu(DTypeOf<T>::value, params, dbuf.get(), dbuf.get(), nullptr, nullptr));
   ASSERT_NO_FATAL_FAILURE(Sync());
   std::vector<T> y(x.size());
   ASSERT_NO_FATAL_FAILURE(Download(dbuf, &y));
@@ -156,7 +155,7 @@ TYPED_TEST(LeakyReluCudaTest, InPlaceMatchesCpu) {
   ASSERT_NO_FATAL_FAILURE(Upload(g, &dg));
   ASSERT_NO_FATAL_FAILURE(Upload(x, &dx));
   OPFORGE_ASSERT_OK(
-      LeakyReluBackwardGpu(DTypeOf<T>(), params, dg.get(), dx.get(), dg.get(), nullptr));
+      LeakyReluBackwardGpu(DTypeOf<T>::value, params, dg.get(), dx.get(), dg.get(), nullptr));
   ASSERT_NO_FATAL_FAILURE(Sync());
   std::vector<T> dxv(x.size());
   ASSERT_NO_FATAL_FAILURE(Download(dg, &dxv));
@@ -167,9 +166,9 @@ TYPED_TEST(LeakyReluCudaTest, SizeZero) {
   OPFORGE_SKIP_WITHOUT_CUDA();
   using T = TypeParam;
   OPFORGE_ASSERT_OK(
-      LeakyReluForwardGpu(DTypeOf<T>(), Params(0.2f, 0), nullptr, nullptr, nullptr, nullptr));
+      LeakyReluForwardGpu(DTypeOf<T>::value, Params(0.2f, 0), nullptr, nullptr, nullptr, nullptr));
   OPFORGE_ASSERT_OK(
-      LeakyReluBackwardGpu(DTypeOf<T>(), Params(0.2f, 0), nullptr, nullptr, nullptr, nullptr));
+      LeakyReluBackwardGpu(DTypeOf<T>::value, Params(0.2f, 0), nullptr, nullptr, nullptr, nullptr));
   ASSERT_NO_FATAL_FAILURE(Sync());
 }
 

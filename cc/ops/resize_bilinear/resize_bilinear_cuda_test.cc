@@ -25,7 +25,6 @@ namespace {
 
 using test::DeviceBuffer;
 using test::Download;
-using test::DTypeOf;
 using test::SameBitsOrBothNan;
 using test::Sync;
 using test::TypeNames;
@@ -103,7 +102,7 @@ TYPED_TEST(ResizeBilinearCudaForward, SameBitsAsCpu) {
     DeviceBuffer din, dout;
     ASSERT_NO_FATAL_FAILURE(Upload(images, &din));
     OPFORGE_ASSERT_CUDA(dout.Allocate(cpu.size() * sizeof(float)));
-    const Status s = ResizeBilinearForwardGpu(DTypeOf<T>(), p, din.get(),
+    const Status s = ResizeBilinearForwardGpu(DTypeOf<T>::value, p, din.get(),
                                               static_cast<float*>(dout.get()), nullptr);
     ASSERT_TRUE(s.ok()) << s.message();
     ASSERT_NO_FATAL_FAILURE(Sync());
@@ -129,8 +128,8 @@ TYPED_TEST(ResizeBilinearCudaBackward, SameBitsAsCpu) {
     DeviceBuffer dg, dout;
     ASSERT_NO_FATAL_FAILURE(Upload(grads, &dg));
     OPFORGE_ASSERT_CUDA(dout.Allocate(cpu.size() * sizeof(T)));
-    const Status s = ResizeBilinearBackwardGpu(DTypeOf<T>(), p, static_cast<const float*>(dg.get()),
-                                               dout.get(), nullptr);
+    const Status s = ResizeBilinearBackwardGpu(
+        DTypeOf<T>::value, p, static_cast<const float*>(dg.get()), dout.get(), nullptr);
     ASSERT_TRUE(s.ok()) << s.message();
     ASSERT_NO_FATAL_FAILURE(Sync());
     std::vector<T> gpu(cpu.size());
