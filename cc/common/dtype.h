@@ -26,6 +26,19 @@ struct bfloat16;
   X(kInt16, "int16", int16_t)               \
   X(kUInt16, "uint16", uint16_t)
 
+// Element-type lists as X-macros: LIST(X, ...) expands X(T, ...) for each C++ type T. An op's
+// kernels are instantiated (<op>_cpu.cc) and registered (<op>_tf.cc, common/tf_kernel.h) over
+// the same named lists, so the two cannot drift apart. An op-specific list lives in its header.
+#define OPFORGE_FLOAT_TYPES(X, ...) \
+  X(Eigen::half, __VA_ARGS__)       \
+  X(Eigen::bfloat16, __VA_ARGS__)   \
+  X(float, __VA_ARGS__)             \
+  X(double, __VA_ARGS__)
+#define OPFORGE_FLOAT_INT_TYPES(X, ...) \
+  OPFORGE_FLOAT_TYPES(X, __VA_ARGS__)   \
+  X(int32_t, __VA_ARGS__)               \
+  X(int64_t, __VA_ARGS__)
+
 namespace opforge {
 
 #define OPFORGE_DTYPE_ENUMERATOR_(e, name, type) e,

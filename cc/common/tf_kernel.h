@@ -31,6 +31,8 @@
 //   OPFORGE_REGISTER_KERNELS(Name("Opforge>LeakyRelu"), LeakyReluOp, OPFORGE_FLOAT_TYPES,
 //                            OPFORGE_FLOAT_TYPES)
 //
+// Init runs once per kernel (an op without attrs returns Status::Ok()); Validate, Cpu and Gpu
+// are const because one op object serves concurrent calls: per-call state goes in Params.
 // An op that reads the values of a small integer input (a size, an output shape: registered
 // with .HostMemory(...) so that they are on the host on a GPU too) names it with
 // `static constexpr int kValuesInput = <index>;` and finds them in call.values.
@@ -189,19 +191,9 @@ class TfKernel final : public tensorflow::OpKernel {
 
 // --- registration -----------------------------------------------------------------------------
 //
-// Dtype lists are X-macros: LIST(X, ...) expands X(T, ...) for each element type T. Lists that
-// several ops share are here; an op-specific one may live in its _tf.cc.
-#define OPFORGE_FLOAT_TYPES(X, ...) \
-  X(Eigen::half, __VA_ARGS__)       \
-  X(Eigen::bfloat16, __VA_ARGS__)   \
-  X(float, __VA_ARGS__)             \
-  X(double, __VA_ARGS__)
-#define OPFORGE_FLOAT_INT_TYPES(X, ...) \
-  OPFORGE_FLOAT_TYPES(X, __VA_ARGS__)   \
-  X(int32_t, __VA_ARGS__)               \
-  X(int64_t, __VA_ARGS__)
-#define OPFORGE_NO_TYPES(X, ...)
-
+// Dtype lists are X-macros (LIST(X, ...) expands X(T, ...) for each element type T): the shared
+// ones are in common/dtype.h, an op-specific one in its header (if its CPU kernels are
+// instantiated over it) or its _tf.cc.
 #define OPFORGE_REGISTER_KERNEL_(T, DEVICE, TAG, BUILDER, OP)            \
   REGISTER_KERNEL_BUILDER(BUILDER.Device(DEVICE).TypeConstraint<T>("T"), \
                           ::opforge::TfKernel<OP, TAG, T>);

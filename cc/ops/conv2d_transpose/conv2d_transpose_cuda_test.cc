@@ -86,14 +86,6 @@ template <typename T>
 }
 
 template <typename T>
-std::vector<T> Random(std::mt19937_64& rng, int64_t n) {
-  std::vector<T> v(static_cast<size_t>(n));
-  std::uniform_real_distribution<double> d(-1.0, 1.0);
-  for (auto& x : v) x = static_cast<T>(d(rng));
-  return v;
-}
-
-template <typename T>
 class Conv2DTransposeCudaTest : public ::testing::Test {};
 TYPED_TEST_SUITE(Conv2DTransposeCudaTest, FloatTypes, TypeNames);
 
@@ -111,9 +103,9 @@ TYPED_TEST(Conv2DTransposeCudaTest, ForwardAndGradientsMatchCpu) {
     a.data_format = c.data_format;
     Conv2DTransposeParams p;
     OPFORGE_ASSERT_OK(ValidateConv2DTranspose(a, c.input, c.filter, c.output, &p));
-    const auto x = Random<T>(rng, p.InputSize());
-    const auto f = Random<T>(rng, p.FilterSize());
-    const auto g = Random<T>(rng, p.OutputSize());
+    const auto x = test::UniformVector<T>(rng, p.InputSize(), -1.0, 1.0);
+    const auto f = test::UniformVector<T>(rng, p.FilterSize(), -1.0, 1.0);
+    const auto g = test::UniformVector<T>(rng, p.OutputSize(), -1.0, 1.0);
     std::vector<T> y(p.OutputSize()), dx(p.InputSize()), df(p.FilterSize());
     Conv2DTransposeForward<T>(p, x.data(), f.data(), y.data(), SerialParallel());
     Conv2DTransposeInputGrad<T>(p, g.data(), f.data(), dx.data(), SerialParallel());

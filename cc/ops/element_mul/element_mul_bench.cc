@@ -25,12 +25,8 @@ void BM_ElementMulForward(benchmark::State& state) {
   const auto a = bench::RandomFloats(bench::NumElements(sa), 11);
   const auto b = bench::RandomFloats(bench::NumElements(sb), 12);
   std::vector<float> out(static_cast<size_t>(plan.out_size));
-  for (auto _ : state) {
-    ElementMulForward<float>(plan, a.data(), b.data(), out.data(), parallel);
-    benchmark::DoNotOptimize(out.data());
-  }
-  state.SetBytesProcessed(state.iterations() *
-                          (bench::NumElements(sa) + bench::NumElements(sb) + plan.out_size) * 4);
+  bench::Run(state, (bench::NumElements(sa) + bench::NumElements(sb) + plan.out_size) * 4,
+             [&] { ElementMulForward<float>(plan, a.data(), b.data(), out.data(), parallel); });
 }
 
 void BM_ElementMulBackward(benchmark::State& state) {
@@ -42,21 +38,14 @@ void BM_ElementMulBackward(benchmark::State& state) {
   const auto b = bench::RandomFloats(bench::NumElements(sb), 12);
   const auto g = bench::RandomFloats(plan.out_size, 13);
   std::vector<float> ga(a.size()), gb(b.size());
-  for (auto _ : state) {
-    ElementMulBackward<float>(plan, g.data(), a.data(), b.data(), ga.data(), gb.data(), parallel);
-    benchmark::DoNotOptimize(gb.data());
-  }
-  state.SetBytesProcessed(state.iterations() *
-                          (plan.out_size + 2 * (bench::NumElements(sa) + bench::NumElements(sb))) *
-                          4);
+  bench::Run(state, (plan.out_size + 2 * (bench::NumElements(sa) + bench::NumElements(sb))) * 4,
+             [&] {
+               ElementMulBackward<float>(plan, g.data(), a.data(), b.data(), ga.data(), gb.data(),
+                                         parallel);
+             });
 }
 
-void Cases(benchmark::internal::Benchmark* b) {
-  for (int64_t c : {0, 1, 2}) {
-    for (int64_t threads : {1, 2}) b->Args({c, threads});
-  }
-  b->UseRealTime();
-}
+void Cases(benchmark::internal::Benchmark* b) { bench::WithThreads(b, {0, 1, 2}); }
 
 BENCHMARK(BM_ElementMulForward)->Apply(Cases);
 BENCHMARK(BM_ElementMulBackward)->Apply(Cases);

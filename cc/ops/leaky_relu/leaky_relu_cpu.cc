@@ -83,14 +83,11 @@ void LeakyReluBackward(const LeakyReluParams& params, const T* g, const T* x, T*
   });
 }
 
-#define OPFORGE_INSTANTIATE(T)                                                                  \
+#define OPFORGE_INSTANTIATE(T, ...)                                                             \
   template void LeakyReluForward<T>(const LeakyReluParams&, const T*, T*, T*, const Parallel&); \
   template void LeakyReluBackward<T>(const LeakyReluParams&, const T*, const T*, T*,            \
                                      const Parallel&);
-OPFORGE_INSTANTIATE(Eigen::half)
-OPFORGE_INSTANTIATE(Eigen::bfloat16)
-OPFORGE_INSTANTIATE(float)
-OPFORGE_INSTANTIATE(double)
+OPFORGE_FLOAT_TYPES(OPFORGE_INSTANTIATE)
 #undef OPFORGE_INSTANTIATE
 
 }  // namespace opforge

@@ -42,21 +42,7 @@ constexpr float kAlphas[] = {0.0f, 0.2f, 1.5f, -0.3f};
 // patterns and ordinary values, enough of them to need many blocks.
 template <typename T>
 std::vector<T> TestInputs(uint64_t seed) {
-  using L = std::numeric_limits<T>;
-  const std::vector<T> specials = {static_cast<T>(0.0f),
-                                   -static_cast<T>(0.0f),
-                                   static_cast<T>(1.0f),
-                                   static_cast<T>(-1.0f),
-                                   L::infinity(),
-                                   -L::infinity(),
-                                   L::quiet_NaN(),
-                                   -L::quiet_NaN(),
-                                   L::denorm_min(),
-                                   -L::denorm_min(),
-                                   L::min(),
-                                   L::max(),
-                                   L::lowest()};
-  return BitPatternInputs<T>(seed, specials, /*random_patterns=*/1 << 18,
+  return BitPatternInputs<T>(seed, test::SpecialValues<T>(), /*random_patterns=*/1 << 18,
                              /*ordinary=*/(1 << 19) + 13);
 }
 

@@ -56,8 +56,21 @@ Status ValidateResizeBilinearGrad(const std::vector<int64_t>& grads,
                                   const std::vector<int64_t>& original_image, bool align_corners,
                                   bool half_pixel_centers, ResizeBilinearParams* params);
 
+// The image types of the forward (the X-macro lists of common/dtype.h).
+#define OPFORGE_RESIZE_SMALL_INT_TYPES(X, ...) \
+  X(int8_t, __VA_ARGS__)                       \
+  X(uint8_t, __VA_ARGS__)                      \
+  X(int16_t, __VA_ARGS__)                      \
+  X(uint16_t, __VA_ARGS__)
+#define OPFORGE_RESIZE_IMAGE_TYPES(X, ...)       \
+  OPFORGE_RESIZE_SMALL_INT_TYPES(X, __VA_ARGS__) \
+  X(int32_t, __VA_ARGS__)                        \
+  X(int64_t, __VA_ARGS__)                        \
+  OPFORGE_FLOAT_TYPES(X, __VA_ARGS__)
+
 // output[b, y, x, c] (float32, [batch, out_height, out_width, channels]) from images (T).
-// T: int8, uint8, int16, uint16, int32, int64, half, bfloat16, float, double.
+// T: OPFORGE_RESIZE_IMAGE_TYPES (int8, uint8, int16, uint16, int32, int64, half, bfloat16, float,
+// double).
 template <typename T>
 void ResizeBilinearForward(const ResizeBilinearParams& params, const T* images, float* output,
                            const Parallel& parallel);

@@ -37,11 +37,8 @@ void BM_ResizeBilinearForward(benchmark::State& state) {
   const ThreadParallel parallel(static_cast<int>(state.range(1)));
   const auto x = bench::RandomFloats(InSize(p), 11);
   std::vector<float> out(static_cast<size_t>(OutSize(p)));
-  for (auto _ : state) {
-    ResizeBilinearForward<float>(p, x.data(), out.data(), parallel);
-    benchmark::DoNotOptimize(out.data());
-  }
-  state.SetBytesProcessed(state.iterations() * (InSize(p) + OutSize(p)) * 4);
+  bench::Run(state, (InSize(p) + OutSize(p)) * 4,
+             [&] { ResizeBilinearForward<float>(p, x.data(), out.data(), parallel); });
 }
 
 void BM_ResizeBilinearBackward(benchmark::State& state) {
@@ -49,18 +46,12 @@ void BM_ResizeBilinearBackward(benchmark::State& state) {
   const ThreadParallel parallel(static_cast<int>(state.range(1)));
   const auto g = bench::RandomFloats(OutSize(p), 12);
   std::vector<float> out(static_cast<size_t>(InSize(p)));
-  for (auto _ : state) {
-    ResizeBilinearBackward<float>(p, g.data(), out.data(), parallel);
-    benchmark::DoNotOptimize(out.data());
-  }
-  state.SetBytesProcessed(state.iterations() * (InSize(p) + OutSize(p)) * 4);
+  bench::Run(state, (InSize(p) + OutSize(p)) * 4,
+             [&] { ResizeBilinearBackward<float>(p, g.data(), out.data(), parallel); });
 }
 
 void Cases(benchmark::internal::Benchmark* b) {
-  for (int64_t c : {0, 1, 2}) {
-    for (int64_t threads : {1, 2}) b->Args({c, threads});
-  }
-  b->UseRealTime();
+  bench::WithThreads(b, {0, 1, 2});
   b->Unit(benchmark::kMillisecond);
 }
 

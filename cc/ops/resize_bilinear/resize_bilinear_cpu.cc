@@ -472,28 +472,16 @@ void ResizeBilinearBackward(const ResizeBilinearParams& p, const float* grads, T
   });
 }
 
-#define OPFORGE_INSTANTIATE_FORWARD(T)                                                  \
+#define OPFORGE_INSTANTIATE_FORWARD(T, ...)                                             \
   template void ResizeBilinearForward<T>(const ResizeBilinearParams&, const T*, float*, \
                                          const Parallel&);
-OPFORGE_INSTANTIATE_FORWARD(int8_t)
-OPFORGE_INSTANTIATE_FORWARD(uint8_t)
-OPFORGE_INSTANTIATE_FORWARD(int16_t)
-OPFORGE_INSTANTIATE_FORWARD(uint16_t)
-OPFORGE_INSTANTIATE_FORWARD(int32_t)
-OPFORGE_INSTANTIATE_FORWARD(int64_t)
-OPFORGE_INSTANTIATE_FORWARD(Eigen::half)
-OPFORGE_INSTANTIATE_FORWARD(Eigen::bfloat16)
-OPFORGE_INSTANTIATE_FORWARD(float)
-OPFORGE_INSTANTIATE_FORWARD(double)
+OPFORGE_RESIZE_IMAGE_TYPES(OPFORGE_INSTANTIATE_FORWARD)
 #undef OPFORGE_INSTANTIATE_FORWARD
 
-#define OPFORGE_INSTANTIATE_BACKWARD(T)                                                  \
+#define OPFORGE_INSTANTIATE_BACKWARD(T, ...)                                             \
   template void ResizeBilinearBackward<T>(const ResizeBilinearParams&, const float*, T*, \
                                           const Parallel&);
-OPFORGE_INSTANTIATE_BACKWARD(Eigen::half)
-OPFORGE_INSTANTIATE_BACKWARD(Eigen::bfloat16)
-OPFORGE_INSTANTIATE_BACKWARD(float)
-OPFORGE_INSTANTIATE_BACKWARD(double)
+OPFORGE_FLOAT_TYPES(OPFORGE_INSTANTIATE_BACKWARD)
 #undef OPFORGE_INSTANTIATE_BACKWARD
 
 }  // namespace opforge

@@ -144,19 +144,10 @@ struct ResizeBilinearGradOp : ResizeBilinearAttrs<kResizeBilinearGrad> {
   }
 };
 
-#define OPFORGE_RESIZE_INT_TYPES(X, ...) \
-  X(int8_t, __VA_ARGS__)                 \
-  X(uint8_t, __VA_ARGS__)                \
-  X(int16_t, __VA_ARGS__)                \
-  X(uint16_t, __VA_ARGS__)               \
-  X(int64_t, __VA_ARGS__)
-#define OPFORGE_RESIZE_IMAGE_TYPES(X, ...) \
-  OPFORGE_RESIZE_INT_TYPES(X, __VA_ARGS__) \
-  X(int32_t, __VA_ARGS__)                  \
-  OPFORGE_FLOAT_TYPES(X, __VA_ARGS__)
 // int32 images run on the CPU kernel: TensorFlow keeps int32 tensors of GPU ops in host memory.
-#define OPFORGE_RESIZE_IMAGE_GPU_TYPES(X, ...) \
-  OPFORGE_RESIZE_INT_TYPES(X, __VA_ARGS__)     \
+#define OPFORGE_RESIZE_IMAGE_GPU_TYPES(X, ...)   \
+  OPFORGE_RESIZE_SMALL_INT_TYPES(X, __VA_ARGS__) \
+  X(int64_t, __VA_ARGS__)                        \
   OPFORGE_FLOAT_TYPES(X, __VA_ARGS__)
 
 // size is read on the host; the images and the gradient's original_image stay on the device
