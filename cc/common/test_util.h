@@ -270,6 +270,22 @@ std::vector<T> UniformVector(std::mt19937_64& rng, int64_t n, double lo, double 
   return v;
 }
 
+// n values: integers anywhere in their type's range (the widest ones then lose precision in
+// float), floating values uniform in [-4, 4).
+template <typename T>
+std::vector<T> FullRangeVector(int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<T> v(static_cast<size_t>(n));
+  for (auto& x : v) {
+    if constexpr (std::is_integral_v<T>) {
+      x = static_cast<T>(rng());
+    } else {
+      x = static_cast<T>(std::uniform_real_distribution<float>(-4.0f, 4.0f)(rng));
+    }
+  }
+  return v;
+}
+
 // --- shapes and the naive broadcast -----------------------------------------------------------
 
 using Shape = std::vector<int64_t>;

@@ -112,17 +112,15 @@ __global__ void BackwardKernel(Geometry g, const float* grads, T* out) {
 }
 
 Geometry GeometryOf(const ResizeBilinearParams& p) {
-  Geometry g;
-  g.batch = p.batch;
-  g.in_h = p.in_height;
-  g.in_w = p.in_width;
-  g.channels = p.channels;
-  g.out_h = p.out_height;
-  g.out_w = p.out_width;
-  g.height_scale = ResizeScale(p.in_height, p.out_height, p.align_corners);
-  g.width_scale = ResizeScale(p.in_width, p.out_width, p.align_corners);
-  g.half_pixel = p.half_pixel_centers;
-  return g;
+  return {p.batch,
+          p.in_height,
+          p.in_width,
+          p.channels,
+          p.out_height,
+          p.out_width,
+          ResizeScale(p.in_height, p.out_height, p.align_corners),
+          ResizeScale(p.in_width, p.out_width, p.align_corners),
+          p.half_pixel_centers};
 }
 
 template <typename T>

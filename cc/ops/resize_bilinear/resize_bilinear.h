@@ -29,6 +29,8 @@
 
 namespace opforge {
 
+// An aggregate: {batch, in_height, in_width, channels, out_height, out_width, align_corners,
+// half_pixel_centers} initialises it in this order.
 struct ResizeBilinearParams {
   int64_t batch = 0;
   int64_t in_height = 0;  // the images' size (for the gradient: the original image's)

@@ -12,17 +12,10 @@ namespace {
 // range(0): case (0: [8,52,52,128] -> 104x104, 1: [16,224,224,3] -> 512x512,
 // 2: [8,416,416,32] -> 208x208), all half-pixel; range(1): threads.
 ResizeBilinearParams Case(int64_t c) {
-  ResizeBilinearParams p;
-  const int64_t cases[3][6] = {
-      {8, 52, 52, 128, 104, 104}, {16, 224, 224, 3, 512, 512}, {8, 416, 416, 32, 208, 208}};
-  p.batch = cases[c][0];
-  p.in_height = cases[c][1];
-  p.in_width = cases[c][2];
-  p.channels = cases[c][3];
-  p.out_height = cases[c][4];
-  p.out_width = cases[c][5];
-  p.half_pixel_centers = true;
-  return p;
+  const ResizeBilinearParams cases[3] = {{8, 52, 52, 128, 104, 104, false, true},
+                                         {16, 224, 224, 3, 512, 512, false, true},
+                                         {8, 416, 416, 32, 208, 208, false, true}};
+  return cases[c];
 }
 
 int64_t InSize(const ResizeBilinearParams& p) {

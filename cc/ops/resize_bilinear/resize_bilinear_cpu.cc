@@ -75,14 +75,8 @@ Status ValidateResizeBilinear(const std::vector<int64_t>& images, const std::vec
         kOp, "size", "small enough for the output to fit in memory",
         ShapeString(size_values) + " for images of shape " + ShapeString(images));
   }
-  params->batch = images[0];
-  params->in_height = images[1];
-  params->in_width = images[2];
-  params->channels = images[3];
-  params->out_height = size_values[0];
-  params->out_width = size_values[1];
-  params->align_corners = align_corners;
-  params->half_pixel_centers = half_pixel_centers;
+  *params = {images[0],      images[1],      images[2],     images[3],
+             size_values[0], size_values[1], align_corners, half_pixel_centers};
   return Status::Ok();
 }
 
@@ -97,14 +91,8 @@ Status ValidateResizeBilinearGrad(const std::vector<int64_t>& grads,
                            "the batch size and channels of grads " + ShapeString(grads),
                            "shape " + ShapeString(original_image));
   }
-  params->batch = grads[0];
-  params->in_height = original_image[1];
-  params->in_width = original_image[2];
-  params->channels = grads[3];
-  params->out_height = grads[1];
-  params->out_width = grads[2];
-  params->align_corners = align_corners;
-  params->half_pixel_centers = half_pixel_centers;
+  *params = {grads[0], original_image[1], original_image[2], grads[3],
+             grads[1], grads[2],          align_corners,     half_pixel_centers};
   return Status::Ok();
 }
 
