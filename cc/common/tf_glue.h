@@ -1,8 +1,8 @@
 // The TensorFlow side of the core's interfaces: the intra-op thread pool behind
 // opforge::Parallel, core Status to TensorFlow Status, shapes, huge-page advice and CUDA
-// streams. A binding (cc/ops/<op>/<op>_tf.cc) does not use these directly for its kernels: it
-// writes a small op struct and registers it with common/tf_kernel.h, which has the one Compute
-// skeleton (see the example there). Shape functions use ToTfStatus for core errors.
+// streams. A binding (cc/ops/<op>/<op>_tf.cc) writes no OpKernel of its own: it writes a small
+// op struct and registers it with common/tf_kernel.h, which has the one Compute skeleton (see
+// the example there) and uses these. Shape functions use ToTfStatus for core errors.
 #ifndef OPFORGE_COMMON_TF_GLUE_H_
 #define OPFORGE_COMMON_TF_GLUE_H_
 
