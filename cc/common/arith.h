@@ -1,11 +1,12 @@
-// Scalar arithmetic shared by the CPU kernels: the accumulator type for each element type and a
-// multiply/add that wrap on signed-integer overflow (as TensorFlow's kernels do in practice)
-// without undefined behaviour.
+// Scalar arithmetic of the CPU kernels: the accumulator type for each element type, and (from
+// common/scalar.h, shared with the CUDA kernels) the wrapping Mul/Add and the by-value Select.
 #ifndef OPFORGE_COMMON_ARITH_H_
 #define OPFORGE_COMMON_ARITH_H_
 
 #include <Eigen/Core>
 #include <type_traits>
+
+#include "common/scalar.h"
 
 // Marks an element-wise loop whose output may alias an input only exactly (in place, same
 // index), never with an offset. Without it the compiler versions the loop on a runtime overlap
@@ -35,26 +36,6 @@ struct AccumulatorOf<Eigen::bfloat16> {
 };
 template <typename T>
 using Acc = typename AccumulatorOf<T>::type;
-
-template <typename T>
-inline T Mul(T a, T b) {
-  if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
-  } else {
-    return a * b;
-  }
-}
-
-template <typename T>
-inline T Add(T a, T b) {
-  if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-  } else {
-    return a + b;
-  }
-}
 
 }  // namespace opforge
 

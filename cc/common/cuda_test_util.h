@@ -1,7 +1,8 @@
 // Helpers for the CUDA kernel tests (<op>_cuda_test.cc): skipping without a device, CUDA error
-// assertions, device buffers and copies, and the DType of a C++ element type. These tests are
-// compiled by the host compiler and linked against the CUDA kernels library and the CUDA
-// runtime; the host-only helpers come from common/test_util.h. Test code only; header-only.
+// assertions, device buffers and copies. These tests are compiled by the host compiler and
+// linked against the CUDA kernels library and the CUDA runtime; the host-only helpers come from
+// common/test_util.h, and DTypeOf<T>::value (the DType of an element type) from common/dtype.h.
+// Test code only; header-only.
 //
 // Upload, Download and Sync assert (fatally) inside; call them as
 // ASSERT_NO_FATAL_FAILURE(Upload(x, &dx)) so that a failure stops the test.
@@ -45,21 +46,6 @@ inline bool HasCudaDevice() {
     return false;
   }
   return count > 0;
-}
-
-// The DType that the CUDA entry points take for the C++ element type T.
-template <typename T>
-constexpr DType DTypeOf() {
-  if constexpr (std::is_same_v<T, Eigen::half>) return DType::kHalf;
-  if constexpr (std::is_same_v<T, Eigen::bfloat16>) return DType::kBFloat16;
-  if constexpr (std::is_same_v<T, float>) return DType::kFloat;
-  if constexpr (std::is_same_v<T, double>) return DType::kDouble;
-  if constexpr (std::is_same_v<T, int32_t>) return DType::kInt32;
-  if constexpr (std::is_same_v<T, int8_t>) return DType::kInt8;
-  if constexpr (std::is_same_v<T, uint8_t>) return DType::kUInt8;
-  if constexpr (std::is_same_v<T, int16_t>) return DType::kInt16;
-  if constexpr (std::is_same_v<T, uint16_t>) return DType::kUInt16;
-  return DType::kInt64;
 }
 
 // A device allocation freed on scope exit.

@@ -1,5 +1,6 @@
 // Helpers shared by the .cu files: element-type traits that compute half and bfloat16 in float
-// (rounding once, as the CPU kernels do), launch geometry and error reporting.
+// (rounding once, as the CPU kernels do), the dtype conversions, launch geometry and error
+// reporting. The scalar maths the CPU kernels share (Mul, Add, Select) is in common/scalar.h.
 #ifndef OPFORGE_COMMON_CUDA_UTIL_CUH_
 #define OPFORGE_COMMON_CUDA_UTIL_CUH_
 
@@ -13,6 +14,7 @@
 #include <type_traits>
 
 #include "common/dtype.h"
+#include "common/scalar.h"
 #include "common/status.h"
 
 namespace opforge {
@@ -38,24 +40,10 @@ struct Num<__nv_bfloat16> {
   __device__ static __nv_bfloat16 From(float v) { return __float2bfloat16_rn(v); }
 };
 
-// Multiply and add that wrap on signed-integer overflow without undefined behaviour.
-template <typename C>
-__device__ inline C Mul(C a, C b) {
-  if constexpr (std::is_integral_v<C> && std::is_signed_v<C>) {
-    using U = std::make_unsigned_t<C>;
-    return static_cast<C>(static_cast<U>(a) * static_cast<U>(b));
-  } else {
-    return a * b;
-  }
-}
-template <typename C>
-__device__ inline C Add(C a, C b) {
-  if constexpr (std::is_integral_v<C> && std::is_signed_v<C>) {
-    using U = std::make_unsigned_t<C>;
-    return static_cast<C>(static_cast<U>(a) + static_cast<U>(b));
-  } else {
-    return a + b;
-  }
+// float from any element type (the resize kernels read every input type as float).
+template <typename T>
+__device__ inline float ToFloat(T v) {
+  return static_cast<float>(Num<T>::To(v));
 }
 
 constexpr int kThreads = 256;

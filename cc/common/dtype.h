@@ -1,52 +1,68 @@
-// Element types as the core's CUDA entry points see them. CPU kernels are templates over the C++
-// type; the .cu files are compiled without Eigen or TensorFlow headers, so their entry points
-// take a DType and untyped pointers instead (Eigen::half and __half share one 16-bit layout, as
-// do Eigen::bfloat16 and __nv_bfloat16).
+// Element types, listed once. CPU kernels are templates over the C++ type; the .cu files are
+// compiled without Eigen or TensorFlow headers, so their entry points take a DType and untyped
+// pointers instead (Eigen::half and __half share one 16-bit layout, as do Eigen::bfloat16 and
+// __nv_bfloat16). DTypeOf<T>::value maps a C++ element type to its DType (the bindings and the
+// CUDA tests use it); Eigen's types are only declared here, so that .cu files may include this.
 #ifndef OPFORGE_COMMON_DTYPE_H_
 #define OPFORGE_COMMON_DTYPE_H_
 
 #include <cstdint>
 
+namespace Eigen {
+struct half;
+struct bfloat16;
+}  // namespace Eigen
+
+// X(enumerator, name, C++ element type), one row per DType.
+#define OPFORGE_DTYPES(X)                   \
+  X(kHalf, "half", Eigen::half)             \
+  X(kBFloat16, "bfloat16", Eigen::bfloat16) \
+  X(kFloat, "float32", float)               \
+  X(kDouble, "float64", double)             \
+  X(kInt32, "int32", int32_t)               \
+  X(kInt64, "int64", int64_t)               \
+  X(kInt8, "int8", int8_t)                  \
+  X(kUInt8, "uint8", uint8_t)               \
+  X(kInt16, "int16", int16_t)               \
+  X(kUInt16, "uint16", uint16_t)
+
+// Element-type lists as X-macros: LIST(X, ...) expands X(T, ...) for each C++ type T. An op's
+// kernels are instantiated (<op>_cpu.cc) and registered (<op>_tf.cc, common/tf_kernel.h) over
+// the same named lists, so the two cannot drift apart. An op-specific list lives in its header.
+#define OPFORGE_FLOAT_TYPES(X, ...) \
+  X(Eigen::half, __VA_ARGS__)       \
+  X(Eigen::bfloat16, __VA_ARGS__)   \
+  X(float, __VA_ARGS__)             \
+  X(double, __VA_ARGS__)
+#define OPFORGE_FLOAT_INT_TYPES(X, ...) \
+  OPFORGE_FLOAT_TYPES(X, __VA_ARGS__)   \
+  X(int32_t, __VA_ARGS__)               \
+  X(int64_t, __VA_ARGS__)
+
 namespace opforge {
 
-enum class DType : int {
-  kHalf,
-  kBFloat16,
-  kFloat,
-  kDouble,
-  kInt32,
-  kInt64,
-  kInt8,
-  kUInt8,
-  kInt16,
-  kUInt16
-};
+#define OPFORGE_DTYPE_ENUMERATOR_(e, name, type) e,
+enum class DType : int { OPFORGE_DTYPES(OPFORGE_DTYPE_ENUMERATOR_) };
+#undef OPFORGE_DTYPE_ENUMERATOR_
 
 inline const char* DTypeName(DType t) {
-  switch (t) {
-    case DType::kHalf:
-      return "half";
-    case DType::kBFloat16:
-      return "bfloat16";
-    case DType::kFloat:
-      return "float32";
-    case DType::kDouble:
-      return "float64";
-    case DType::kInt32:
-      return "int32";
-    case DType::kInt64:
-      return "int64";
-    case DType::kInt8:
-      return "int8";
-    case DType::kUInt8:
-      return "uint8";
-    case DType::kInt16:
-      return "int16";
-    case DType::kUInt16:
-      return "uint16";
-  }
+#define OPFORGE_DTYPE_NAME_(e, name, type) \
+  case DType::e:                           \
+    return name;
+  switch (t) { OPFORGE_DTYPES(OPFORGE_DTYPE_NAME_) }
+#undef OPFORGE_DTYPE_NAME_
   return "unknown";
 }
+
+template <typename T>
+struct DTypeOf;
+#define OPFORGE_DTYPE_OF_(e, name, type)     \
+  template <>                                \
+  struct DTypeOf<type> {                     \
+    static constexpr DType value = DType::e; \
+  };
+OPFORGE_DTYPES(OPFORGE_DTYPE_OF_)
+#undef OPFORGE_DTYPE_OF_
 
 }  // namespace opforge
 

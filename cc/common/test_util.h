@@ -190,6 +190,35 @@ template <typename T>
 
 // --- random inputs ----------------------------------------------------------------------------
 
+// Values where kernels tend to go wrong: signed zeros, +-1, infinities, NaNs (quiet, signalling,
+// negative, with a payload), subnormals, the smallest normal, the largest and lowest values and
+// epsilon. Floating types only.
+template <typename T>
+std::vector<T> SpecialValues() {
+  using L = std::numeric_limits<T>;
+  std::vector<T> v = {static_cast<T>(0.0f),
+                      static_cast<T>(-0.0f),
+                      static_cast<T>(1.0f),
+                      static_cast<T>(-1.0f),
+                      static_cast<T>(0.5f),
+                      static_cast<T>(-2.5f),
+                      L::infinity(),
+                      -L::infinity(),
+                      L::quiet_NaN(),
+                      -L::quiet_NaN(),
+                      L::signaling_NaN(),
+                      L::denorm_min(),
+                      -L::denorm_min(),
+                      L::min(),
+                      -L::min(),
+                      L::max(),
+                      L::lowest(),
+                      L::epsilon()};
+  // A NaN with a payload.
+  v.push_back(FromBits<T>(static_cast<BitsOf<T>>(Bits(L::quiet_NaN()) | 5)));
+  return v;
+}
+
 // For 2-byte types every bit pattern, in order. For wider types `specials`, then
 // `random_patterns` random bit patterns (every exponent, NaNs, subnormals), then `ordinary`
 // values uniform in [-8, 8).
@@ -227,6 +256,31 @@ std::vector<T> RandomVector(std::mt19937_64& rng, int64_t n, const std::vector<T
       x = specials[std::uniform_int_distribution<int>(0, last)(rng)];
     } else {
       x = static_cast<T>(std::uniform_real_distribution<float>(-2.0f, 2.0f)(rng));
+    }
+  }
+  return v;
+}
+
+// n values uniform in [lo, hi), rounded to T.
+template <typename T>
+std::vector<T> UniformVector(std::mt19937_64& rng, int64_t n, double lo, double hi) {
+  std::vector<T> v(static_cast<size_t>(n));
+  std::uniform_real_distribution<double> d(lo, hi);
+  for (auto& x : v) x = static_cast<T>(d(rng));
+  return v;
+}
+
+// n values: integers anywhere in their type's range (the widest ones then lose precision in
+// float), floating values uniform in [-4, 4).
+template <typename T>
+std::vector<T> FullRangeVector(int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<T> v(static_cast<size_t>(n));
+  for (auto& x : v) {
+    if constexpr (std::is_integral_v<T>) {
+      x = static_cast<T>(rng());
+    } else {
+      x = static_cast<T>(std::uniform_real_distribution<float>(-4.0f, 4.0f)(rng));
     }
   }
   return v;

@@ -27,18 +27,32 @@ tensorflow::TensorShape ToTensorShape(const std::vector<int64_t>& dims) {
   return shape;
 }
 
-void AdviseHugePages(tensorflow::Tensor* tensor) {
+void AdviseHugePages(void* data, size_t bytes) {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   constexpr uintptr_t kHuge = uintptr_t{2} << 20;
-  const size_t bytes = tensor->TotalBytes();
   if (bytes < 16 * kHuge) return;
-  const auto begin = reinterpret_cast<uintptr_t>(tensor->data());
+  const auto begin = reinterpret_cast<uintptr_t>(data);
   const uintptr_t first = (begin + kHuge - 1) & ~(kHuge - 1);
   const uintptr_t last = (begin + bytes) & ~(kHuge - 1);
   if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
 #else
-  (void)tensor;
+  (void)data;
+  (void)bytes;
 #endif
+}
+
+std::vector<int64_t> IntValues(const tensorflow::Tensor& tensor) {
+  std::vector<int64_t> values(static_cast<size_t>(tensor.NumElements()));
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (tensor.dtype() == tensorflow::DT_INT32) {
+      values[i] = tensor.flat<int32_t>()(static_cast<int64_t>(i));
+    } else if (tensor.dtype() == tensorflow::DT_INT64) {
+      values[i] = tensor.flat<int64_t>()(static_cast<int64_t>(i));
+    } else {
+      return {};
+    }
+  }
+  return values;
 }
 
 #if GOOGLE_CUDA

@@ -1,8 +1,12 @@
-// Glue shared by every TensorFlow binding (cc/ops/<op>/<op>_tf.cc): the intra-op thread pool
-// behind opforge::Parallel, core Status to TensorFlow Status, shapes, dtypes and CUDA streams.
+// The TensorFlow side of the core's interfaces: the intra-op thread pool behind
+// opforge::Parallel, core Status to TensorFlow Status, shapes, huge-page advice and CUDA
+// streams. A binding (cc/ops/<op>/<op>_tf.cc) writes no OpKernel of its own: it writes a small
+// op struct and registers it with common/tf_kernel.h, which has the one Compute skeleton (see
+// the example there) and uses these. Shape functions use ToTfStatus for core errors.
 #ifndef OPFORGE_COMMON_TF_GLUE_H_
 #define OPFORGE_COMMON_TF_GLUE_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -44,6 +48,9 @@ inline std::vector<int64_t> Dims(const tensorflow::TensorShape& shape) {
 
 tensorflow::TensorShape ToTensorShape(const std::vector<int64_t>& dims);
 
+// The values of an int32 or int64 tensor in host memory, flattened (empty for other dtypes).
+std::vector<int64_t> IntValues(const tensorflow::Tensor& tensor);
+
 // Asks the OS to back a large, freshly allocated CPU output with transparent huge pages before
 // the kernel first writes it. TensorFlow's CPU allocator takes big buffers from malloc, which
 // maps buffers above 32 MiB freshly on every call (smaller ones are recycled and stay mapped),
@@ -52,54 +59,11 @@ tensorflow::TensorShape ToTensorShape(const std::vector<int64_t>& dims);
 // the resize kernel itself. Only the 2 MiB-aligned interior of buffers of 32 MiB or more is
 // advised (recycled smaller buffers gain nothing); values are unaffected, and it is a no-op
 // where THP is off or not available.
-void AdviseHugePages(tensorflow::Tensor* tensor);
+void AdviseHugePages(void* data, size_t bytes);
 
 // Device tags for kernel templates: one OpKernel class per op, specialised by where it runs.
 struct CpuTag {};
 struct GpuTag {};
-
-template <typename T>
-struct DTypeOf;
-template <>
-struct DTypeOf<Eigen::half> {
-  static constexpr DType value = DType::kHalf;
-};
-template <>
-struct DTypeOf<Eigen::bfloat16> {
-  static constexpr DType value = DType::kBFloat16;
-};
-template <>
-struct DTypeOf<float> {
-  static constexpr DType value = DType::kFloat;
-};
-template <>
-struct DTypeOf<double> {
-  static constexpr DType value = DType::kDouble;
-};
-template <>
-struct DTypeOf<int32_t> {
-  static constexpr DType value = DType::kInt32;
-};
-template <>
-struct DTypeOf<int64_t> {
-  static constexpr DType value = DType::kInt64;
-};
-template <>
-struct DTypeOf<int8_t> {
-  static constexpr DType value = DType::kInt8;
-};
-template <>
-struct DTypeOf<uint8_t> {
-  static constexpr DType value = DType::kUInt8;
-};
-template <>
-struct DTypeOf<int16_t> {
-  static constexpr DType value = DType::kInt16;
-};
-template <>
-struct DTypeOf<uint16_t> {
-  static constexpr DType value = DType::kUInt16;
-};
 
 #if GOOGLE_CUDA
 // The CUDA stream of the op's context, as the void* the core's .cu entry points take.

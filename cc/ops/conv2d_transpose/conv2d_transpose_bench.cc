@@ -57,10 +57,8 @@ void BM_Conv2DTranspose(benchmark::State& state) {
 }
 
 void Shapes(benchmark::internal::Benchmark* b) {
-  for (int64_t shape : {0, 1, 2}) {
-    for (int64_t threads : {1, 2}) b->Args({shape, threads});
-  }
-  b->UseRealTime()->Unit(benchmark::kMillisecond);
+  bench::WithThreads(b, {0, 1, 2});
+  b->Unit(benchmark::kMillisecond);
 }
 
 BENCHMARK(BM_Conv2DTranspose<kForward>)->Apply(Shapes);

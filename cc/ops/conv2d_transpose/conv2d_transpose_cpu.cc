@@ -710,17 +710,14 @@ void Conv2DTransposeFilterGrad(const Conv2DTransposeParams& p, const T* input, c
   }
 }
 
-#define OPFORGE_INSTANTIATE(T)                                                                     \
+#define OPFORGE_INSTANTIATE(T, ...)                                                                \
   template void Conv2DTransposeForward<T>(const Conv2DTransposeParams&, const T*, const T*, T*,    \
                                           const Parallel&);                                        \
   template void Conv2DTransposeInputGrad<T>(const Conv2DTransposeParams&, const T*, const T*, T*,  \
                                             const Parallel&);                                      \
   template void Conv2DTransposeFilterGrad<T>(const Conv2DTransposeParams&, const T*, const T*, T*, \
                                              const Parallel&);
-OPFORGE_INSTANTIATE(Eigen::half)
-OPFORGE_INSTANTIATE(Eigen::bfloat16)
-OPFORGE_INSTANTIATE(float)
-OPFORGE_INSTANTIATE(double)
+OPFORGE_FLOAT_TYPES(OPFORGE_INSTANTIATE)
 #undef OPFORGE_INSTANTIATE
 
 }  // namespace opforge

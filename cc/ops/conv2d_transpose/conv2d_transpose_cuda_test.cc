@@ -24,7 +24,6 @@ namespace {
 
 using test::DeviceBuffer;
 using test::Download;
-using test::DTypeOf;
 using test::FloatTypes;
 using test::Sync;
 using test::TypeNames;
@@ -87,14 +86,6 @@ template <typename T>
 }
 
 template <typename T>
-std::vector<T> Random(std::mt19937_64& rng, int64_t n) {
-  std::vector<T> v(static_cast<size_t>(n));
-  std::uniform_real_distribution<double> d(-1.0, 1.0);
-  for (auto& x : v) x = static_cast<T>(d(rng));
-  return v;
-}
-
-template <typename T>
 class Conv2DTransposeCudaTest : public ::testing::Test {};
 TYPED_TEST_SUITE(Conv2DTransposeCudaTest, FloatTypes, TypeNames);
 
@@ -112,9 +103,9 @@ TYPED_TEST(Conv2DTransposeCudaTest, ForwardAndGradientsMatchCpu) {
     a.data_format = c.data_format;
     Conv2DTransposeParams p;
     OPFORGE_ASSERT_OK(ValidateConv2DTranspose(a, c.input, c.filter, c.output, &p));
-    const auto x = Random<T>(rng, p.InputSize());
-    const auto f = Random<T>(rng, p.FilterSize());
-    const auto g = Random<T>(rng, p.OutputSize());
+    const auto x = test::UniformVector<T>(rng, p.InputSize(), -1.0, 1.0);
+    const auto f = test::UniformVector<T>(rng, p.FilterSize(), -1.0, 1.0);
+    const auto g = test::UniformVector<T>(rng, p.OutputSize(), -1.0, 1.0);
     std::vector<T> y(p.OutputSize()), dx(p.InputSize()), df(p.FilterSize());
     Conv2DTransposeForward<T>(p, x.data(), f.data(), y.data(), SerialParallel());
     Conv2DTransposeInputGrad<T>(p, g.data(), f.data(), dx.data(), SerialParallel());
@@ -127,11 +118,11 @@ TYPED_TEST(Conv2DTransposeCudaTest, ForwardAndGradientsMatchCpu) {
     OPFORGE_ASSERT_CUDA(dev_y.Allocate(y.size() * sizeof(T)));
     OPFORGE_ASSERT_CUDA(dev_dx.Allocate(dx.size() * sizeof(T)));
     OPFORGE_ASSERT_CUDA(dev_df.Allocate(df.size() * sizeof(T)));
-    OPFORGE_ASSERT_OK(
-        Conv2DTransposeForwardGpu(DTypeOf<T>(), p, dev_x.get(), dev_f.get(), dev_y.get(), nullptr));
-    OPFORGE_ASSERT_OK(Conv2DTransposeInputGradGpu(DTypeOf<T>(), p, dev_g.get(), dev_f.get(),
+    OPFORGE_ASSERT_OK(Conv2DTransposeForwardGpu(DTypeOf<T>::value, p, dev_x.get(), dev_f.get(),
+                                                dev_y.get(), nullptr));
+    OPFORGE_ASSERT_OK(Conv2DTransposeInputGradGpu(DTypeOf<T>::value, p, dev_g.get(), dev_f.get(),
                                                   dev_dx.get(), nullptr));
-    OPFORGE_ASSERT_OK(Conv2DTransposeFilterGradGpu(DTypeOf<T>(), p, dev_x.get(), dev_g.get(),
+    OPFORGE_ASSERT_OK(Conv2DTransposeFilterGradGpu(DTypeOf<T>::value, p, dev_x.get(), dev_g.get(),
                                                    dev_df.get(), nullptr));
     ASSERT_NO_FATAL_FAILURE(Sync());
     std::vector<T> gy(y.size()), gdx(dx.size()), gdf(df.size());

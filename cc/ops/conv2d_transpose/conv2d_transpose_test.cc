@@ -144,14 +144,6 @@ template <typename T>
 class Conv2DTransposeKernelTest : public ::testing::Test {};
 TYPED_TEST_SUITE(Conv2DTransposeKernelTest, FloatTypes, TypeNames);
 
-template <typename T>
-std::vector<T> Random(std::mt19937_64& rng, int64_t n) {
-  std::vector<T> v(static_cast<size_t>(n));
-  std::uniform_real_distribution<double> d(-2.0, 2.0);
-  for (auto& x : v) x = static_cast<T>(d(rng));
-  return v;
-}
-
 TYPED_TEST(Conv2DTransposeKernelTest, ForwardAndGradientsMatchTheDefinition) {
   using T = TypeParam;
   std::mt19937_64 rng(42);
@@ -160,9 +152,9 @@ TYPED_TEST(Conv2DTransposeKernelTest, ForwardAndGradientsMatchTheDefinition) {
     SCOPED_TRACE(::testing::Message() << "case " << index++);
     Conv2DTransposeParams p;
     OPFORGE_ASSERT_OK(ValidateConv2DTranspose(AttrsOf(c), c.input, c.filter, c.output, &p));
-    const auto x = Random<T>(rng, p.InputSize());
-    const auto f = Random<T>(rng, p.FilterSize());
-    const auto g = Random<T>(rng, p.OutputSize());
+    const auto x = test::UniformVector<T>(rng, p.InputSize(), -2.0, 2.0);
+    const auto f = test::UniformVector<T>(rng, p.FilterSize(), -2.0, 2.0);
+    const auto g = test::UniformVector<T>(rng, p.OutputSize(), -2.0, 2.0);
     const auto xd = Widen(x), fd = Widen(f), gd = Widen(g);
     std::vector<double> y_ref(p.OutputSize()), y_scale(p.OutputSize());
     std::vector<double> dx_ref(p.InputSize()), dx_scale(p.InputSize());
@@ -195,9 +187,9 @@ TYPED_TEST(Conv2DTransposeKernelTest, SameBitsForAnyThreadCount) {
   for (const Case& c : Cases()) {
     Conv2DTransposeParams p;
     OPFORGE_ASSERT_OK(ValidateConv2DTranspose(AttrsOf(c), c.input, c.filter, c.output, &p));
-    const auto x = Random<T>(rng, p.InputSize());
-    const auto f = Random<T>(rng, p.FilterSize());
-    const auto g = Random<T>(rng, p.OutputSize());
+    const auto x = test::UniformVector<T>(rng, p.InputSize(), -2.0, 2.0);
+    const auto f = test::UniformVector<T>(rng, p.FilterSize(), -2.0, 2.0);
+    const auto g = test::UniformVector<T>(rng, p.OutputSize(), -2.0, 2.0);
     std::vector<T> y1(p.OutputSize()), y2(p.OutputSize()), dx1(p.InputSize()), dx2(p.InputSize()),
         df1(p.FilterSize()), df2(p.FilterSize());
     Conv2DTransposeForward<T>(p, x.data(), f.data(), y1.data(), SerialParallel());
@@ -425,7 +417,9 @@ template <typename C>
 void CheckGemm(const conv2d_transpose_gemm::Gemm<C>& gemm, double tol) {
   std::mt19937_64 rng(9);
   const int64_t m = 37, k = 301, n = 70;  // odd sizes: every remainder path of the kernels
-  const auto a = Random<C>(rng, m * k), b = Random<C>(rng, k * n), c0 = Random<C>(rng, m * n);
+  const auto a = test::UniformVector<C>(rng, m * k, -2.0, 2.0),
+             b = test::UniformVector<C>(rng, k * n, -2.0, 2.0),
+             c0 = test::UniformVector<C>(rng, m * n, -2.0, 2.0);
   std::vector<double> ab(m * n, 0.0), abt(m * n, 0.0), atb(m * n, 0.0), scale(m * n, 0.0);
   // a as [m, k]; b as [k, n] for a_b, as [n, k] for a_bt; a as [k, m] for at_b_add.
   for (int64_t i = 0; i < m; ++i)

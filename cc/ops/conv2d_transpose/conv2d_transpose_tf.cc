@@ -1,17 +1,13 @@
-// TensorFlow binding of Conv2DTranspose (tf.nn.conv2d_transpose) and its two gradient ops.
+// TensorFlow binding of Conv2DTranspose (tf.nn.conv2d_transpose) and its two gradient ops: op
+// registration with shape functions, and the op structs that TfKernel (common/tf_kernel.h) runs.
 #include <string>
 #include <vector>
 
-#include "common/tf_glue.h"
+#include "common/tf_kernel.h"
 #include "ops/conv2d_transpose/conv2d_transpose.h"
 
 namespace opforge {
 
-using tensorflow::DEVICE_CPU;
-using tensorflow::OpKernel;
-using tensorflow::OpKernelConstruction;
-using tensorflow::OpKernelContext;
-using tensorflow::Tensor;
 namespace shape_inference = tensorflow::shape_inference;
 using shape_inference::DimensionHandle;
 using shape_inference::InferenceContext;
@@ -174,139 +170,79 @@ Gradient of Conv2DTranspose with respect to its filter (the filter input gives o
 
 namespace {
 
-class Conv2DTransposeBase : public OpKernel {
- public:
-  explicit Conv2DTransposeBase(OpKernelConstruction* context) : OpKernel(context) {
-    OP_REQUIRES_OK(context, ReadAttrs(context, &attrs_));
-    OPFORGE_OP_REQUIRES_OK(context, ValidateConv2DTransposeAttrs(attrs_));
-  }
+// The attrs of all three kernels, validated once when the kernel is built.
+struct Conv2DTransposeAttrOp {
+  using Params = Conv2DTransposeParams;
+  Conv2DTransposeAttrs attrs;
 
- protected:
-  Conv2DTransposeAttrs attrs_;
-};
-
-template <typename Device, typename T>
-class Conv2DTransposeOp : public Conv2DTransposeBase {
- public:
-  using Conv2DTransposeBase::Conv2DTransposeBase;
-
-  void Compute(OpKernelContext* context) override {
-    const Tensor& input = context->input(0);
-    const Tensor& filter = context->input(1);
-    const Tensor& sizes = context->input(2);
-    OP_REQUIRES(context, sizes.dims() == 1,
-                absl::InvalidArgumentError("Conv2DTranspose: output_shape must be a 1-D tensor, "
-                                           "got shape " +
-                                           sizes.shape().DebugString()));
-    std::vector<int64_t> output_shape(static_cast<size_t>(sizes.NumElements()));
-    for (size_t i = 0; i < output_shape.size(); ++i) {
-      output_shape[i] = sizes.dtype() == tensorflow::DT_INT32
-                            ? static_cast<int64_t>(sizes.flat<int32_t>()(i))
-                            : static_cast<int64_t>(sizes.flat<int64_t>()(i));
-    }
-    Conv2DTransposeParams p;
-    OPFORGE_OP_REQUIRES_OK(
-        context, ValidateConv2DTranspose(attrs_, Dims(input.shape()), Dims(filter.shape()),
-                                         output_shape, &p));
-    Tensor* out = nullptr;
-    OP_REQUIRES_OK(context, context->allocate_output(0, ToTensorShape(p.OutputShape()), &out));
-    if (p.OutputSize() == 0) return;
-    const T* pi = input.flat<T>().data();
-    const T* pf = filter.flat<T>().data();
-    T* po = out->flat<T>().data();
-    if constexpr (std::is_same_v<Device, CpuTag>) {
-      Conv2DTransposeForward<T>(p, pi, pf, po, TfParallel(context));
-    } else {
-#if GOOGLE_CUDA
-      OPFORGE_OP_REQUIRES_OK(
-          context, Conv2DTransposeForwardGpu(DTypeOf<T>::value, p, pi, pf, po, GpuStream(context)));
-#endif
-    }
+  Status Init(AttrReader& reader) {
+    // An error reading them is kept by the reader and reported by TfKernel.
+    if (!ReadAttrs(&reader, &attrs).ok()) return Status::Ok();
+    return ValidateConv2DTransposeAttrs(attrs);
   }
 };
 
-template <typename Device, typename T>
-class Conv2DTransposeInputGradOp : public Conv2DTransposeBase {
- public:
-  using Conv2DTransposeBase::Conv2DTransposeBase;
+struct Conv2DTransposeOp : Conv2DTransposeAttrOp {
+  static constexpr int kValuesInput = 2;  // output_shape, read on the host
 
-  void Compute(OpKernelContext* context) override {
-    const Tensor& grad = context->input(0);
-    const Tensor& filter = context->input(1);
-    Conv2DTransposeParams p;
-    OPFORGE_OP_REQUIRES_OK(context, ValidateConv2DTransposeInputGrad(attrs_, Dims(grad.shape()),
-                                                                     Dims(filter.shape()), &p));
-    Tensor* out = nullptr;
-    OP_REQUIRES_OK(context, context->allocate_output(0, ToTensorShape(p.InputShape()), &out));
-    if (p.InputSize() == 0) return;
-    const T* pg = grad.flat<T>().data();
-    const T* pf = filter.flat<T>().data();
-    T* po = out->flat<T>().data();
-    if constexpr (std::is_same_v<Device, CpuTag>) {
-      Conv2DTransposeInputGrad<T>(p, pg, pf, po, TfParallel(context));
-    } else {
-#if GOOGLE_CUDA
-      OPFORGE_OP_REQUIRES_OK(context, Conv2DTransposeInputGradGpu(DTypeOf<T>::value, p, pg, pf, po,
-                                                                  GpuStream(context)));
-#endif
+  Status Validate(TfCall& call, Params* p) const {
+    if (call.shape(2).size() != 1) {
+      return Status::Invalid("Conv2DTranspose: output_shape must be a 1-D tensor, got shape " +
+                             ToTensorShape(call.shape(2)).DebugString());
     }
+    OPFORGE_RETURN_IF_ERROR(
+        ValidateConv2DTranspose(attrs, call.shape(0), call.shape(1), call.values, p));
+    call.Output(0, p->OutputShape());
+    return Status::Ok();
+  }
+  template <typename T>
+  void Cpu(const Params& p, const TfCall& call, const Parallel& parallel) const {
+    Conv2DTransposeForward<T>(p, call.in<T>(0), call.in<T>(1), call.out<T>(0), parallel);
+  }
+  Status Gpu(DType dtype, const Params& p, const TfCall& call, void* stream) const {
+    return Conv2DTransposeForwardGpu(dtype, p, call.in(0), call.in(1), call.out(0), stream);
   }
 };
 
-template <typename Device, typename T>
-class Conv2DTransposeFilterGradOp : public Conv2DTransposeBase {
- public:
-  using Conv2DTransposeBase::Conv2DTransposeBase;
-
-  void Compute(OpKernelContext* context) override {
-    const Tensor& input = context->input(0);
-    const Tensor& filter = context->input(1);
-    const Tensor& grad = context->input(2);
-    Conv2DTransposeParams p;
-    OPFORGE_OP_REQUIRES_OK(
-        context, ValidateConv2DTranspose(attrs_, Dims(input.shape()), Dims(filter.shape()),
-                                         Dims(grad.shape()), &p, "grad"));
-    Tensor* out = nullptr;
-    OP_REQUIRES_OK(context, context->allocate_output(0, filter.shape(), &out));
-    if (p.FilterSize() == 0) return;
-    const T* pi = input.flat<T>().data();
-    const T* pg = grad.flat<T>().data();
-    T* po = out->flat<T>().data();
-    if constexpr (std::is_same_v<Device, CpuTag>) {
-      Conv2DTransposeFilterGrad<T>(p, pi, pg, po, TfParallel(context));
-    } else {
-#if GOOGLE_CUDA
-      OPFORGE_OP_REQUIRES_OK(context, Conv2DTransposeFilterGradGpu(DTypeOf<T>::value, p, pi, pg, po,
-                                                                   GpuStream(context)));
-#endif
-    }
+struct Conv2DTransposeInputGradOp : Conv2DTransposeAttrOp {
+  Status Validate(TfCall& call, Params* p) const {
+    OPFORGE_RETURN_IF_ERROR(
+        ValidateConv2DTransposeInputGrad(attrs, call.shape(0), call.shape(1), p));
+    call.Output(0, p->InputShape());
+    return Status::Ok();
+  }
+  template <typename T>
+  void Cpu(const Params& p, const TfCall& call, const Parallel& parallel) const {
+    Conv2DTransposeInputGrad<T>(p, call.in<T>(0), call.in<T>(1), call.out<T>(0), parallel);
+  }
+  Status Gpu(DType dtype, const Params& p, const TfCall& call, void* stream) const {
+    return Conv2DTransposeInputGradGpu(dtype, p, call.in(0), call.in(1), call.out(0), stream);
   }
 };
 
-#define OPFORGE_REGISTER(DEVICE, TAG, T)                                               \
-  REGISTER_KERNEL_BUILDER(Name("Opforge>Conv2DTranspose")                              \
-                              .Device(DEVICE)                                          \
-                              .TypeConstraint<T>("T")                                  \
-                              .HostMemory("output_shape"),                             \
-                          Conv2DTransposeOp<TAG, T>);                                  \
-  REGISTER_KERNEL_BUILDER(                                                             \
-      Name("Opforge>Conv2DTransposeInputGrad").Device(DEVICE).TypeConstraint<T>("T"),  \
-      Conv2DTransposeInputGradOp<TAG, T>);                                             \
-  REGISTER_KERNEL_BUILDER(                                                             \
-      Name("Opforge>Conv2DTransposeFilterGrad").Device(DEVICE).TypeConstraint<T>("T"), \
-      Conv2DTransposeFilterGradOp<TAG, T>);
+// The filter input gives only its shape (the gradient's).
+struct Conv2DTransposeFilterGradOp : Conv2DTransposeAttrOp {
+  Status Validate(TfCall& call, Params* p) const {
+    OPFORGE_RETURN_IF_ERROR(
+        ValidateConv2DTranspose(attrs, call.shape(0), call.shape(1), call.shape(2), p, "grad"));
+    call.Output(0, call.shape(1));
+    return Status::Ok();
+  }
+  template <typename T>
+  void Cpu(const Params& p, const TfCall& call, const Parallel& parallel) const {
+    Conv2DTransposeFilterGrad<T>(p, call.in<T>(0), call.in<T>(2), call.out<T>(0), parallel);
+  }
+  Status Gpu(DType dtype, const Params& p, const TfCall& call, void* stream) const {
+    return Conv2DTransposeFilterGradGpu(dtype, p, call.in(0), call.in(2), call.out(0), stream);
+  }
+};
 
-OPFORGE_REGISTER(DEVICE_CPU, CpuTag, Eigen::half)
-OPFORGE_REGISTER(DEVICE_CPU, CpuTag, Eigen::bfloat16)
-OPFORGE_REGISTER(DEVICE_CPU, CpuTag, float)
-OPFORGE_REGISTER(DEVICE_CPU, CpuTag, double)
-#if GOOGLE_CUDA
-OPFORGE_REGISTER(tensorflow::DEVICE_GPU, GpuTag, Eigen::half)
-OPFORGE_REGISTER(tensorflow::DEVICE_GPU, GpuTag, Eigen::bfloat16)
-OPFORGE_REGISTER(tensorflow::DEVICE_GPU, GpuTag, float)
-OPFORGE_REGISTER(tensorflow::DEVICE_GPU, GpuTag, double)
-#endif
-#undef OPFORGE_REGISTER
+OPFORGE_REGISTER_KERNELS(Name("Opforge>Conv2DTranspose").HostMemory("output_shape"),
+                         Conv2DTransposeOp, OPFORGE_FLOAT_TYPES, OPFORGE_FLOAT_TYPES)
+OPFORGE_REGISTER_KERNELS(Name("Opforge>Conv2DTransposeInputGrad"), Conv2DTransposeInputGradOp,
+                         OPFORGE_FLOAT_TYPES, OPFORGE_FLOAT_TYPES)
+OPFORGE_REGISTER_KERNELS(Name("Opforge>Conv2DTransposeFilterGrad"), Conv2DTransposeFilterGradOp,
+                         OPFORGE_FLOAT_TYPES, OPFORGE_FLOAT_TYPES)
 
 }  // namespace
 }  // namespace opforge

@@ -26,7 +26,7 @@ __global__ void ForwardKernel(GpuPlan p, int64_t n, const T* x, const T* y, T* o
       xo += k * p.x_strides[d];
       yo += k * p.y_strides[d];
     }
-    out[i] = N::From(cuda::Mul(N::To(x[xo]), N::To(y[yo])));
+    out[i] = N::From(Mul(N::To(x[xo]), N::To(y[yo])));
   }
 }
 
@@ -57,7 +57,7 @@ __global__ void ReduceKernel(GpuPlan p, int64_t target_size, const T* g, const T
     }
     if (reduce_size == 1) {
       // Not broadcast: one product, exactly as the CPU kernel (no 0 + x, which turns -0 into +0).
-      target[t] = N::From(cuda::Mul(N::To(g[g_base]), N::To(other[o_base])));
+      target[t] = N::From(Mul(N::To(g[g_base]), N::To(other[o_base])));
       continue;
     }
     C acc = static_cast<C>(0);
@@ -70,7 +70,7 @@ __global__ void ReduceKernel(GpuPlan p, int64_t target_size, const T* g, const T
         go += k * g_strides[d];
         oo += k * p.y_strides[d];
       }
-      acc = cuda::Add(acc, cuda::Mul(N::To(g[go]), N::To(other[oo])));
+      acc = Add(acc, Mul(N::To(g[go]), N::To(other[oo])));
     }
     target[t] = N::From(acc);
   }

@@ -11,52 +11,46 @@ namespace {
 
 // range(0): case (0 same shape [4M], 1 row broadcast [2048,2048]*[2048],
 // 2 column broadcast [2048,2048]*[2048,1]); range(1): threads.
-std::pair<std::vector<int64_t>, std::vector<int64_t>> Case(int64_t c) {
-  if (c == 0) return {{1 << 22}, {1 << 22}};
-  if (c == 1) return {{2048, 2048}, {2048}};
-  return {{2048, 2048}, {2048, 1}};
-}
+struct Case {
+  explicit Case(int64_t c) {
+    std::vector<int64_t> sa = {2048, 2048}, sb = {2048, 1};
+    if (c == 0) sa = sb = {1 << 22};
+    if (c == 1) sb = {2048};
+    ok = ValidateElementMul(sa, sb, &plan).ok();
+    a = bench::RandomFloats(bench::NumElements(sa), 11);
+    b = bench::RandomFloats(bench::NumElements(sb), 12);
+  }
+  // Elements of a and b together.
+  int64_t operands() const { return static_cast<int64_t>(a.size() + b.size()); }
+
+  bool ok;
+  BroadcastPlan plan;
+  std::vector<float> a, b;
+};
 
 void BM_ElementMulForward(benchmark::State& state) {
-  const auto [sa, sb] = Case(state.range(0));
+  const Case c(state.range(0));
+  if (!c.ok) return state.SkipWithError("bad case");
   const ThreadParallel parallel(static_cast<int>(state.range(1)));
-  BroadcastPlan plan;
-  if (!ValidateElementMul(sa, sb, &plan).ok()) return state.SkipWithError("bad case");
-  const auto a = bench::RandomFloats(bench::NumElements(sa), 11);
-  const auto b = bench::RandomFloats(bench::NumElements(sb), 12);
-  std::vector<float> out(static_cast<size_t>(plan.out_size));
-  for (auto _ : state) {
-    ElementMulForward<float>(plan, a.data(), b.data(), out.data(), parallel);
-    benchmark::DoNotOptimize(out.data());
-  }
-  state.SetBytesProcessed(state.iterations() *
-                          (bench::NumElements(sa) + bench::NumElements(sb) + plan.out_size) * 4);
+  std::vector<float> out(static_cast<size_t>(c.plan.out_size));
+  bench::Run(state, (c.operands() + c.plan.out_size) * 4, [&] {
+    ElementMulForward<float>(c.plan, c.a.data(), c.b.data(), out.data(), parallel);
+  });
 }
 
 void BM_ElementMulBackward(benchmark::State& state) {
-  const auto [sa, sb] = Case(state.range(0));
+  const Case c(state.range(0));
+  if (!c.ok) return state.SkipWithError("bad case");
   const ThreadParallel parallel(static_cast<int>(state.range(1)));
-  BroadcastPlan plan;
-  if (!ValidateElementMul(sa, sb, &plan).ok()) return state.SkipWithError("bad case");
-  const auto a = bench::RandomFloats(bench::NumElements(sa), 11);
-  const auto b = bench::RandomFloats(bench::NumElements(sb), 12);
-  const auto g = bench::RandomFloats(plan.out_size, 13);
-  std::vector<float> ga(a.size()), gb(b.size());
-  for (auto _ : state) {
-    ElementMulBackward<float>(plan, g.data(), a.data(), b.data(), ga.data(), gb.data(), parallel);
-    benchmark::DoNotOptimize(gb.data());
-  }
-  state.SetBytesProcessed(state.iterations() *
-                          (plan.out_size + 2 * (bench::NumElements(sa) + bench::NumElements(sb))) *
-                          4);
+  const auto g = bench::RandomFloats(c.plan.out_size, 13);
+  std::vector<float> ga(c.a.size()), gb(c.b.size());
+  bench::Run(state, (c.plan.out_size + 2 * c.operands()) * 4, [&] {
+    ElementMulBackward<float>(c.plan, g.data(), c.a.data(), c.b.data(), ga.data(), gb.data(),
+                              parallel);
+  });
 }
 
-void Cases(benchmark::internal::Benchmark* b) {
-  for (int64_t c : {0, 1, 2}) {
-    for (int64_t threads : {1, 2}) b->Args({c, threads});
-  }
-  b->UseRealTime();
-}
+void Cases(benchmark::internal::Benchmark* b) { bench::WithThreads(b, {0, 1, 2}); }
 
 BENCHMARK(BM_ElementMulForward)->Apply(Cases);
 BENCHMARK(BM_ElementMulBackward)->Apply(Cases);

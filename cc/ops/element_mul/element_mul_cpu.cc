@@ -54,17 +54,12 @@ void ElementMulBackward(const BroadcastPlan& plan, const T* grad, const T* a, co
   }
 }
 
-#define OPFORGE_INSTANTIATE(T)                                                                    \
+#define OPFORGE_INSTANTIATE(T, ...)                                                               \
   template void ElementMulForward<T>(const BroadcastPlan&, const T*, const T*, T*,                \
                                      const Parallel&);                                            \
   template void ElementMulBackward<T>(const BroadcastPlan&, const T*, const T*, const T*, T*, T*, \
                                       const Parallel&);
-OPFORGE_INSTANTIATE(Eigen::half)
-OPFORGE_INSTANTIATE(Eigen::bfloat16)
-OPFORGE_INSTANTIATE(float)
-OPFORGE_INSTANTIATE(double)
-OPFORGE_INSTANTIATE(int32_t)
-OPFORGE_INSTANTIATE(int64_t)
+OPFORGE_FLOAT_INT_TYPES(OPFORGE_INSTANTIATE)
 #undef OPFORGE_INSTANTIATE
 
 }  // namespace opforge

@@ -35,7 +35,6 @@ using test::AllTypes;
 using test::Describe;
 using test::DeviceBuffer;
 using test::Download;
-using test::DTypeOf;
 using test::IsNan;
 using test::kIsInt;
 using test::NumElements;
@@ -138,7 +137,7 @@ TYPED_TEST(ElementMulCudaTest, ForwardMatchesCpu) {
     ASSERT_NO_FATAL_FAILURE(Upload(b, &db));
     OPFORGE_ASSERT_CUDA(dout.Allocate(cpu.size() * sizeof(T)));
     OPFORGE_ASSERT_OK(
-        ElementMulForwardGpu(DTypeOf<T>(), plan, da.get(), db.get(), dout.get(), nullptr));
+        ElementMulForwardGpu(DTypeOf<T>::value, plan, da.get(), db.get(), dout.get(), nullptr));
     ASSERT_NO_FATAL_FAILURE(Sync());
     std::vector<T> gpu(cpu.size());
     ASSERT_NO_FATAL_FAILURE(Download(dout, &gpu));
@@ -186,7 +185,7 @@ TYPED_TEST(ElementMulCudaTest, BackwardMatchesCpu) {
     // Filled with a value the kernel must overwrite (zeros where the output is empty).
     ASSERT_NO_FATAL_FAILURE(Upload(std::vector<T>(a.size(), static_cast<T>(77)), &dga));
     ASSERT_NO_FATAL_FAILURE(Upload(std::vector<T>(b.size(), static_cast<T>(77)), &dgb));
-    OPFORGE_ASSERT_OK(ElementMulBackwardGpu(DTypeOf<T>(), plan, dg.get(), da.get(), db.get(),
+    OPFORGE_ASSERT_OK(ElementMulBackwardGpu(DTypeOf<T>::value, plan, dg.get(), da.get(), db.get(),
                                             dga.get(), dgb.get(), nullptr));
     ASSERT_NO_FATAL_FAILURE(Sync());
     std::vector<T> gpu_a(a.size()), gpu_b(b.size());
@@ -200,7 +199,7 @@ TYPED_TEST(ElementMulCudaTest, BackwardMatchesCpu) {
     ASSERT_TRUE(GradMatches(gpu_b, cpu_b, abs_b, terms_b, b_broadcast)) << "grad_b";
 
     // The GPU reduction is deterministic too: a second run gives the same bits.
-    OPFORGE_ASSERT_OK(ElementMulBackwardGpu(DTypeOf<T>(), plan, dg.get(), da.get(), db.get(),
+    OPFORGE_ASSERT_OK(ElementMulBackwardGpu(DTypeOf<T>::value, plan, dg.get(), da.get(), db.get(),
                                             dga.get(), dgb.get(), nullptr));
     ASSERT_NO_FATAL_FAILURE(Sync());
     std::vector<T> again_a(a.size()), again_b(b.size());
@@ -229,19 +228,19 @@ TYPED_TEST(ElementMulCudaTest, BackwardWithOneOutput) {
   ASSERT_NO_FATAL_FAILURE(Upload(std::vector<T>(a.size(), static_cast<T>(77)), &dga));
   ASSERT_NO_FATAL_FAILURE(Upload(std::vector<T>(b.size(), static_cast<T>(77)), &dgb));
   std::vector<T> both_a(a.size()), both_b(b.size()), only_a(a.size()), only_b(b.size());
-  OPFORGE_ASSERT_OK(ElementMulBackwardGpu(DTypeOf<T>(), plan, dg.get(), da.get(), db.get(),
+  OPFORGE_ASSERT_OK(ElementMulBackwardGpu(DTypeOf<T>::value, plan, dg.get(), da.get(), db.get(),
                                           dga.get(), dgb.get(), nullptr));
   ASSERT_NO_FATAL_FAILURE(Sync());
   ASSERT_NO_FATAL_FAILURE(Download(dga, &both_a));
   ASSERT_NO_FATAL_FAILURE(Download(dgb, &both_b));
   ASSERT_NO_FATAL_FAILURE(Upload(std::vector<T>(a.size(), static_cast<T>(77)), &dga));
-  OPFORGE_ASSERT_OK(ElementMulBackwardGpu(DTypeOf<T>(), plan, dg.get(), da.get(), db.get(),
+  OPFORGE_ASSERT_OK(ElementMulBackwardGpu(DTypeOf<T>::value, plan, dg.get(), da.get(), db.get(),
                                           dga.get(), nullptr, nullptr));
   ASSERT_NO_FATAL_FAILURE(Sync());
   ASSERT_NO_FATAL_FAILURE(Download(dga, &only_a));
   ASSERT_NO_FATAL_FAILURE(Upload(std::vector<T>(b.size(), static_cast<T>(77)), &dgb));
-  OPFORGE_ASSERT_OK(ElementMulBackwardGpu(DTypeOf<T>(), plan, dg.get(), da.get(), db.get(), nullptr,
-                                          dgb.get(), nullptr));
+  OPFORGE_ASSERT_OK(ElementMulBackwardGpu(DTypeOf<T>::value, plan, dg.get(), da.get(), db.get(),
+                                          nullptr, dgb.get(), nullptr));
   ASSERT_NO_FATAL_FAILURE(Sync());
   ASSERT_NO_FATAL_FAILURE(Download(dgb, &only_b));
   EXPECT_TRUE(SameBitsOrBothNan(only_a, both_a));

@@ -1,14 +1,11 @@
 // TensorFlow binding of ElementMul (broadcasting multiply) and its fused gradient.
-#include "common/tf_glue.h"
+#include <vector>
+
+#include "common/tf_kernel.h"
 #include "ops/element_mul/element_mul.h"
 
 namespace opforge {
 
-using tensorflow::DEVICE_CPU;
-using tensorflow::OpKernel;
-using tensorflow::OpKernelConstruction;
-using tensorflow::OpKernelContext;
-using tensorflow::Tensor;
 namespace shape_inference = tensorflow::shape_inference;
 
 REGISTER_OP("Opforge>ElementMul")
@@ -48,108 +45,74 @@ REGISTER_OP("Opforge>ElementMulGrad")
 
 namespace {
 
-template <typename Device, typename T>
-class ElementMulOp : public OpKernel {
- public:
-  explicit ElementMulOp(OpKernelConstruction* context) : OpKernel(context) {}
-
-  void Compute(OpKernelContext* context) override {
-    const Tensor& a = context->input(0);
-    const Tensor& b = context->input(1);
-    BroadcastPlan plan;
-    OPFORGE_OP_REQUIRES_OK(context, ValidateElementMul(Dims(a.shape()), Dims(b.shape()), &plan));
-    Tensor* out = nullptr;
+struct ElementMulOp {
+  using Params = BroadcastPlan;
+  Status Init(AttrReader&) { return Status::Ok(); }
+  Status Validate(TfCall& call, Params* plan) const {
+    OPFORGE_RETURN_IF_ERROR(ValidateElementMul(call.shape(0), call.shape(1), plan));
     // Writes in place into an operand of the output's shape that nobody else holds.
-    OP_REQUIRES_OK(context, context->forward_input_or_allocate_output(
-                                {0, 1}, 0, ToTensorShape(plan.out_shape), &out));
-    if (plan.out_size == 0) return;
-    const T* pa = a.flat<T>().data();
-    const T* pb = b.flat<T>().data();
-    T* po = out->flat<T>().data();
-    if constexpr (std::is_same_v<Device, CpuTag>) {
-      ElementMulForward<T>(plan, pa, pb, po, TfParallel(context));
-    } else {
-#if GOOGLE_CUDA
-      OPFORGE_OP_REQUIRES_OK(
-          context, ElementMulForwardGpu(DTypeOf<T>::value, plan, pa, pb, po, GpuStream(context)));
-#endif
-    }
+    call.Output(0, plan->out_shape, {0, 1});
+    return Status::Ok();
+  }
+  template <typename T>
+  void Cpu(const Params& plan, const TfCall& call, const Parallel& parallel) const {
+    ElementMulForward<T>(plan, call.in<T>(0), call.in<T>(1), call.out<T>(0), parallel);
+  }
+  Status Gpu(DType dtype, const Params& plan, const TfCall& call, void* stream) const {
+    return ElementMulForwardGpu(dtype, plan, call.in(0), call.in(1), call.out(0), stream);
   }
 };
 
-template <typename Device, typename T>
-class ElementMulGradOp : public OpKernel {
- public:
-  explicit ElementMulGradOp(OpKernelConstruction* context) : OpKernel(context) {
-    OP_REQUIRES_OK(context, context->GetAttr("need_grad_a", &need_a_));
-    OP_REQUIRES_OK(context, context->GetAttr("need_grad_b", &need_b_));
-  }
+struct ElementMulGradOp {
+  using Params = BroadcastPlan;
+  bool need_a = true;
+  bool need_b = true;
 
-  void Compute(OpKernelContext* context) override {
-    const Tensor& grad = context->input(0);
-    const Tensor& a = context->input(1);
-    const Tensor& b = context->input(2);
-    BroadcastPlan plan;
-    OPFORGE_OP_REQUIRES_OK(context, ValidateElementMulGrad(Dims(grad.shape()), Dims(a.shape()),
-                                                           Dims(b.shape()), &plan));
-    const tensorflow::TensorShape skipped({0});
+  Status Init(AttrReader& reader) {
+    reader.Read("need_grad_a", &need_a);
+    reader.Read("need_grad_b", &need_b);
+    return Status::Ok();
+  }
+  Status Validate(TfCall& call, Params* plan) const {
+    OPFORGE_RETURN_IF_ERROR(
+        ValidateElementMulGrad(call.shape(0), call.shape(1), call.shape(2), plan));
     // grad_b is computed first into a fresh buffer, so grad_a may then overwrite grad in place.
-    Tensor* grad_b = nullptr;
-    OP_REQUIRES_OK(context, context->allocate_output(1, need_b_ ? b.shape() : skipped, &grad_b));
-    Tensor* grad_a = nullptr;
-    if (need_a_) {
-      OP_REQUIRES_OK(context,
-                     context->forward_input_or_allocate_output({0}, 0, a.shape(), &grad_a));
+    // A gradient nobody needs is an empty [0] tensor (its pointer is null: not computed).
+    const std::vector<int64_t> skipped = {0};
+    call.Output(1, need_b ? call.shape(2) : skipped);
+    if (need_a) {
+      call.Output(0, call.shape(1), {0});
     } else {
-      OP_REQUIRES_OK(context, context->allocate_output(0, skipped, &grad_a));
+      call.Output(0, skipped);
     }
-    T* ga = need_a_ && grad_a->NumElements() > 0 ? grad_a->flat<T>().data() : nullptr;
-    T* gb = need_b_ && grad_b->NumElements() > 0 ? grad_b->flat<T>().data() : nullptr;
-    if (ga == nullptr && gb == nullptr) return;
-    const T* pg = grad.flat<T>().data();
-    const T* pa = a.flat<T>().data();
-    const T* pb = b.flat<T>().data();
-    if constexpr (std::is_same_v<Device, CpuTag>) {
-      TfParallel parallel(context);
-      if (gb != nullptr) ElementMulBackward<T>(plan, pg, pa, pb, nullptr, gb, parallel);
-      if (ga != nullptr) ElementMulBackward<T>(plan, pg, pa, pb, ga, nullptr, parallel);
-    } else {
-#if GOOGLE_CUDA
-      // One stream: the two launches run in order.
-      void* stream = GpuStream(context);
-      OPFORGE_OP_REQUIRES_OK(
-          context, ElementMulBackwardGpu(DTypeOf<T>::value, plan, pg, pa, pb, nullptr, gb, stream));
-      OPFORGE_OP_REQUIRES_OK(
-          context, ElementMulBackwardGpu(DTypeOf<T>::value, plan, pg, pa, pb, ga, nullptr, stream));
-#endif
-    }
+    return Status::Ok();
   }
-
- private:
-  bool need_a_ = true;
-  bool need_b_ = true;
+  template <typename T>
+  void Cpu(const Params& plan, const TfCall& call, const Parallel& parallel) const {
+    const T* g = call.in<T>(0);
+    const T* a = call.in<T>(1);
+    const T* b = call.in<T>(2);
+    if (T* gb = call.out<T>(1)) ElementMulBackward<T>(plan, g, a, b, nullptr, gb, parallel);
+    if (T* ga = call.out<T>(0)) ElementMulBackward<T>(plan, g, a, b, ga, nullptr, parallel);
+  }
+  Status Gpu(DType dtype, const Params& plan, const TfCall& call, void* stream) const {
+    // One stream: the two launches run in order.
+    OPFORGE_RETURN_IF_ERROR(ElementMulBackwardGpu(dtype, plan, call.in(0), call.in(1), call.in(2),
+                                                  nullptr, call.out(1), stream));
+    return ElementMulBackwardGpu(dtype, plan, call.in(0), call.in(1), call.in(2), call.out(0),
+                                 nullptr, stream);
+  }
 };
 
-#define OPFORGE_REGISTER(DEVICE, TAG, T)                                                        \
-  REGISTER_KERNEL_BUILDER(Name("Opforge>ElementMul").Device(DEVICE).TypeConstraint<T>("T"),     \
-                          ElementMulOp<TAG, T>);                                                \
-  REGISTER_KERNEL_BUILDER(Name("Opforge>ElementMulGrad").Device(DEVICE).TypeConstraint<T>("T"), \
-                          ElementMulGradOp<TAG, T>);
+// TensorFlow's GPU kernels keep int32 tensors in host memory: int32 runs on the CPU kernel.
+#define OPFORGE_ELEMENT_MUL_GPU_TYPES(X, ...) \
+  OPFORGE_FLOAT_TYPES(X, __VA_ARGS__)         \
+  X(int64_t, __VA_ARGS__)
 
-OPFORGE_REGISTER(DEVICE_CPU, CpuTag, Eigen::half)
-OPFORGE_REGISTER(DEVICE_CPU, CpuTag, Eigen::bfloat16)
-OPFORGE_REGISTER(DEVICE_CPU, CpuTag, float)
-OPFORGE_REGISTER(DEVICE_CPU, CpuTag, double)
-OPFORGE_REGISTER(DEVICE_CPU, CpuTag, int32_t)
-OPFORGE_REGISTER(DEVICE_CPU, CpuTag, int64_t)
-#if GOOGLE_CUDA
-OPFORGE_REGISTER(tensorflow::DEVICE_GPU, GpuTag, Eigen::half)
-OPFORGE_REGISTER(tensorflow::DEVICE_GPU, GpuTag, Eigen::bfloat16)
-OPFORGE_REGISTER(tensorflow::DEVICE_GPU, GpuTag, float)
-OPFORGE_REGISTER(tensorflow::DEVICE_GPU, GpuTag, double)
-OPFORGE_REGISTER(tensorflow::DEVICE_GPU, GpuTag, int64_t)
-#endif
-#undef OPFORGE_REGISTER
+OPFORGE_REGISTER_KERNELS(Name("Opforge>ElementMul"), ElementMulOp, OPFORGE_FLOAT_INT_TYPES,
+                         OPFORGE_ELEMENT_MUL_GPU_TYPES)
+OPFORGE_REGISTER_KERNELS(Name("Opforge>ElementMulGrad"), ElementMulGradOp, OPFORGE_FLOAT_INT_TYPES,
+                         OPFORGE_ELEMENT_MUL_GPU_TYPES)
 
 }  // namespace
 }  // namespace opforge

@@ -1,7 +1,8 @@
-// CUDA kernels of LeakyReLU: grid-stride element-wise loops with the CPU kernel's exact
-// arithmetic (alpha rounded to the element type, one rounding per product).
+// CUDA kernels of LeakyReLU: grid-stride element-wise loops over the CPU kernel's element
+// formulas (leaky_relu_element.h: alpha rounded to the element type, one rounding per product).
 #include "common/cuda_util.cuh"
 #include "ops/leaky_relu/leaky_relu.h"
+#include "ops/leaky_relu/leaky_relu_element.h"
 
 namespace opforge {
 namespace {
@@ -10,15 +11,12 @@ template <typename T>
 __global__ void LeakyReluForwardKernel(int64_t n, float alpha_f, const T* x, T* y, T* mask) {
   using N = cuda::Num<T>;
   using C = typename N::C;
-  const C alpha = N::To(N::From(static_cast<C>(alpha_f)));
-  const C one = static_cast<C>(1);
+  const C alpha = LeakyReluSlope<N>(alpha_f);
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const T v = x[i];
-    const C c = N::To(v);
-    const bool positive = c > static_cast<C>(0);
-    y[i] = positive ? v : N::From(c * alpha);
-    if (mask != nullptr) mask[i] = N::From(positive ? one : alpha);
+    const C c = N::To(x[i]);
+    y[i] = N::From(LeakyReluValue(c, alpha));
+    if (mask != nullptr) mask[i] = N::From(LeakyReluMask(c, alpha));
   }
 }
 
@@ -26,11 +24,10 @@ template <typename T>
 __global__ void LeakyReluBackwardKernel(int64_t n, float alpha_f, const T* g, const T* x, T* dx) {
   using N = cuda::Num<T>;
   using C = typename N::C;
-  const C alpha = N::To(N::From(static_cast<C>(alpha_f)));
+  const C alpha = LeakyReluSlope<N>(alpha_f);
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const T gv = g[i];
-    dx[i] = N::To(x[i]) > static_cast<C>(0) ? gv : N::From(N::To(gv) * alpha);
+    dx[i] = N::From(LeakyReluBackprop(N::To(g[i]), N::To(x[i]), alpha));
   }
 }
 

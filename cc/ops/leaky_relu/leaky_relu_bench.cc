@@ -17,11 +17,8 @@ void BM_LeakyReluForward(benchmark::State& state) {
   std::vector<float> y(x.size());
   LeakyReluParams params;
   params.size = n;
-  for (auto _ : state) {
-    LeakyReluForward<float>(params, x.data(), y.data(), nullptr, parallel);
-    benchmark::DoNotOptimize(y.data());
-  }
-  state.SetBytesProcessed(state.iterations() * n * 2 * static_cast<int64_t>(sizeof(float)));
+  bench::Run(state, n * 2 * static_cast<int64_t>(sizeof(float)),
+             [&] { LeakyReluForward<float>(params, x.data(), y.data(), nullptr, parallel); });
 }
 
 void BM_LeakyReluForwardWithMask(benchmark::State& state) {
@@ -31,11 +28,8 @@ void BM_LeakyReluForwardWithMask(benchmark::State& state) {
   std::vector<float> y(x.size()), mask(x.size());
   LeakyReluParams params;
   params.size = n;
-  for (auto _ : state) {
-    LeakyReluForward<float>(params, x.data(), y.data(), mask.data(), parallel);
-    benchmark::DoNotOptimize(mask.data());
-  }
-  state.SetBytesProcessed(state.iterations() * n * 3 * static_cast<int64_t>(sizeof(float)));
+  bench::Run(state, n * 3 * static_cast<int64_t>(sizeof(float)),
+             [&] { LeakyReluForward<float>(params, x.data(), y.data(), mask.data(), parallel); });
 }
 
 void BM_LeakyReluBackward(benchmark::State& state) {
@@ -46,18 +40,12 @@ void BM_LeakyReluBackward(benchmark::State& state) {
   std::vector<float> dx(x.size());
   LeakyReluParams params;
   params.size = n;
-  for (auto _ : state) {
-    LeakyReluBackward<float>(params, g.data(), x.data(), dx.data(), parallel);
-    benchmark::DoNotOptimize(dx.data());
-  }
-  state.SetBytesProcessed(state.iterations() * n * 3 * static_cast<int64_t>(sizeof(float)));
+  bench::Run(state, n * 3 * static_cast<int64_t>(sizeof(float)),
+             [&] { LeakyReluBackward<float>(params, g.data(), x.data(), dx.data(), parallel); });
 }
 
 void Sizes(benchmark::internal::Benchmark* b) {
-  for (int64_t n : {int64_t{1} << 16, int64_t{1} << 20, int64_t{1} << 22}) {
-    for (int64_t threads : {1, 2}) b->Args({n, threads});
-  }
-  b->UseRealTime();
+  bench::WithThreads(b, {int64_t{1} << 16, int64_t{1} << 20, int64_t{1} << 22});
 }
 
 BENCHMARK(BM_LeakyReluForward)->Apply(Sizes);

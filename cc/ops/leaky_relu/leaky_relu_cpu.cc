@@ -4,6 +4,7 @@
 
 #include "common/arith.h"
 #include "ops/leaky_relu/leaky_relu.h"
+#include "ops/leaky_relu/leaky_relu_element.h"
 
 namespace opforge {
 
@@ -29,52 +30,34 @@ Status ValidateLeakyReluGrad(const LeakyReluParams& params, const std::vector<in
   return Status::Ok();
 }
 
-// A select on values: `c ? a : b` on two named variables would be an lvalue (a select of
-// addresses), which GCC does not vectorise.
-template <typename T>
-inline T Select(bool c, T a, T b) {
-  return c ? a : b;
-}
-
-// The loops are branch-free selects over contiguous memory, which GCC and Clang vectorise for
-// float and double. They live in functions that take everything by value: inside the
-// parallel-for lambda, the captured constants sit in the closure, which the compiler must assume
-// a store to y may overwrite, and that alone keeps the loop scalar. The product is computed for
-// every element because a conditional floating-point multiply may trap, which also blocks the
-// vector select; the results are the same bits.
+// The loops apply the element formulas of leaky_relu_element.h (shared with the CUDA kernels):
+// branch-free selects of values (common/scalar.h's by-value Select) over contiguous memory,
+// which GCC and Clang vectorise for float and double. They live in functions that take everything
+// by value: inside the parallel-for lambda, the captured constants sit in the closure, which the
+// compiler must assume a store to y may overwrite, and that alone keeps the loop scalar. The
+// product is computed for every element because a conditional floating-point multiply may trap,
+// which also blocks the vector select; the results are the same bits.
 template <typename T>
 void ForwardRange(const T* x, T* y, int64_t n, T alpha) {
-  const T zero = static_cast<T>(0);
   OPFORGE_IVDEP
-  for (int64_t i = 0; i < n; ++i) {
-    const T v = x[i];
-    const T scaled = v * alpha;
-    y[i] = Select(v > zero, v, scaled);
-  }
+  for (int64_t i = 0; i < n; ++i) y[i] = LeakyReluValue(x[i], alpha);
 }
 
 template <typename T>
 void MaskRange(const T* x, T* mask, int64_t n, T alpha) {
-  const T zero = static_cast<T>(0);
-  const T one = static_cast<T>(1);
-  for (int64_t i = 0; i < n; ++i) mask[i] = Select(x[i] > zero, one, alpha);
+  for (int64_t i = 0; i < n; ++i) mask[i] = LeakyReluMask(x[i], alpha);
 }
 
 template <typename T>
 void BackwardRange(const T* g, const T* x, T* dx, int64_t n, T alpha) {
-  const T zero = static_cast<T>(0);
   OPFORGE_IVDEP
-  for (int64_t i = 0; i < n; ++i) {
-    const T gv = g[i];
-    const T scaled = gv * alpha;
-    dx[i] = Select(x[i] > zero, gv, scaled);
-  }
+  for (int64_t i = 0; i < n; ++i) dx[i] = LeakyReluBackprop(g[i], x[i], alpha);
 }
 
 template <typename T>
 void LeakyReluForward(const LeakyReluParams& params, const T* x, T* y, T* mask,
                       const Parallel& parallel) {
-  const T alpha = static_cast<T>(params.alpha);
+  const T alpha = LeakyReluSlope<InElementType<T>>(params.alpha);
   parallel.For(params.size, kCostElementwise, [=](int64_t begin, int64_t end) {
     if (mask == nullptr) {
       ForwardRange(x + begin, y + begin, end - begin, alpha);
@@ -94,20 +77,17 @@ void LeakyReluForward(const LeakyReluParams& params, const T* x, T* y, T* mask,
 template <typename T>
 void LeakyReluBackward(const LeakyReluParams& params, const T* g, const T* x, T* dx,
                        const Parallel& parallel) {
-  const T alpha = static_cast<T>(params.alpha);
+  const T alpha = LeakyReluSlope<InElementType<T>>(params.alpha);
   parallel.For(params.size, kCostElementwise, [=](int64_t begin, int64_t end) {
     BackwardRange(g + begin, x + begin, dx + begin, end - begin, alpha);
   });
 }
 
-#define OPFORGE_INSTANTIATE(T)                                                                  \
+#define OPFORGE_INSTANTIATE(T, ...)                                                             \
   template void LeakyReluForward<T>(const LeakyReluParams&, const T*, T*, T*, const Parallel&); \
   template void LeakyReluBackward<T>(const LeakyReluParams&, const T*, const T*, T*,            \
                                      const Parallel&);
-OPFORGE_INSTANTIATE(Eigen::half)
-OPFORGE_INSTANTIATE(Eigen::bfloat16)
-OPFORGE_INSTANTIATE(float)
-OPFORGE_INSTANTIATE(double)
+OPFORGE_FLOAT_TYPES(OPFORGE_INSTANTIATE)
 #undef OPFORGE_INSTANTIATE
 
 }  // namespace opforge

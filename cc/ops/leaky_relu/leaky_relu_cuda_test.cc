@@ -30,7 +30,6 @@ namespace {
 using test::BitPatternInputs;
 using test::DeviceBuffer;
 using test::Download;
-using test::DTypeOf;
 using test::FloatTypes;
 using test::SameBitsOrBothNan;
 using test::Sync;
@@ -43,21 +42,7 @@ constexpr float kAlphas[] = {0.0f, 0.2f, 1.5f, -0.3f};
 // patterns and ordinary values, enough of them to need many blocks.
 template <typename T>
 std::vector<T> TestInputs(uint64_t seed) {
-  using L = std::numeric_limits<T>;
-  const std::vector<T> specials = {static_cast<T>(0.0f),
-                                   -static_cast<T>(0.0f),
-                                   static_cast<T>(1.0f),
-                                   static_cast<T>(-1.0f),
-                                   L::infinity(),
-                                   -L::infinity(),
-                                   L::quiet_NaN(),
-                                   -L::quiet_NaN(),
-                                   L::denorm_min(),
-                                   -L::denorm_min(),
-                                   L::min(),
-                                   L::max(),
-                                   L::lowest()};
-  return BitPatternInputs<T>(seed, specials, /*random_patterns=*/1 << 18,
+  return BitPatternInputs<T>(seed, test::SpecialValues<T>(), /*random_patterns=*/1 << 18,
                              /*ordinary=*/(1 << 19) + 13);
 }
 
@@ -87,7 +72,7 @@ TYPED_TEST(LeakyReluCudaTest, ForwardMatchesCpu) {
     LeakyReluForward<T>(params, x.data(), cpu_y.data(), cpu_mask.data(), SerialParallel());
 
     // Without the mask.
-    OPFORGE_ASSERT_OK(LeakyReluForwardGpu(DTypeOf<T>(), params, dx.get(), dy.get(), nullptr,
+    OPFORGE_ASSERT_OK(LeakyReluForwardGpu(DTypeOf<T>::value, params, dx.get(), dy.get(), nullptr,
                                           /*stream=*/nullptr));
     ASSERT_NO_FATAL_FAILURE(Sync());
     std::vector<T> y(x.size());
@@ -97,7 +82,7 @@ TYPED_TEST(LeakyReluCudaTest, ForwardMatchesCpu) {
     // With the mask.
     OPFORGE_ASSERT_CUDA(cudaMemset(dy.get(), 0x7F, x.size() * sizeof(T)));
     OPFORGE_ASSERT_OK(
-        LeakyReluForwardGpu(DTypeOf<T>(), params, dx.get(), dy.get(), dmask.get(), nullptr));
+        LeakyReluForwardGpu(DTypeOf<T>::value, params, dx.get(), dy.get(), dmask.get(), nullptr));
     ASSERT_NO_FATAL_FAILURE(Sync());
     std::vector<T> mask(x.size());
     ASSERT_NO_FATAL_FAILURE(Download(dy, &y));
@@ -123,7 +108,7 @@ TYPED_TEST(LeakyReluCudaTest, BackwardMatchesCpu) {
     std::vector<T> cpu(x.size());
     LeakyReluBackward<T>(params, g.data(), x.data(), cpu.data(), SerialParallel());
     OPFORGE_ASSERT_OK(
-        LeakyReluBackwardGpu(DTypeOf<T>(), params, dg.get(), dx.get(), ddx.get(), nullptr));
+        LeakyReluBackwardGpu(DTypeOf<T>::value, params, dg.get(), dx.get(), ddx.get(), nullptr));
     ASSERT_NO_FATAL_FAILURE(Sync());
     std::vector<T> gpu(x.size());
     ASSERT_NO_FATAL_FAILURE(Download(ddx, &gpu));
@@ -146,7 +131,7 @@ TYPED_TEST(LeakyReluCudaTest, InPlaceMatchesCpu) {
   DeviceBuffer dbuf, dx;
   ASSERT_NO_FATAL_FAILURE(Upload(x, &dbuf));
   OPFORGE_ASSERT_OK(
-      LeakyReluForwardGpu(DTypeOf<T>(), params, dbuf.get(), dbuf.get(), nullptr, nullptr));
+      LeakyReluForwardGpu(DTypeOf<T>::value, params, dbuf.get(), dbuf.get(), nullptr, nullptr));
   ASSERT_NO_FATAL_FAILURE(Sync());
   std::vector<T> y(x.size());
   ASSERT_NO_FATAL_FAILURE(Download(dbuf, &y));
@@ -156,7 +141,7 @@ TYPED_TEST(LeakyReluCudaTest, InPlaceMatchesCpu) {
   ASSERT_NO_FATAL_FAILURE(Upload(g, &dg));
   ASSERT_NO_FATAL_FAILURE(Upload(x, &dx));
   OPFORGE_ASSERT_OK(
-      LeakyReluBackwardGpu(DTypeOf<T>(), params, dg.get(), dx.get(), dg.get(), nullptr));
+      LeakyReluBackwardGpu(DTypeOf<T>::value, params, dg.get(), dx.get(), dg.get(), nullptr));
   ASSERT_NO_FATAL_FAILURE(Sync());
   std::vector<T> dxv(x.size());
   ASSERT_NO_FATAL_FAILURE(Download(dg, &dxv));
@@ -167,9 +152,9 @@ TYPED_TEST(LeakyReluCudaTest, SizeZero) {
   OPFORGE_SKIP_WITHOUT_CUDA();
   using T = TypeParam;
   OPFORGE_ASSERT_OK(
-      LeakyReluForwardGpu(DTypeOf<T>(), Params(0.2f, 0), nullptr, nullptr, nullptr, nullptr));
+      LeakyReluForwardGpu(DTypeOf<T>::value, Params(0.2f, 0), nullptr, nullptr, nullptr, nullptr));
   OPFORGE_ASSERT_OK(
-      LeakyReluBackwardGpu(DTypeOf<T>(), Params(0.2f, 0), nullptr, nullptr, nullptr, nullptr));
+      LeakyReluBackwardGpu(DTypeOf<T>::value, Params(0.2f, 0), nullptr, nullptr, nullptr, nullptr));
   ASSERT_NO_FATAL_FAILURE(Sync());
 }
 

@@ -35,6 +35,7 @@ using test::FloatTypes;
 using test::FromBits;
 using test::Narrow;
 using test::SameBits;
+using test::SpecialValues;
 using test::TypeNames;
 using test::Wide;
 
@@ -59,32 +60,6 @@ T RefBackward(T g, T x, float alpha) {
 }
 
 // --- inputs -----------------------------------------------------------------------------------
-
-template <typename T>
-std::vector<T> SpecialValues() {
-  using L = std::numeric_limits<T>;
-  std::vector<T> v = {static_cast<T>(0.0f),
-                      static_cast<T>(-0.0f),
-                      static_cast<T>(1.0f),
-                      static_cast<T>(-1.0f),
-                      static_cast<T>(0.5f),
-                      static_cast<T>(-2.5f),
-                      L::infinity(),
-                      -L::infinity(),
-                      L::quiet_NaN(),
-                      -L::quiet_NaN(),
-                      L::signaling_NaN(),
-                      L::denorm_min(),
-                      -L::denorm_min(),
-                      L::min(),
-                      -L::min(),
-                      L::max(),
-                      L::lowest(),
-                      L::epsilon()};
-  // A NaN with a payload.
-  v.push_back(FromBits<T>(static_cast<BitsOf<T>>(Bits(L::quiet_NaN()) | 5)));
-  return v;
-}
 
 // For half and bfloat16 every bit pattern; for float and double special values, random bit
 // patterns (every exponent, NaNs, subnormals) and ordinary values around 0.

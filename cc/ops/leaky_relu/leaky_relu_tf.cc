@@ -1,15 +1,10 @@
-// TensorFlow binding of LeakyReLU: op registration with shape functions, and the kernels that
-// read tensors and attrs into the core's params, validate, allocate and call the core.
-#include "common/tf_glue.h"
+// TensorFlow binding of LeakyReLU: op registration with shape functions, and the op structs
+// that TfKernel (common/tf_kernel.h) runs: attrs, validation and outputs, and the core calls.
+#include "common/tf_kernel.h"
 #include "ops/leaky_relu/leaky_relu.h"
 
 namespace opforge {
 
-using tensorflow::DEVICE_CPU;
-using tensorflow::OpKernel;
-using tensorflow::OpKernelConstruction;
-using tensorflow::OpKernelContext;
-using tensorflow::Tensor;
 namespace shape_inference = tensorflow::shape_inference;
 
 REGISTER_OP("Opforge>LeakyRelu")
@@ -44,100 +39,61 @@ REGISTER_OP("Opforge>LeakyReluGrad")
 
 namespace {
 
-void ReadParams(OpKernelConstruction* context, LeakyReluParams* params) {
-  OP_REQUIRES_OK(context, context->GetAttr("alpha", &params->alpha));
-  OPFORGE_OP_REQUIRES_OK(context, ValidateLeakyRelu(*params));
-}
+// The attrs of all three kernels: alpha, validated once when the kernel is built.
+struct LeakyReluAttrs {
+  using Params = LeakyReluParams;
+  LeakyReluParams attrs;
 
-template <typename Device, typename T, bool kWithMask>
-class LeakyReluOp : public OpKernel {
- public:
-  explicit LeakyReluOp(OpKernelConstruction* context) : OpKernel(context) {
-    ReadParams(context, &params_);
+  Status Init(AttrReader& reader) {
+    reader.Read("alpha", &attrs.alpha);
+    return ValidateLeakyRelu(attrs);
   }
+};
 
-  void Compute(OpKernelContext* context) override {
-    const Tensor& features = context->input(0);
-    Tensor* activations = nullptr;
+template <bool kWithMask>
+struct LeakyReluOp : LeakyReluAttrs {
+  Status Validate(TfCall& call, Params* params) const {
+    *params = attrs;
+    params->size = call.NumElements(0);
     // Reuse the input buffer when nobody else holds it (the built-in does the same).
-    OP_REQUIRES_OK(
-        context, context->forward_input_or_allocate_output({0}, 0, features.shape(), &activations));
-    Tensor* mask = nullptr;
-    if (kWithMask) OP_REQUIRES_OK(context, context->allocate_output(1, features.shape(), &mask));
-    LeakyReluParams params = params_;
-    params.size = features.NumElements();
-    if (params.size == 0) return;
-    const T* x = features.flat<T>().data();
-    T* y = activations->flat<T>().data();
-    T* m = kWithMask ? mask->flat<T>().data() : nullptr;
-    if constexpr (std::is_same_v<Device, CpuTag>) {
-      LeakyReluForward<T>(params, x, y, m, TfParallel(context));
-    } else {
-#if GOOGLE_CUDA
-      OPFORGE_OP_REQUIRES_OK(
-          context, LeakyReluForwardGpu(DTypeOf<T>::value, params, x, y, m, GpuStream(context)));
-#endif
-    }
+    call.Output(0, call.shape(0), {0});
+    if (kWithMask) call.Output(1, call.shape(0));
+    return Status::Ok();
   }
-
- private:
-  LeakyReluParams params_;
+  template <typename T>
+  void Cpu(const Params& p, const TfCall& call, const Parallel& parallel) const {
+    LeakyReluForward<T>(p, call.in<T>(0), call.out<T>(0), kWithMask ? call.out<T>(1) : nullptr,
+                        parallel);
+  }
+  Status Gpu(DType dtype, const Params& p, const TfCall& call, void* stream) const {
+    return LeakyReluForwardGpu(dtype, p, call.in(0), call.out(0), kWithMask ? call.out(1) : nullptr,
+                               stream);
+  }
 };
 
-template <typename Device, typename T>
-class LeakyReluGradOp : public OpKernel {
- public:
-  explicit LeakyReluGradOp(OpKernelConstruction* context) : OpKernel(context) {
-    ReadParams(context, &params_);
+struct LeakyReluGradOp : LeakyReluAttrs {
+  Status Validate(TfCall& call, Params* params) const {
+    *params = attrs;
+    OPFORGE_RETURN_IF_ERROR(ValidateLeakyReluGrad(*params, call.shape(0), call.shape(1)));
+    params->size = call.NumElements(0);
+    call.Output(0, call.shape(0), {0});
+    return Status::Ok();
   }
-
-  void Compute(OpKernelContext* context) override {
-    const Tensor& gradients = context->input(0);
-    const Tensor& features = context->input(1);
-    LeakyReluParams params = params_;
-    OPFORGE_OP_REQUIRES_OK(
-        context, ValidateLeakyReluGrad(params, Dims(gradients.shape()), Dims(features.shape())));
-    Tensor* backprops = nullptr;
-    OP_REQUIRES_OK(
-        context, context->forward_input_or_allocate_output({0}, 0, gradients.shape(), &backprops));
-    params.size = gradients.NumElements();
-    if (params.size == 0) return;
-    const T* g = gradients.flat<T>().data();
-    const T* x = features.flat<T>().data();
-    T* dx = backprops->flat<T>().data();
-    if constexpr (std::is_same_v<Device, CpuTag>) {
-      LeakyReluBackward<T>(params, g, x, dx, TfParallel(context));
-    } else {
-#if GOOGLE_CUDA
-      OPFORGE_OP_REQUIRES_OK(
-          context, LeakyReluBackwardGpu(DTypeOf<T>::value, params, g, x, dx, GpuStream(context)));
-#endif
-    }
+  template <typename T>
+  void Cpu(const Params& p, const TfCall& call, const Parallel& parallel) const {
+    LeakyReluBackward<T>(p, call.in<T>(0), call.in<T>(1), call.out<T>(0), parallel);
   }
-
- private:
-  LeakyReluParams params_;
+  Status Gpu(DType dtype, const Params& p, const TfCall& call, void* stream) const {
+    return LeakyReluBackwardGpu(dtype, p, call.in(0), call.in(1), call.out(0), stream);
+  }
 };
 
-#define OPFORGE_REGISTER(DEVICE, TAG, T)                                                           \
-  REGISTER_KERNEL_BUILDER(Name("Opforge>LeakyRelu").Device(DEVICE).TypeConstraint<T>("T"),         \
-                          LeakyReluOp<TAG, T, false>);                                             \
-  REGISTER_KERNEL_BUILDER(Name("Opforge>LeakyReluWithMask").Device(DEVICE).TypeConstraint<T>("T"), \
-                          LeakyReluOp<TAG, T, true>);                                              \
-  REGISTER_KERNEL_BUILDER(Name("Opforge>LeakyReluGrad").Device(DEVICE).TypeConstraint<T>("T"),     \
-                          LeakyReluGradOp<TAG, T>);
-
-OPFORGE_REGISTER(DEVICE_CPU, CpuTag, Eigen::half)
-OPFORGE_REGISTER(DEVICE_CPU, CpuTag, Eigen::bfloat16)
-OPFORGE_REGISTER(DEVICE_CPU, CpuTag, float)
-OPFORGE_REGISTER(DEVICE_CPU, CpuTag, double)
-#if GOOGLE_CUDA
-OPFORGE_REGISTER(tensorflow::DEVICE_GPU, GpuTag, Eigen::half)
-OPFORGE_REGISTER(tensorflow::DEVICE_GPU, GpuTag, Eigen::bfloat16)
-OPFORGE_REGISTER(tensorflow::DEVICE_GPU, GpuTag, float)
-OPFORGE_REGISTER(tensorflow::DEVICE_GPU, GpuTag, double)
-#endif
-#undef OPFORGE_REGISTER
+OPFORGE_REGISTER_KERNELS(Name("Opforge>LeakyRelu"), LeakyReluOp<false>, OPFORGE_FLOAT_TYPES,
+                         OPFORGE_FLOAT_TYPES)
+OPFORGE_REGISTER_KERNELS(Name("Opforge>LeakyReluWithMask"), LeakyReluOp<true>, OPFORGE_FLOAT_TYPES,
+                         OPFORGE_FLOAT_TYPES)
+OPFORGE_REGISTER_KERNELS(Name("Opforge>LeakyReluGrad"), LeakyReluGradOp, OPFORGE_FLOAT_TYPES,
+                         OPFORGE_FLOAT_TYPES)
 
 }  // namespace
 }  // namespace opforge

@@ -17,23 +17,6 @@ struct Geometry {
   bool half_pixel;
 };
 
-struct Tap {
-  int64_t lower, upper;
-  float lerp;
-};
-
-// ComputeResizeTap, on the device.
-__device__ inline Tap TapOf(int64_t i, float scale, int64_t in_size, bool half_pixel) {
-  const float x = static_cast<float>(i);
-  const float source = half_pixel ? (x + 0.5f) * scale - 0.5f : x * scale;
-  const float f = floorf(source);
-  Tap t;
-  t.lower = min(max(static_cast<int64_t>(f), int64_t{0}), in_size - 1);
-  t.upper = min(static_cast<int64_t>(ceilf(source)), in_size - 1);
-  t.lerp = source - f;
-  return t;
-}
-
 // The (b, y, x, c) of flat index i of an NHWC tensor of height h, width w and c channels.
 struct Nhwc {
   int64_t b, y, x, c;
@@ -50,21 +33,10 @@ __device__ inline Nhwc Unflatten(int64_t i, int64_t h, int64_t w, int64_t channe
 }
 
 template <typename T>
-__device__ inline float ToFloat(T v) {
-  if constexpr (std::is_same_v<T, __half>) {
-    return __half2float(v);
-  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    return __bfloat162float(v);
-  } else {
-    return static_cast<float>(v);
-  }
-}
-
-template <typename T>
 __global__ void ConvertKernel(int64_t n, const T* in, float* out) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    out[i] = ToFloat(in[i]);
+    out[i] = cuda::ToFloat(in[i]);
   }
 }
 
@@ -74,14 +46,14 @@ __global__ void ForwardKernel(Geometry g, const T* in, float* out) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const auto [b, y, x, c] = Unflatten(i, g.out_h, g.out_w, g.channels);
-    const Tap ty = TapOf(y, g.height_scale, g.in_h, g.half_pixel);
-    const Tap tx = TapOf(x, g.width_scale, g.in_w, g.half_pixel);
+    const ResizeTap ty = ComputeResizeTap(y, g.height_scale, g.in_h, g.half_pixel);
+    const ResizeTap tx = ComputeResizeTap(x, g.width_scale, g.in_w, g.half_pixel);
     const T* top_row = in + ((b * g.in_h + ty.lower) * g.in_w) * g.channels + c;
     const T* bottom_row = in + ((b * g.in_h + ty.upper) * g.in_w) * g.channels + c;
-    const float tl = ToFloat(top_row[tx.lower * g.channels]);
-    const float tr = ToFloat(top_row[tx.upper * g.channels]);
-    const float bl = ToFloat(bottom_row[tx.lower * g.channels]);
-    const float br = ToFloat(bottom_row[tx.upper * g.channels]);
+    const float tl = cuda::ToFloat(top_row[tx.lower * g.channels]);
+    const float tr = cuda::ToFloat(top_row[tx.upper * g.channels]);
+    const float bl = cuda::ToFloat(bottom_row[tx.lower * g.channels]);
+    const float br = cuda::ToFloat(bottom_row[tx.upper * g.channels]);
     const float top = tl + (tr - tl) * tx.lerp;
     const float bottom = bl + (br - bl) * tx.lerp;
     out[i] = top + (bottom - top) * ty.lerp;
@@ -98,7 +70,7 @@ __device__ inline int64_t FirstReaching(int64_t r, float scale, int64_t in_size,
   double estimate = (static_cast<double>(r - 1) + offset) / scale - offset - 1.0;
   int64_t i = estimate <= 0.0 ? 0 : static_cast<int64_t>(estimate);
   if (i > out_size - 1) i = out_size - 1;
-  while (i > 0 && TapOf(i - 1, scale, in_size, half_pixel).upper >= r) --i;
+  while (i > 0 && ComputeResizeTap(i - 1, scale, in_size, half_pixel).upper >= r) --i;
   return i;
 }
 
@@ -113,7 +85,7 @@ __global__ void BackwardKernel(Geometry g, const float* grads, T* out) {
     A acc = A(0);
     for (int64_t y = FirstReaching(r, g.height_scale, g.in_h, g.out_h, g.half_pixel); y < g.out_h;
          ++y) {
-      const Tap ty = TapOf(y, g.height_scale, g.in_h, g.half_pixel);
+      const ResizeTap ty = ComputeResizeTap(y, g.height_scale, g.in_h, g.half_pixel);
       if (ty.lower > r) break;
       const bool as_top = ty.lower == r;
       const bool as_bottom = ty.upper == r;
@@ -121,7 +93,7 @@ __global__ void BackwardKernel(Geometry g, const float* grads, T* out) {
       const float inv_y = 1.0f - ty.lerp;
       const float* grad_row = grads + ((b * g.out_h + y) * g.out_w) * g.channels + c;
       for (int64_t x = x_first; x < g.out_w; ++x) {
-        const Tap tx = TapOf(x, g.width_scale, g.in_w, g.half_pixel);
+        const ResizeTap tx = ComputeResizeTap(x, g.width_scale, g.in_w, g.half_pixel);
         if (tx.lower > q) break;
         const bool as_left = tx.lower == q;
         const bool as_right = tx.upper == q;
@@ -135,28 +107,20 @@ __global__ void BackwardKernel(Geometry g, const float* grads, T* out) {
         if (as_bottom && as_right) acc += static_cast<A>(gv * ty.lerp * tx.lerp);
       }
     }
-    if constexpr (std::is_same_v<T, __half>) {
-      out[i] = __float2half_rn(acc);
-    } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-      out[i] = __float2bfloat16_rn(acc);
-    } else {
-      out[i] = acc;
-    }
+    out[i] = cuda::Num<T>::From(acc);
   }
 }
 
 Geometry GeometryOf(const ResizeBilinearParams& p) {
-  Geometry g;
-  g.batch = p.batch;
-  g.in_h = p.in_height;
-  g.in_w = p.in_width;
-  g.channels = p.channels;
-  g.out_h = p.out_height;
-  g.out_w = p.out_width;
-  g.height_scale = ResizeScale(p.in_height, p.out_height, p.align_corners);
-  g.width_scale = ResizeScale(p.in_width, p.out_width, p.align_corners);
-  g.half_pixel = p.half_pixel_centers;
-  return g;
+  return {p.batch,
+          p.in_height,
+          p.in_width,
+          p.channels,
+          p.out_height,
+          p.out_width,
+          ResizeScale(p.in_height, p.out_height, p.align_corners),
+          ResizeScale(p.in_width, p.out_width, p.align_corners),
+          p.half_pixel_centers};
 }
 
 template <typename T>

@@ -25,9 +25,12 @@
 #include "common/dtype.h"
 #include "common/parallel.h"
 #include "common/status.h"
+#include "ops/resize_bilinear/resize_taps.h"  // ResizeScale, ComputeResizeTap
 
 namespace opforge {
 
+// An aggregate: {batch, in_height, in_width, channels, out_height, out_width, align_corners,
+// half_pixel_centers} initialises it in this order.
 struct ResizeBilinearParams {
   int64_t batch = 0;
   int64_t in_height = 0;  // the images' size (for the gradient: the original image's)
@@ -55,20 +58,21 @@ Status ValidateResizeBilinearGrad(const std::vector<int64_t>& grads,
                                   const std::vector<int64_t>& original_image, bool align_corners,
                                   bool half_pixel_centers, ResizeBilinearParams* params);
 
-// The source-coordinate scale of one axis (TensorFlow's CalculateResizeScale).
-float ResizeScale(int64_t in, int64_t out, bool align_corners);
-
-// The interpolation of one output index along one axis.
-struct ResizeTap {
-  int64_t lower;
-  int64_t upper;
-  float lerp;
-};
-ResizeTap ComputeResizeTap(int64_t out_index, float scale, int64_t in_size,
-                           bool half_pixel_centers);
+// The image types of the forward (the X-macro lists of common/dtype.h).
+#define OPFORGE_RESIZE_SMALL_INT_TYPES(X, ...) \
+  X(int8_t, __VA_ARGS__)                       \
+  X(uint8_t, __VA_ARGS__)                      \
+  X(int16_t, __VA_ARGS__)                      \
+  X(uint16_t, __VA_ARGS__)
+#define OPFORGE_RESIZE_IMAGE_TYPES(X, ...)       \
+  OPFORGE_RESIZE_SMALL_INT_TYPES(X, __VA_ARGS__) \
+  X(int32_t, __VA_ARGS__)                        \
+  X(int64_t, __VA_ARGS__)                        \
+  OPFORGE_FLOAT_TYPES(X, __VA_ARGS__)
 
 // output[b, y, x, c] (float32, [batch, out_height, out_width, channels]) from images (T).
-// T: int8, uint8, int16, uint16, int32, int64, half, bfloat16, float, double.
+// T: OPFORGE_RESIZE_IMAGE_TYPES (int8, uint8, int16, uint16, int32, int64, half, bfloat16, float,
+// double).
 template <typename T>
 void ResizeBilinearForward(const ResizeBilinearParams& params, const T* images, float* output,
                            const Parallel& parallel);

@@ -12,17 +12,10 @@ namespace {
 // range(0): case (0: [8,52,52,128] -> 104x104, 1: [16,224,224,3] -> 512x512,
 // 2: [8,416,416,32] -> 208x208), all half-pixel; range(1): threads.
 ResizeBilinearParams Case(int64_t c) {
-  ResizeBilinearParams p;
-  const int64_t cases[3][6] = {
-      {8, 52, 52, 128, 104, 104}, {16, 224, 224, 3, 512, 512}, {8, 416, 416, 32, 208, 208}};
-  p.batch = cases[c][0];
-  p.in_height = cases[c][1];
-  p.in_width = cases[c][2];
-  p.channels = cases[c][3];
-  p.out_height = cases[c][4];
-  p.out_width = cases[c][5];
-  p.half_pixel_centers = true;
-  return p;
+  const ResizeBilinearParams cases[3] = {{8, 52, 52, 128, 104, 104, false, true},
+                                         {16, 224, 224, 3, 512, 512, false, true},
+                                         {8, 416, 416, 32, 208, 208, false, true}};
+  return cases[c];
 }
 
 int64_t InSize(const ResizeBilinearParams& p) {
@@ -37,11 +30,8 @@ void BM_ResizeBilinearForward(benchmark::State& state) {
   const ThreadParallel parallel(static_cast<int>(state.range(1)));
   const auto x = bench::RandomFloats(InSize(p), 11);
   std::vector<float> out(static_cast<size_t>(OutSize(p)));
-  for (auto _ : state) {
-    ResizeBilinearForward<float>(p, x.data(), out.data(), parallel);
-    benchmark::DoNotOptimize(out.data());
-  }
-  state.SetBytesProcessed(state.iterations() * (InSize(p) + OutSize(p)) * 4);
+  bench::Run(state, (InSize(p) + OutSize(p)) * 4,
+             [&] { ResizeBilinearForward<float>(p, x.data(), out.data(), parallel); });
 }
 
 void BM_ResizeBilinearBackward(benchmark::State& state) {
@@ -49,18 +39,12 @@ void BM_ResizeBilinearBackward(benchmark::State& state) {
   const ThreadParallel parallel(static_cast<int>(state.range(1)));
   const auto g = bench::RandomFloats(OutSize(p), 12);
   std::vector<float> out(static_cast<size_t>(InSize(p)));
-  for (auto _ : state) {
-    ResizeBilinearBackward<float>(p, g.data(), out.data(), parallel);
-    benchmark::DoNotOptimize(out.data());
-  }
-  state.SetBytesProcessed(state.iterations() * (InSize(p) + OutSize(p)) * 4);
+  bench::Run(state, (InSize(p) + OutSize(p)) * 4,
+             [&] { ResizeBilinearBackward<float>(p, g.data(), out.data(), parallel); });
 }
 
 void Cases(benchmark::internal::Benchmark* b) {
-  for (int64_t c : {0, 1, 2}) {
-    for (int64_t threads : {1, 2}) b->Args({c, threads});
-  }
-  b->UseRealTime();
+  bench::WithThreads(b, {0, 1, 2});
   b->Unit(benchmark::kMillisecond);
 }
 

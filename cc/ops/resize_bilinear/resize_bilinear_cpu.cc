@@ -75,14 +75,8 @@ Status ValidateResizeBilinear(const std::vector<int64_t>& images, const std::vec
         kOp, "size", "small enough for the output to fit in memory",
         ShapeString(size_values) + " for images of shape " + ShapeString(images));
   }
-  params->batch = images[0];
-  params->in_height = images[1];
-  params->in_width = images[2];
-  params->channels = images[3];
-  params->out_height = size_values[0];
-  params->out_width = size_values[1];
-  params->align_corners = align_corners;
-  params->half_pixel_centers = half_pixel_centers;
+  *params = {images[0],      images[1],      images[2],     images[3],
+             size_values[0], size_values[1], align_corners, half_pixel_centers};
   return Status::Ok();
 }
 
@@ -97,38 +91,9 @@ Status ValidateResizeBilinearGrad(const std::vector<int64_t>& grads,
                            "the batch size and channels of grads " + ShapeString(grads),
                            "shape " + ShapeString(original_image));
   }
-  params->batch = grads[0];
-  params->in_height = original_image[1];
-  params->in_width = original_image[2];
-  params->channels = grads[3];
-  params->out_height = grads[1];
-  params->out_width = grads[2];
-  params->align_corners = align_corners;
-  params->half_pixel_centers = half_pixel_centers;
+  *params = {grads[0], original_image[1], original_image[2], grads[3],
+             grads[1], grads[2],          align_corners,     half_pixel_centers};
   return Status::Ok();
-}
-
-float ResizeScale(int64_t in, int64_t out, bool align_corners) {
-  // int64 to float, then a float division, as TensorFlow computes it.
-  return (align_corners && in > 1 && out > 1)
-             ? static_cast<float>(in - 1) / static_cast<float>(out - 1)
-             : static_cast<float>(in) / static_cast<float>(out);
-}
-
-ResizeTap ComputeResizeTap(int64_t out_index, float scale, int64_t in_size,
-                           bool half_pixel_centers) {
-  const float x = static_cast<float>(out_index);
-  const float source = half_pixel_centers ? (x + 0.5f) * scale - 0.5f : x * scale;
-  const float floor = std::floor(source);
-  ResizeTap tap;
-  // lower is clamped from below and upper from above; the lerp uses the unclamped floor (so a
-  // negative half-pixel source keeps its fractional weight on the border pixel). The source
-  // never reaches in_size, so lower's upper clamp changes nothing but guards memory should
-  // rounding ever get it there.
-  tap.lower = std::min(std::max(static_cast<int64_t>(floor), int64_t{0}), in_size - 1);
-  tap.upper = std::min(static_cast<int64_t>(std::ceil(source)), in_size - 1);
-  tap.lerp = source - floor;
-  return tap;
 }
 
 namespace {
@@ -495,28 +460,16 @@ void ResizeBilinearBackward(const ResizeBilinearParams& p, const float* grads, T
   });
 }
 
-#define OPFORGE_INSTANTIATE_FORWARD(T)                                                  \
+#define OPFORGE_INSTANTIATE_FORWARD(T, ...)                                             \
   template void ResizeBilinearForward<T>(const ResizeBilinearParams&, const T*, float*, \
                                          const Parallel&);
-OPFORGE_INSTANTIATE_FORWARD(int8_t)
-OPFORGE_INSTANTIATE_FORWARD(uint8_t)
-OPFORGE_INSTANTIATE_FORWARD(int16_t)
-OPFORGE_INSTANTIATE_FORWARD(uint16_t)
-OPFORGE_INSTANTIATE_FORWARD(int32_t)
-OPFORGE_INSTANTIATE_FORWARD(int64_t)
-OPFORGE_INSTANTIATE_FORWARD(Eigen::half)
-OPFORGE_INSTANTIATE_FORWARD(Eigen::bfloat16)
-OPFORGE_INSTANTIATE_FORWARD(float)
-OPFORGE_INSTANTIATE_FORWARD(double)
+OPFORGE_RESIZE_IMAGE_TYPES(OPFORGE_INSTANTIATE_FORWARD)
 #undef OPFORGE_INSTANTIATE_FORWARD
 
-#define OPFORGE_INSTANTIATE_BACKWARD(T)                                                  \
+#define OPFORGE_INSTANTIATE_BACKWARD(T, ...)                                             \
   template void ResizeBilinearBackward<T>(const ResizeBilinearParams&, const float*, T*, \
                                           const Parallel&);
-OPFORGE_INSTANTIATE_BACKWARD(Eigen::half)
-OPFORGE_INSTANTIATE_BACKWARD(Eigen::bfloat16)
-OPFORGE_INSTANTIATE_BACKWARD(float)
-OPFORGE_INSTANTIATE_BACKWARD(double)
+OPFORGE_FLOAT_TYPES(OPFORGE_INSTANTIATE_BACKWARD)
 #undef OPFORGE_INSTANTIATE_BACKWARD
 
 }  // namespace opforge

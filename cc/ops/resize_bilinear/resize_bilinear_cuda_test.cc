@@ -25,7 +25,6 @@ namespace {
 
 using test::DeviceBuffer;
 using test::Download;
-using test::DTypeOf;
 using test::SameBitsOrBothNan;
 using test::Sync;
 using test::TypeNames;
@@ -37,16 +36,7 @@ struct GpuCase {
 };
 
 ResizeBilinearParams ParamsOf(const GpuCase& c) {
-  ResizeBilinearParams p;
-  p.batch = c.batch;
-  p.in_height = c.in_h;
-  p.in_width = c.in_w;
-  p.channels = c.channels;
-  p.out_height = c.out_h;
-  p.out_width = c.out_w;
-  p.align_corners = c.align_corners;
-  p.half_pixel_centers = c.half_pixel;
-  return p;
+  return {c.batch, c.in_h, c.in_w, c.channels, c.out_h, c.out_w, c.align_corners, c.half_pixel};
 }
 
 std::string Describe(const GpuCase& c) {
@@ -72,20 +62,6 @@ std::vector<GpuCase> Cases() {
 }
 
 template <typename T>
-std::vector<T> RandomImages(int64_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<T> v(static_cast<size_t>(n));
-  for (auto& x : v) {
-    if constexpr (std::is_integral_v<T>) {
-      x = static_cast<T>(rng());
-    } else {
-      x = static_cast<T>(std::uniform_real_distribution<float>(-4.0f, 4.0f)(rng));
-    }
-  }
-  return v;
-}
-
-template <typename T>
 class ResizeBilinearCudaForward : public ::testing::Test {};
 using ForwardTypes = ::testing::Types<float, double, Eigen::half, Eigen::bfloat16, uint8_t, int8_t,
                                       int16_t, uint16_t, int32_t, int64_t>;
@@ -97,13 +73,13 @@ TYPED_TEST(ResizeBilinearCudaForward, SameBitsAsCpu) {
   uint64_t seed = 1;
   for (const GpuCase& c : Cases()) {
     const ResizeBilinearParams p = ParamsOf(c);
-    const auto images = RandomImages<T>(c.batch * c.in_h * c.in_w * c.channels, seed++);
+    const auto images = test::FullRangeVector<T>(c.batch * c.in_h * c.in_w * c.channels, seed++);
     std::vector<float> cpu(static_cast<size_t>(c.batch * c.out_h * c.out_w * c.channels));
     ResizeBilinearForward<T>(p, images.data(), cpu.data(), SerialParallel());
     DeviceBuffer din, dout;
     ASSERT_NO_FATAL_FAILURE(Upload(images, &din));
     OPFORGE_ASSERT_CUDA(dout.Allocate(cpu.size() * sizeof(float)));
-    const Status s = ResizeBilinearForwardGpu(DTypeOf<T>(), p, din.get(),
+    const Status s = ResizeBilinearForwardGpu(DTypeOf<T>::value, p, din.get(),
                                               static_cast<float*>(dout.get()), nullptr);
     ASSERT_TRUE(s.ok()) << s.message();
     ASSERT_NO_FATAL_FAILURE(Sync());
@@ -123,14 +99,15 @@ TYPED_TEST(ResizeBilinearCudaBackward, SameBitsAsCpu) {
   uint64_t seed = 100;
   for (const GpuCase& c : Cases()) {
     const ResizeBilinearParams p = ParamsOf(c);
-    const auto grads = RandomImages<float>(c.batch * c.out_h * c.out_w * c.channels, seed++);
+    const auto grads =
+        test::FullRangeVector<float>(c.batch * c.out_h * c.out_w * c.channels, seed++);
     std::vector<T> cpu(static_cast<size_t>(c.batch * c.in_h * c.in_w * c.channels));
     ResizeBilinearBackward<T>(p, grads.data(), cpu.data(), SerialParallel());
     DeviceBuffer dg, dout;
     ASSERT_NO_FATAL_FAILURE(Upload(grads, &dg));
     OPFORGE_ASSERT_CUDA(dout.Allocate(cpu.size() * sizeof(T)));
-    const Status s = ResizeBilinearBackwardGpu(DTypeOf<T>(), p, static_cast<const float*>(dg.get()),
-                                               dout.get(), nullptr);
+    const Status s = ResizeBilinearBackwardGpu(
+        DTypeOf<T>::value, p, static_cast<const float*>(dg.get()), dout.get(), nullptr);
     ASSERT_TRUE(s.ok()) << s.message();
     ASSERT_NO_FATAL_FAILURE(Sync());
     std::vector<T> gpu(cpu.size());

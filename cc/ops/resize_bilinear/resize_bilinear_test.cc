@@ -50,16 +50,14 @@ struct Case {
 };
 
 ResizeBilinearParams ParamsOf(const Case& c) {
-  ResizeBilinearParams p;
-  p.batch = c.batch;
-  p.in_height = c.in_h;
-  p.in_width = c.in_w;
-  p.channels = c.channels;
-  p.out_height = c.out_h;
-  p.out_width = c.out_w;
-  p.align_corners = c.mode == Mode::kAlignCorners;
-  p.half_pixel_centers = c.mode == Mode::kHalfPixel;
-  return p;
+  return {c.batch,
+          c.in_h,
+          c.in_w,
+          c.channels,
+          c.out_h,
+          c.out_w,
+          c.mode == Mode::kAlignCorners,
+          c.mode == Mode::kHalfPixel};
 }
 
 std::string Describe(const Case& c) {
@@ -160,19 +158,10 @@ std::vector<T> RefBackward(const Case& c, const std::vector<float>& grads) {
 
 // --- inputs -----------------------------------------------------------------------------------
 
+// Integer images over their full range: int32 and int64 values lose precision in float.
 template <typename T>
 std::vector<T> RandomImages(const Case& c, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<T> v(static_cast<size_t>(c.batch * c.in_h * c.in_w * c.channels));
-  for (auto& x : v) {
-    if constexpr (std::is_integral_v<T>) {
-      // The full range: int32 and int64 values lose precision when converted to float.
-      x = static_cast<T>(rng());
-    } else {
-      x = static_cast<T>(std::uniform_real_distribution<float>(-4.0f, 4.0f)(rng));
-    }
-  }
-  return v;
+  return test::FullRangeVector<T>(c.batch * c.in_h * c.in_w * c.channels, seed);
 }
 
 std::vector<float> RandomGrads(int64_t n, uint64_t seed) {

@@ -1,17 +1,12 @@
 // TensorFlow binding of ResizeBilinear and its gradient: op registration with shape functions,
-// and the kernels that read tensors and attrs into the core's params, validate, allocate and
-// call the core.
-#include <type_traits>
+// and the op structs that TfKernel (common/tf_kernel.h) runs.
+#include <vector>
 
-#include "common/tf_glue.h"
+#include "common/tf_kernel.h"
 #include "ops/resize_bilinear/resize_bilinear.h"
 
 namespace opforge {
 
-using tensorflow::DEVICE_CPU;
-using tensorflow::OpKernel;
-using tensorflow::OpKernelConstruction;
-using tensorflow::OpKernelContext;
 using tensorflow::Tensor;
 namespace shape_inference = tensorflow::shape_inference;
 
@@ -93,144 +88,74 @@ REGISTER_OP("Opforge>ResizeBilinearGrad")
 
 namespace {
 
-class ResizeBilinearBase : public OpKernel {
- public:
-  ResizeBilinearBase(OpKernelConstruction* context, const char* op) : OpKernel(context) {
-    OP_REQUIRES_OK(context, context->GetAttr("align_corners", &align_corners_));
-    OP_REQUIRES_OK(context, context->GetAttr("half_pixel_centers", &half_pixel_centers_));
-    OPFORGE_OP_REQUIRES_OK(context,
-                           ValidateResizeBilinearAttrs(op, align_corners_, half_pixel_centers_));
-  }
+// The attrs of both kernels, validated once when the kernel is built; `kOp` names the op in the
+// message.
+template <const char* kOp>
+struct ResizeBilinearAttrs {
+  using Params = ResizeBilinearParams;
+  bool align_corners = false;
+  bool half_pixel_centers = false;
 
- protected:
-  bool align_corners_ = false;
-  bool half_pixel_centers_ = false;
-};
-
-template <typename Device, typename T>
-class ResizeBilinearOp : public ResizeBilinearBase {
- public:
-  explicit ResizeBilinearOp(OpKernelConstruction* context)
-      : ResizeBilinearBase(context, "ResizeBilinear") {}
-
-  void Compute(OpKernelContext* context) override {
-    const Tensor& images = context->input(0);
-    const Tensor& size = context->input(1);
-    std::vector<int64_t> size_values;
-    if (size.dims() == 1 && size.NumElements() == 2) {
-      const auto v = size.vec<int32_t>();
-      size_values = {v(0), v(1)};
-    }
-    ResizeBilinearParams params;
-    OPFORGE_OP_REQUIRES_OK(
-        context, ValidateResizeBilinear(Dims(images.shape()), Dims(size.shape()), size_values,
-                                        align_corners_, half_pixel_centers_, &params));
-    Tensor* output = nullptr;
-    OP_REQUIRES_OK(
-        context,
-        context->allocate_output(
-            0, ToTensorShape({params.batch, params.out_height, params.out_width, params.channels}),
-            &output));
-    if (output->NumElements() == 0) return;
-    const T* in = images.flat<T>().data();
-    float* out = output->flat<float>().data();
-    if constexpr (std::is_same_v<Device, CpuTag>) {
-      AdviseHugePages(output);
-      ResizeBilinearForward<T>(params, in, out, TfParallel(context));
-    } else {
-#if GOOGLE_CUDA
-      OPFORGE_OP_REQUIRES_OK(context, ResizeBilinearForwardGpu(DTypeOf<T>::value, params, in, out,
-                                                               GpuStream(context)));
-#endif
-    }
+  Status Init(AttrReader& reader) {
+    reader.Read("align_corners", &align_corners);
+    reader.Read("half_pixel_centers", &half_pixel_centers);
+    return ValidateResizeBilinearAttrs(kOp, align_corners, half_pixel_centers);
   }
 };
 
-template <typename Device, typename T>
-class ResizeBilinearGradOp : public ResizeBilinearBase {
- public:
-  explicit ResizeBilinearGradOp(OpKernelConstruction* context)
-      : ResizeBilinearBase(context, "ResizeBilinearGrad") {}
+constexpr char kResizeBilinear[] = "ResizeBilinear";
+constexpr char kResizeBilinearGrad[] = "ResizeBilinearGrad";
 
-  void Compute(OpKernelContext* context) override {
-    const Tensor& grads = context->input(0);
-    const Tensor& original_image = context->input(1);
-    ResizeBilinearParams params;
-    OPFORGE_OP_REQUIRES_OK(
-        context, ValidateResizeBilinearGrad(Dims(grads.shape()), Dims(original_image.shape()),
-                                            align_corners_, half_pixel_centers_, &params));
-    Tensor* output = nullptr;
-    OP_REQUIRES_OK(context, context->allocate_output(0, original_image.shape(), &output));
-    if (output->NumElements() == 0) return;
-    const float* g = grads.flat<float>().data();
-    T* out = output->flat<T>().data();
-    if constexpr (std::is_same_v<Device, CpuTag>) {
-      AdviseHugePages(output);
-      ResizeBilinearBackward<T>(params, g, out, TfParallel(context));
-    } else {
-#if GOOGLE_CUDA
-      OPFORGE_OP_REQUIRES_OK(context, ResizeBilinearBackwardGpu(DTypeOf<T>::value, params, g, out,
-                                                                GpuStream(context)));
-#endif
-    }
+struct ResizeBilinearOp : ResizeBilinearAttrs<kResizeBilinear> {
+  static constexpr int kValuesInput = 1;  // size, read on the host
+
+  Status Validate(TfCall& call, Params* p) const {
+    const bool pair = call.shape(1) == std::vector<int64_t>{2};
+    OPFORGE_RETURN_IF_ERROR(ValidateResizeBilinear(call.shape(0), call.shape(1),
+                                                   pair ? call.values : std::vector<int64_t>{},
+                                                   align_corners, half_pixel_centers, p));
+    call.Output(0, {p->batch, p->out_height, p->out_width, p->channels});
+    return Status::Ok();
+  }
+  template <typename T>
+  void Cpu(const Params& p, const TfCall& call, const Parallel& parallel) const {
+    AdviseHugePages(call.out(0), call.out_bytes(0));
+    ResizeBilinearForward<T>(p, call.in<T>(0), call.out<float>(0), parallel);
+  }
+  Status Gpu(DType dtype, const Params& p, const TfCall& call, void* stream) const {
+    return ResizeBilinearForwardGpu(dtype, p, call.in(0), call.out<float>(0), stream);
   }
 };
 
-#define OPFORGE_REGISTER_FORWARD(T)                                             \
-  REGISTER_KERNEL_BUILDER(                                                      \
-      Name("Opforge>ResizeBilinear").Device(DEVICE_CPU).TypeConstraint<T>("T"), \
-      ResizeBilinearOp<CpuTag, T>);
-#define OPFORGE_REGISTER_GRAD(T)                                                    \
-  REGISTER_KERNEL_BUILDER(                                                          \
-      Name("Opforge>ResizeBilinearGrad").Device(DEVICE_CPU).TypeConstraint<T>("T"), \
-      ResizeBilinearGradOp<CpuTag, T>);
-OPFORGE_REGISTER_FORWARD(int8_t)
-OPFORGE_REGISTER_FORWARD(uint8_t)
-OPFORGE_REGISTER_FORWARD(int16_t)
-OPFORGE_REGISTER_FORWARD(uint16_t)
-OPFORGE_REGISTER_FORWARD(int32_t)
-OPFORGE_REGISTER_FORWARD(int64_t)
-OPFORGE_REGISTER_FORWARD(Eigen::half)
-OPFORGE_REGISTER_FORWARD(Eigen::bfloat16)
-OPFORGE_REGISTER_FORWARD(float)
-OPFORGE_REGISTER_FORWARD(double)
-OPFORGE_REGISTER_GRAD(Eigen::half)
-OPFORGE_REGISTER_GRAD(Eigen::bfloat16)
-OPFORGE_REGISTER_GRAD(float)
-OPFORGE_REGISTER_GRAD(double)
-#undef OPFORGE_REGISTER_FORWARD
-#undef OPFORGE_REGISTER_GRAD
+struct ResizeBilinearGradOp : ResizeBilinearAttrs<kResizeBilinearGrad> {
+  Status Validate(TfCall& call, Params* p) const {
+    OPFORGE_RETURN_IF_ERROR(ValidateResizeBilinearGrad(call.shape(0), call.shape(1), align_corners,
+                                                       half_pixel_centers, p));
+    call.Output(0, call.shape(1));
+    return Status::Ok();
+  }
+  template <typename T>
+  void Cpu(const Params& p, const TfCall& call, const Parallel& parallel) const {
+    AdviseHugePages(call.out(0), call.out_bytes(0));
+    ResizeBilinearBackward<T>(p, call.in<float>(0), call.out<T>(0), parallel);
+  }
+  Status Gpu(DType dtype, const Params& p, const TfCall& call, void* stream) const {
+    return ResizeBilinearBackwardGpu(dtype, p, call.in<float>(0), call.out(0), stream);
+  }
+};
 
-#if GOOGLE_CUDA
+// int32 images run on the CPU kernel: TensorFlow keeps int32 tensors of GPU ops in host memory.
+#define OPFORGE_RESIZE_IMAGE_GPU_TYPES(X, ...)   \
+  OPFORGE_RESIZE_SMALL_INT_TYPES(X, __VA_ARGS__) \
+  X(int64_t, __VA_ARGS__)                        \
+  OPFORGE_FLOAT_TYPES(X, __VA_ARGS__)
+
 // size is read on the host; the images and the gradient's original_image stay on the device
-// (only the latter's shape is used). int32 images run on the CPU kernel: TensorFlow keeps int32
-// tensors of GPU ops in host memory.
-#define OPFORGE_REGISTER_FORWARD_GPU(T)                       \
-  REGISTER_KERNEL_BUILDER(Name("Opforge>ResizeBilinear")      \
-                              .Device(tensorflow::DEVICE_GPU) \
-                              .TypeConstraint<T>("T")         \
-                              .HostMemory("size"),            \
-                          ResizeBilinearOp<GpuTag, T>);
-#define OPFORGE_REGISTER_GRAD_GPU(T)                                                            \
-  REGISTER_KERNEL_BUILDER(                                                                      \
-      Name("Opforge>ResizeBilinearGrad").Device(tensorflow::DEVICE_GPU).TypeConstraint<T>("T"), \
-      ResizeBilinearGradOp<GpuTag, T>);
-OPFORGE_REGISTER_FORWARD_GPU(int8_t)
-OPFORGE_REGISTER_FORWARD_GPU(uint8_t)
-OPFORGE_REGISTER_FORWARD_GPU(int16_t)
-OPFORGE_REGISTER_FORWARD_GPU(uint16_t)
-OPFORGE_REGISTER_FORWARD_GPU(int64_t)
-OPFORGE_REGISTER_FORWARD_GPU(Eigen::half)
-OPFORGE_REGISTER_FORWARD_GPU(Eigen::bfloat16)
-OPFORGE_REGISTER_FORWARD_GPU(float)
-OPFORGE_REGISTER_FORWARD_GPU(double)
-OPFORGE_REGISTER_GRAD_GPU(Eigen::half)
-OPFORGE_REGISTER_GRAD_GPU(Eigen::bfloat16)
-OPFORGE_REGISTER_GRAD_GPU(float)
-OPFORGE_REGISTER_GRAD_GPU(double)
-#undef OPFORGE_REGISTER_FORWARD_GPU
-#undef OPFORGE_REGISTER_GRAD_GPU
-#endif
+// (only the latter's shape is used).
+OPFORGE_REGISTER_KERNELS(Name("Opforge>ResizeBilinear").HostMemory("size"), ResizeBilinearOp,
+                         OPFORGE_RESIZE_IMAGE_TYPES, OPFORGE_RESIZE_IMAGE_GPU_TYPES)
+OPFORGE_REGISTER_KERNELS(Name("Opforge>ResizeBilinearGrad"), ResizeBilinearGradOp,
+                         OPFORGE_FLOAT_TYPES, OPFORGE_FLOAT_TYPES)
 
 }  // namespace
 }  // namespace opforge
