@@ -54,16 +54,17 @@ def verify(spec: OpSpec, size: Optional[int], repeats: int) -> Row:
 def format_rows(rows: List[Row]) -> str:
     op_width = max(len(r.op) for r in rows) + 2
     ref_width = max(len(r.reference) for r in rows) + 2
+    case_width = max(len(r.speed_case) for r in rows) + 2
     header = (
         f"{'op':<{op_width}}{'reference':<{ref_width}}{'forward err':>12}{'(tol)':>8}"
-        f"{'grad err':>10}{'(tol)':>8}{'speed vs ref':>14}  {'speed case':<44}{'status':>7}"
+        f"{'grad err':>10}{'(tol)':>8}{'speed vs ref':>14}  {'speed case':<{case_width}}{'status':>7}"
     )
     lines = [header, "-" * len(header)]
     for r in rows:
         lines.append(
             f"{r.op:<{op_width}}{r.reference:<{ref_width}}{r.forward_error:>12.3g}"
             f"{r.forward_tolerance:>8.0e}{r.gradient_error:>10.2g}{r.gradient_tolerance:>8.0e}"
-            f"{r.speed_ratio:>13.2f}x  {r.speed_case:<44}{'ok' if r.ok else 'FAIL':>7}"
+            f"{r.speed_ratio:>13.2f}x  {r.speed_case:<{case_width}}{'ok' if r.ok else 'FAIL':>7}"
         )
     lines.append(
         "forward err: max |opforge - reference| over dtypes, attrs, shapes and NaN/inf inputs "

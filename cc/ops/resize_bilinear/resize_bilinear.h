@@ -47,7 +47,8 @@ struct ResizeBilinearParams {
 Status ValidateResizeBilinearAttrs(const char* op, bool align_corners, bool half_pixel_centers);
 
 // images: [batch, height, width, channels] with height, width, channels > 0; size: the shape of
-// the size tensor (must be [2]) and its values [new_height, new_width] (both > 0). Fills params.
+// the size tensor (must be [2]) and its values, however many there are (they must be two,
+// [new_height, new_width], both > 0; a message about a wrong count names them). Fills params.
 Status ValidateResizeBilinear(const std::vector<int64_t>& images, const std::vector<int64_t>& size,
                               const std::vector<int64_t>& size_values, bool align_corners,
                               bool half_pixel_centers, ResizeBilinearParams* params);

@@ -63,8 +63,10 @@ Status ValidateResizeBilinear(const std::vector<int64_t>& images, const std::vec
                            "shape " + ShapeString(images));
   }
   if (size.size() != 1 || size[0] != 2 || size_values.size() != 2) {
-    return InvalidArgument(kOp, "size", "a 1-D tensor of two elements [new_height, new_width]",
-                           "shape " + ShapeString(size));
+    return InvalidArgument(
+        kOp, "size", "a 1-D tensor of two elements [new_height, new_width]",
+        "shape " + ShapeString(size) +
+            (size_values.empty() ? std::string() : " with values " + ShapeString(size_values)));
   }
   if (size_values[0] <= 0 || size_values[1] <= 0) {
     return InvalidArgument(kOp, "size", "positive [new_height, new_width]",

@@ -110,9 +110,7 @@ struct ResizeBilinearOp : ResizeBilinearAttrs<kResizeBilinear> {
   static constexpr int kValuesInput = 1;  // size, read on the host
 
   Status Validate(TfCall& call, Params* p) const {
-    const bool pair = call.shape(1) == std::vector<int64_t>{2};
-    OPFORGE_RETURN_IF_ERROR(ValidateResizeBilinear(call.shape(0), call.shape(1),
-                                                   pair ? call.values : std::vector<int64_t>{},
+    OPFORGE_RETURN_IF_ERROR(ValidateResizeBilinear(call.shape(0), call.shape(1), call.values,
                                                    align_corners, half_pixel_centers, p));
     call.Output(0, {p->batch, p->out_height, p->out_width, p->channels});
     return Status::Ok();
