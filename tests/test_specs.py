@@ -37,6 +37,16 @@ def test_every_op_has_a_complete_spec():
         assert module.SPECS, module.__name__
 
 
+def test_comparisons_the_checks_rest_on():
+    assert max_error(np.float32(1.0), np.float32(1.5)) == 0.5  # 0-d arrays too
+    assert max_error([np.nan, 1.0, np.inf], [np.nan, 1.0, np.inf]) == 0.0
+    assert max_error([1.0, np.nan], [1.0, 2.0]) == np.inf
+    assert max_error([1.0], [1.0, 2.0]) == np.inf
+    assert bits_equal(np.float32([np.nan, 0.0]), np.float32([-np.nan, 0.0]))
+    assert not bits_equal(np.float32([0.0]), np.float32([-0.0]))
+    assert not bits_equal(np.float32([1.0]), np.float64([1.0]))
+
+
 @pytest.mark.parametrize("spec", SPECS, ids=ids)
 def test_forward_matches_reference(spec, device):
     for dtype, case, ours, theirs in forward_errors(spec):

@@ -178,8 +178,8 @@ def max_error(actual, expected) -> float:
     same = (a == e) | (np.isnan(a) & np.isnan(e))
     if same.all():
         return 0.0
-    diff = np.abs(a - e)
-    diff[same] = 0.0
+    # np.where, not item assignment: a - e of 0-d arrays is a NumPy scalar.
+    diff = np.where(same, 0.0, np.abs(a - e))
     return float(np.nan_to_num(diff, nan=np.inf).max())
 
 
