@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 
 import opforge
-from opforge.spec import determinism_outputs, forward_errors, gradient_error
+from opforge.spec import OpSpec, Sample, determinism_outputs, forward_errors, gradient_error
 from helpers import bits_equal, check_bad_input, max_error, run_cases_in_child, run_python
 
 SPECS = opforge.ops.SPECS
@@ -37,6 +37,14 @@ def test_every_op_has_a_complete_spec():
         assert module.SPECS, module.__name__
 
 
+def test_samples_and_tolerances():
+    scalar = Sample((), seed=1, specials=True).make(tf.float32)
+    assert scalar.shape == () and scalar.numpy() == 0.0  # the first special value, shape () too
+    spec = OpSpec("t", tf.identity, tf.identity, "tf.identity", (tf.float16, tf.float32), (),
+                  forward_tolerance={"float16": 1e-3, "float32": 0.0})
+    assert spec.tolerance(tf.float16) == 1e-3 and spec.tolerance(tf.float32) == 0.0
+
+
 def test_comparisons_the_checks_rest_on():
     assert max_error(np.float32(1.0), np.float32(1.5)) == 0.5  # 0-d arrays too
     assert max_error([np.nan, 1.0, np.inf], [np.nan, 1.0, np.inf]) == 0.0
@@ -54,10 +62,10 @@ def test_forward_matches_reference(spec, device):
         assert len(ours) == len(theirs), where
         for o, t in zip(ours, theirs):
             assert o.dtype == t.dtype and o.shape == t.shape, where
-            if spec.forward_tolerance == 0:
+            if spec.tolerance(dtype) == 0:
                 assert bits_equal(o.numpy(), t.numpy()), where
             else:
-                assert max_error(o, t) <= spec.forward_tolerance, where
+                assert max_error(o, t) <= spec.tolerance(dtype), where
 
 
 @pytest.mark.parametrize(

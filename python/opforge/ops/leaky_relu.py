@@ -7,7 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib
-from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun
+from opforge.spec import BadInput, Case, OpSpec, Sample, elementwise_speed
 from opforge.timing import numpy_copy
 
 __all__ = ["leaky_relu", "leaky_relu_grad", "leaky_relu_with_mask"]
@@ -121,26 +121,9 @@ def _mask_reference(features, alpha):
     return tf.nn.leaky_relu(features, alpha), mask
 
 
-def _elementwise(label: str, default: int, make):
-    """A speed case over `n` float32 elements (`size`, or `default`)."""
-
-    def setup(size):
-        n = size or default
-        x = tf.random.normal([n], seed=1)
-        g = tf.random.normal([n], seed=2)
-        candidates, moved = make(x, g)
-        return SpeedRun(f"{label} float32 [{n}]", candidates, None if moved is None else moved * 4 * n)
-
-    return SpeedCase(setup)
-
-
 def _numpy_leaky_relu(t):
     v = t.numpy()
     return np.where(v > 0, v, v * np.float32(0.2))
-
-
-def _copy(x):
-    return numpy_copy(int(x.shape[0]))
 
 
 SPECS = (
@@ -161,19 +144,19 @@ SPECS = (
         ),
         determinism_case=Case("1M", (Sample(((1 << 20) + 17,), seed=42),), {"alpha": 0.3}),
         speed=(
-            _elementwise("forward", 1 << 22, lambda x, g: (
-                {"opforge": lambda: leaky_relu(x, 0.2), "tf": lambda: tf.nn.leaky_relu(x, 0.2),
-                 "copy": _copy(x)}, 2)),
-            _elementwise("gradient", 1 << 22, lambda x, g: (
-                {"opforge": lambda: lib().opforge_leaky_relu_grad(g, x, alpha=0.2),
-                 "tf": lambda: tf.raw_ops.LeakyReluGrad(gradients=g, features=x, alpha=0.2),
-                 "copy": _copy(x)}, 3)),
-            _elementwise("forward vs py_function", 1 << 10, lambda x, g: (
-                {"opforge": lambda: leaky_relu(x, 0.2),
-                 "py_function": lambda: tf.py_function(_numpy_leaky_relu, [x], tf.float32)}, None)),
-            _elementwise("forward vs py_function", 1 << 20, lambda x, g: (
-                {"opforge": lambda: leaky_relu(x, 0.2),
-                 "py_function": lambda: tf.py_function(_numpy_leaky_relu, [x], tf.float32)}, None)),
+            elementwise_speed("forward", lambda x, g: {
+                "opforge": lambda: leaky_relu(x, 0.2), "tf": lambda: tf.nn.leaky_relu(x, 0.2),
+                "copy": numpy_copy(int(x.shape[0]))}, bytes_per_element=8),
+            elementwise_speed("gradient", lambda x, g: {
+                "opforge": lambda: lib().opforge_leaky_relu_grad(g, x, alpha=0.2),
+                "tf": lambda: tf.raw_ops.LeakyReluGrad(gradients=g, features=x, alpha=0.2),
+                "copy": numpy_copy(int(x.shape[0]))}, bytes_per_element=12),
+            elementwise_speed("forward vs py_function", lambda x, g: {
+                "opforge": lambda: leaky_relu(x, 0.2),
+                "py_function": lambda: tf.py_function(_numpy_leaky_relu, [x], tf.float32)}, default=1 << 10),
+            elementwise_speed("forward vs py_function", lambda x, g: {
+                "opforge": lambda: leaky_relu(x, 0.2),
+                "py_function": lambda: tf.py_function(_numpy_leaky_relu, [x], tf.float32)}, default=1 << 20),
         ),
         bad_inputs={
             "string features": BadInput("opforge.ops.leaky_relu(tf.constant(['a', 'b']))", ("features", "string")),
@@ -211,9 +194,9 @@ SPECS = (
         gradient_cases=(Case("alpha=0.2", (Sample((4, 9), seed=11, scale=3, away_from_zero=0.1),), {"alpha": 0.2}),),
         determinism_case=Case("1M", (Sample(((1 << 20) + 17,), seed=42),), {"alpha": -0.1}),
         speed=(
-            _elementwise("forward", 1 << 22, lambda x, g: (
-                {"opforge": lambda: leaky_relu_with_mask(x, 0.2),
-                 "tf": lambda: (tf.nn.leaky_relu(x, 0.2), tf.where(x > 0, 1.0, 0.2))}, 3)),
+            elementwise_speed("forward", lambda x, g: {
+                "opforge": lambda: leaky_relu_with_mask(x, 0.2),
+                "tf": lambda: (tf.nn.leaky_relu(x, 0.2), tf.where(x > 0, 1.0, 0.2))}, bytes_per_element=12),
         ),
         bad_inputs={
             "nan alpha": BadInput("opforge.ops.leaky_relu_with_mask(tf.ones([3]), alpha=float('nan'))", ("alpha", "finite")),
