@@ -35,6 +35,13 @@ def test_layer_config_and_flags():
     with pytest.raises(ValueError, match="negative_slope"):
         opforge.layers.LeakyReLU(negative_slope=float("nan"))
 
+    @tf.function
+    def build_in_graph():  # the check runs eagerly inside a graph too
+        return opforge.layers.LeakyReLU(negative_slope=float("inf"))
+
+    with pytest.raises(ValueError, match="finite"):
+        build_in_graph()
+
 
 def test_model_trains_and_is_not_jit_compiled():
     keras.utils.set_random_seed(1)

@@ -27,8 +27,10 @@ struct bfloat16;
   X(kUInt16, "uint16", uint16_t)
 
 // Element-type lists as X-macros: LIST(X, ...) expands X(T, ...) for each C++ type T. An op's
-// kernels are instantiated (<op>_cpu.cc) and registered (<op>_tf.cc, common/tf_kernel.h) over
-// the same named lists, so the two cannot drift apart. An op-specific list lives in its header.
+// CPU kernels are instantiated (<op>_cpu.cc) and registered (<op>_tf.cc, common/tf_kernel.h)
+// over the same named lists, so those two cannot drift apart; tests/test_specs.py checks the
+// registered kernels against the dtypes of the op's Python spec. An op-specific list lives in
+// its header.
 #define OPFORGE_FLOAT_TYPES(X, ...) \
   X(Eigen::half, __VA_ARGS__)       \
   X(Eigen::bfloat16, __VA_ARGS__)   \

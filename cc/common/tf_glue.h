@@ -33,7 +33,8 @@ inline absl::Status ToTfStatus(const Status& status) {
   return absl::InvalidArgumentError(status.message());
 }
 
-// Runs a core validate() and, on failure, sets InvalidArgument on the context and returns.
+// Runs a core call and, on failure, sets its error on the context (InvalidArgument for bad
+// input, Internal for a failed CUDA launch) and returns.
 #define OPFORGE_OP_REQUIRES_OK(context, expr)               \
   do {                                                      \
     ::opforge::Status _opf_s = (expr);                      \
@@ -61,7 +62,7 @@ std::vector<int64_t> IntValues(const tensorflow::Tensor& tensor);
 // where THP is off or not available.
 void AdviseHugePages(void* data, size_t bytes);
 
-// Device tags for kernel templates: one OpKernel class per op, specialised by where it runs.
+// Device tags of TfKernel (common/tf_kernel.h): one op struct, specialised by where it runs.
 struct CpuTag {};
 struct GpuTag {};
 

@@ -9,6 +9,7 @@ cases come from `opforge.ops.SPECS`; an op adds no line here.
 from __future__ import annotations
 
 import json
+import os
 from typing import Dict, List, Optional
 
 from opforge.spec import SpeedRun
@@ -61,8 +62,6 @@ def machine() -> str:
                     flags = set(value.split())
     except OSError:
         pass
-    import os
-
     isa = [name for name in ("avx", "avx2", "fma", "avx512f", "avx512_bf16", "amx_tile") if name in flags]
     return f"{model}, {os.cpu_count()} cores, {' '.join(isa) or 'no AVX'}"
 
@@ -81,6 +80,8 @@ def run(ops: List[str], size: Optional[int], repeats: int, as_json: bool) -> int
             continue
         for speed in spec.speed:
             r = speed.setup(size)
+            if r is None:  # a case shown only at its default size
+                continue
             rows.append(row(spec.name, r, interleaved(r.candidates, min(repeats, speed.max_repeats or repeats))))
     if as_json:
         print(json.dumps([dict(r, machine=machine()) for r in rows], indent=2))

@@ -3,8 +3,9 @@
 Each op module (`opforge/ops/<op>.py`) ends with `SPECS = (OpSpec(...), ...)`: the dtypes, the
 reference it is checked against, sample cases (shapes, attrs, edge values), tolerances, gradient
 cases, speed cases and the bad inputs with the message fragments they must produce. `opforge
-verify`, `opforge bench`, `opforge.ops.OP_NAMES`, `make gpu-build-check` and the generic tests
-(`tests/test_specs.py`) iterate over the specs, so a new op adds no line to any of them.
+verify`, `opforge bench` and the generic tests (`tests/test_specs.py`) iterate over the specs,
+and `opforge.ops.OP_NAMES` (used by `opforge doctor` and `make gpu-build-check`) over the
+modules' OP_NAMES, so a new op adds no line to any of them.
 
 This module defines the spec types and the checks every spec gets; it knows no op.
 """
@@ -114,9 +115,11 @@ class SpeedRun:
 class SpeedCase:
     """`setup(size)` builds a SpeedRun. `size` is the element count asked for on the command
     line, or None for the case's own default; cases at model shapes scale their batch to it
-    (`scaled_batch`). `max_repeats` caps the rounds of slow cases."""
+    (`scaled_batch`). A case that only shows a default size (the same op at 1K and at 1M
+    elements) returns None when a size is asked for, so that no case runs twice. `max_repeats`
+    caps the rounds of slow cases."""
 
-    setup: Callable[[Optional[int]], SpeedRun]
+    setup: Callable[[Optional[int]], Optional[SpeedRun]]
     max_repeats: Optional[int] = None
 
 
@@ -207,12 +210,17 @@ def bits_equal(a, b) -> bool:
 
 def forward_errors(spec: OpSpec):
     """Yields (dtype, case, outputs, reference outputs) for every dtype and case."""
+    import tensorflow as tf
+
     for dtype in spec.dtypes:
         for case in spec.cases:
             if case.dtypes is not None and dtype not in case.dtypes:
                 continue
             tensors = case.tensors(dtype)
-            yield dtype, case, spec.call(spec.op, case, tensors), spec.call(spec.reference, case, tensors)
+            ours = spec.call(spec.op, case, tensors)
+            with tf.device("/CPU:0"):  # the claim is TensorFlow's CPU result, on any device
+                theirs = spec.call(spec.reference, case, tensors)
+            yield dtype, case, ours, theirs
 
 
 def forward_error(spec: OpSpec) -> Tuple[float, bool]:
@@ -220,9 +228,14 @@ def forward_error(spec: OpSpec) -> Tuple[float, bool]:
     every dtype's error is within its tolerance."""
     worst, within = 0.0, True
     for dtype, _, ours, theirs in forward_errors(spec):
-        errors = [max_error(o, t) for o, t in zip(ours, theirs)] if len(ours) == len(theirs) else [math.inf]
+        if len(ours) != len(theirs):
+            return math.inf, False
+        errors = [max_error(o, t) for o, t in zip(ours, theirs)]
         worst = max([worst] + errors)
-        within = within and max(errors, default=0.0) <= spec.tolerance(dtype)
+        if spec.tolerance(dtype) == 0:  # bit for bit: the sign of zero counts too
+            within = within and all(bits_equal(o.numpy(), t.numpy()) for o, t in zip(ours, theirs))
+        else:
+            within = within and max(errors, default=0.0) <= spec.tolerance(dtype)
     return worst, within
 
 
@@ -232,6 +245,8 @@ def gradient_error(spec: OpSpec, case: Case) -> float:
 
     tensors = case.tensors(tf.float64)
     wrt = [i for i, s in enumerate(case.inputs) if s.differentiable]
+    if not wrt:
+        raise ValueError(f"{spec.name}: gradient case {case.name!r} has no differentiable input")
 
     def fn(*xs):
         args = list(tensors)
@@ -242,7 +257,7 @@ def gradient_error(spec: OpSpec, case: Case) -> float:
     theoretical, numerical = tf.test.compute_gradient(
         fn, [tensors[i] for i in wrt], delta=spec.gradient_delta
     )
-    return max((max_error(t, n) for t, n in zip(theoretical, numerical)), default=0.0)
+    return max(max_error(t, n) for t, n in zip(theoretical, numerical))
 
 
 def determinism_outputs(spec: OpSpec, dtype=None) -> List[Any]:
@@ -263,13 +278,16 @@ def determinism_outputs(spec: OpSpec, dtype=None) -> List[Any]:
 
 
 def elementwise_speed(label: str, make: Callable, default: int = 1 << 22,
-                      bytes_per_element: Optional[int] = None) -> SpeedCase:
+                      bytes_per_element: Optional[int] = None, only_default: bool = False) -> SpeedCase:
     """A speed case over `n` float32 elements (`size`, or `default`): `make(x, g)` gets two
     random [n] tensors and returns the candidates; `bytes_per_element` (bytes an opforge call
-    moves per element) adds GB/s."""
+    moves per element) adds GB/s; `only_default`: a second size of a case, skipped when a size
+    is asked for."""
     import tensorflow as tf
 
     def setup(size):
+        if size and only_default:
+            return None
         n = size or default
         x = tf.random.normal([n], seed=1)
         g = tf.random.normal([n], seed=2)
@@ -287,8 +305,3 @@ def scaled_batch(shape: Sequence[int], size: Optional[int]) -> List[int]:
         per_item = int(np.prod(shape[1:]))
         shape[0] = max(1, int(round(size / per_item)))
     return shape
-
-
-def collect(modules) -> Tuple[OpSpec, ...]:
-    """Every spec of the given op modules, in module order."""
-    return tuple(spec for module in modules for spec in getattr(module, "SPECS", ()))

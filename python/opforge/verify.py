@@ -39,9 +39,9 @@ class Row:
 def verify(spec: OpSpec, size: Optional[int], repeats: int) -> Row:
     grad = max((gradient_error(spec, case) for case in spec.gradient_cases), default=0.0)
     ratio, label = math.nan, "-"
-    if spec.speed:
-        speed = spec.speed[0]
-        run = speed.setup(size)
+    runs = ((speed, speed.setup(size)) for speed in spec.speed)
+    speed, run = next(((s, r) for s, r in runs if r is not None), (None, None))
+    if run is not None:
         medians = interleaved(run.candidates, min(repeats, speed.max_repeats or repeats))
         rival = next(name for name in run.candidates if name != "opforge")
         ratio, label = medians[rival] / medians["opforge"], run.label

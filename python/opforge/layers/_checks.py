@@ -11,6 +11,7 @@ def check_with_op(layer: str, call: Callable[[], object]) -> None:
     arguments, and raises the core's message as the ValueError Keras users expect from a
     constructor (`layer` names the layer and the arguments given)."""
     try:
-        call()
+        with tf.init_scope():  # eagerly, also when the layer is built inside a tf.function
+            call()
     except tf.errors.InvalidArgumentError as exc:
         raise ValueError(f"{layer}: {exc.message}") from None

@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from opforge.spec import collect
 
 MODULES = tuple(
     importlib.import_module(f"{__name__}.{info.name}")
@@ -19,12 +18,19 @@ MODULES = tuple(
     if not info.name.startswith("_")
 )
 
+for _module in MODULES:
+    for _name in ("__all__", "OP_NAMES", "SPECS"):
+        if not hasattr(_module, _name):
+            raise ImportError(f"{_module.__name__} is an op module (python/opforge/ops/) but defines "
+                              f"no {_name}; every op module lists its wrappers (__all__), its C++ "
+                              "ops (OP_NAMES) and its specs (SPECS)")
+
 # Every op the C++ library registers (checked against the library by the tests).
 OP_NAMES = tuple(name for module in MODULES for name in module.OP_NAMES)
 # Every op's spec: what `opforge verify`, `opforge bench` and the generic tests iterate over.
-SPECS = collect(MODULES)
+SPECS = tuple(spec for module in MODULES for spec in module.SPECS)
 
-for _module in MODULES:
+for _module in MODULES:  # noqa: B007
     globals().update({name: getattr(_module, name) for name in _module.__all__})
 
 __all__ = ["OP_NAMES", "SPECS"] + sorted(name for m in MODULES for name in m.__all__)
