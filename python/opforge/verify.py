@@ -85,5 +85,8 @@ def run(as_json: bool, size: Optional[int] = None, repeats: int = 30, ops: Optio
     if as_json:
         print(json.dumps([dict(asdict(r), ok=r.ok) for r in rows], indent=2))
     else:
+        from opforge.bench import machine
+
+        print(f"machine: {machine()}")
         print(format_rows(rows))
     return 0 if all(r.ok for r in rows) else 1
