@@ -106,7 +106,6 @@ absl::Status InputGradShape(InferenceContext* c) {
   TF_RETURN_IF_ERROR(c->Merge(c->Dim(grad, l.c), c->Dim(filter, 2), &out_channels));
   DimensionHandle spatial[2] = {c->UnknownDim(), c->UnknownDim()};
   if (ValidateConv2DTransposeAttrs(a).ok()) {
-    Conv2DTransposeParams p;
     const std::vector<int64_t>& e = a.explicit_paddings;
     const int index[2] = {l.h, l.w};
     for (int i = 0; i < 2; ++i) {
