@@ -30,7 +30,7 @@ def test_every_op_has_a_complete_spec():
     assert len(BY_NAME) == len(SPECS), "spec names must be unique"
     for spec in SPECS:
         assert spec.cases and spec.bad_inputs and spec.speed, spec.name
-        assert spec.gradient_cases, spec.name
+        assert bool(spec.gradient_cases) == spec.differentiable, spec.name
         assert spec.op.__doc__, spec.name
     for module in opforge.ops.MODULES:
         assert module.OP_NAMES and all(n.startswith("Opforge>") for n in module.OP_NAMES)
@@ -177,7 +177,24 @@ def test_determinism_outputs_include_gradients():
     for spec in SPECS:
         case = spec.determinism_case or spec.cases[-1]
         outputs = spec.call(spec.op, case, case.tensors(_float_dtype(spec)))
-        assert len(determinism_outputs(spec)) > len(outputs), spec.name
+        if spec.differentiable:
+            assert len(determinism_outputs(spec)) > len(outputs), spec.name
+        else:
+            assert len(determinism_outputs(spec)) == len(outputs), spec.name
+
+
+@pytest.mark.parametrize("spec", [s for s in SPECS if not s.differentiable],
+                         ids=[s.name for s in SPECS if not s.differentiable])
+def test_ops_without_gradient_say_so(spec):
+    """An op without a gradient is registered with tf.no_gradient: a tape gives None, not an
+    error and not zeros."""
+    case = spec.determinism_case or spec.cases[-1]
+    tensors = case.tensors(_float_dtype(spec))
+    floats = [t for t in tensors if t.dtype.is_floating]
+    with tf.GradientTape() as tape:
+        tape.watch(floats)
+        outputs = [o for o in spec.call(spec.op, case, tensors) if o.dtype.is_floating]
+    assert outputs and all(g is None for g in tape.gradient(outputs, floats)), spec.name
 
 
 # --- SavedModel round trip in a fresh process ------------------------------------------------------

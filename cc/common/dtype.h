@@ -36,6 +36,8 @@ struct bfloat16;
   X(Eigen::bfloat16, __VA_ARGS__)   \
   X(float, __VA_ARGS__)             \
   X(double, __VA_ARGS__)
+// No types: the GPU list of an op that runs on the CPU only.
+#define OPFORGE_NO_TYPES(X, ...)
 #define OPFORGE_FLOAT_INT_TYPES(X, ...) \
   OPFORGE_FLOAT_TYPES(X, __VA_ARGS__)   \
   X(int32_t, __VA_ARGS__)               \

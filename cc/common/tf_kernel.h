@@ -31,6 +31,8 @@
 //   OPFORGE_REGISTER_KERNELS(Name("Opforge>LeakyRelu"), LeakyReluOp, OPFORGE_FLOAT_TYPES,
 //                            OPFORGE_FLOAT_TYPES)
 //
+// Cpu returns void, or a Status where it checks input values (Validate sees shapes, and on a GPU
+// the values are in device memory; the Gpu path checks them its own way).
 // Init runs once per kernel (an op without attrs returns Status::Ok()); Validate, Cpu and Gpu
 // are const because one op object serves concurrent calls: per-call state goes in Params.
 // An op that reads the values of a small integer input (a size, an output shape: registered
@@ -175,7 +177,14 @@ class TfKernel final : public tensorflow::OpKernel {
     if (!any) return;
 
     if constexpr (std::is_same_v<Device, CpuTag>) {
-      op_.template Cpu<T>(params, call, TfParallel(context));
+      // An op whose CPU path checks input values (which Validate cannot read on a GPU) returns a
+      // Status from Cpu; the others return void.
+      using CpuResult = decltype(op_.template Cpu<T>(params, call, TfParallel(context)));
+      if constexpr (std::is_same_v<CpuResult, Status>) {
+        OPFORGE_OP_REQUIRES_OK(context, op_.template Cpu<T>(params, call, TfParallel(context)));
+      } else {
+        op_.template Cpu<T>(params, call, TfParallel(context));
+      }
     } else {
 #if GOOGLE_CUDA
       OPFORGE_OP_REQUIRES_OK(context, op_.Gpu(DTypeOf<T>::value, params, call, GpuStream(context)));

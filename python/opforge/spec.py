@@ -138,7 +138,9 @@ class OpSpec:
     - determinism_case: a call large enough to be split across threads (forward and gradient
       must be the same bits with 1 and 2 intra-op threads); defaults to the last case;
     - speed: the benchmarks (`opforge bench`); the first is verify's speed column;
-    - bad_inputs: name -> BadInput.
+    - bad_inputs: name -> BadInput;
+    - differentiable: False for an op without a gradient (registered with tf.no_gradient: NMS,
+      target assignment); it then has no gradient cases.
     """
 
     name: str
@@ -155,6 +157,7 @@ class OpSpec:
     determinism_case: Optional[Case] = None
     speed: Tuple[SpeedCase, ...] = ()
     bad_inputs: Mapping[str, BadInput] = field(default_factory=dict)
+    differentiable: bool = True
 
     def __repr__(self) -> str:
         return f"OpSpec({self.name!r})"

@@ -26,18 +26,21 @@ class Row:
     forward_error: float
     forward_tolerance: float  # the largest of the dtypes' tolerances
     forward_within: bool  # every dtype within its own tolerance
-    gradient_error: float
+    gradient_error: float  # NaN for an op without a gradient
     gradient_tolerance: float
     speed_ratio: float
     speed_case: str
 
     @property
     def ok(self) -> bool:
-        return self.forward_within and self.gradient_error <= self.gradient_tolerance
+        no_gradient = math.isnan(self.gradient_error)
+        return self.forward_within and (no_gradient or self.gradient_error <= self.gradient_tolerance)
 
 
 def verify(spec: OpSpec, size: Optional[int], repeats: int) -> Row:
     grad = max((gradient_error(spec, case) for case in spec.gradient_cases), default=0.0)
+    if not spec.differentiable:
+        grad = math.nan
     ratio, label = math.nan, "-"
     runs = ((speed, speed.setup(size)) for speed in spec.speed)
     speed, run = next(((s, r) for s, r in runs if r is not None), (None, None))
@@ -63,12 +66,15 @@ def format_rows(rows: List[Row]) -> str:
     for r in rows:
         lines.append(
             f"{r.op:<{op_width}}{r.reference:<{ref_width}}{r.forward_error:>12.3g}"
-            f"{r.forward_tolerance:>8.0e}{r.gradient_error:>10.2g}{r.gradient_tolerance:>8.0e}"
-            f"{r.speed_ratio:>13.2f}x  {r.speed_case:<{case_width}}{'ok' if r.ok else 'FAIL':>7}"
+            f"{r.forward_tolerance:>8.0e}"
+            + (f"{'none':>10}{'':>8}" if math.isnan(r.gradient_error) else
+               f"{r.gradient_error:>10.2g}{r.gradient_tolerance:>8.0e}")
+            + f"{r.speed_ratio:>13.2f}x  {r.speed_case:<{case_width}}{'ok' if r.ok else 'FAIL':>7}"
         )
     lines.append(
         "forward err: max |opforge - reference| over dtypes, attrs, shapes and NaN/inf inputs "
-        "(tolerance 0: bit-exact); grad err: max |C++ gradient - float64 numerical gradient|; "
+        "(tolerance 0: bit-exact); grad err: max |C++ gradient - float64 numerical gradient| "
+        "('none': no gradient, by design); "
         "speed: reference median / opforge median, interleaved, on the op's first speed case."
     )
     return "\n".join(lines)
@@ -83,7 +89,9 @@ def run(as_json: bool, size: Optional[int] = None, repeats: int = 30, ops: Optio
         return 2
     rows = [verify(spec, size, repeats) for spec in specs]
     if as_json:
-        print(json.dumps([dict(asdict(r), ok=r.ok) for r in rows], indent=2))
+        # JSON has no NaN: an op without a gradient reports null.
+        print(json.dumps([dict(asdict(r), ok=r.ok, gradient_error=None if math.isnan(r.gradient_error)
+                               else r.gradient_error) for r in rows], indent=2))
     else:
         from opforge.bench import machine
 

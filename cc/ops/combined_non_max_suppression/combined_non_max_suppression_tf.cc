@@ -1,0 +1,140 @@
+// TensorFlow binding of CombinedNonMaxSuppression: op registration with its shape function, and
+// the op struct that TfKernel (common/tf_kernel.h) runs. CPU only (in a CUDA build TensorFlow
+// places the op on the CPU, where its scalar inputs and the NMS loop belong).
+#include <vector>
+
+#include "common/tf_kernel.h"
+#include "ops/combined_non_max_suppression/combined_non_max_suppression.h"
+
+namespace opforge {
+
+namespace shape_inference = tensorflow::shape_inference;
+using shape_inference::DimensionHandle;
+using shape_inference::InferenceContext;
+using shape_inference::ShapeHandle;
+
+namespace {
+
+constexpr char kOp[] = "CombinedNonMaxSuppression";
+
+// The value of scalar input i when it is a constant of the graph, else -1.
+int64_t ConstantScalar(InferenceContext* c, int i) {
+  const tensorflow::Tensor* t = c->input_tensor(i);
+  if (t == nullptr || t->NumElements() != 1) return -1;
+  return t->flat<int32_t>()(0);
+}
+
+absl::Status NmsShape(InferenceContext* c) {
+  ShapeHandle boxes, scores;
+  if (c->RankKnown(c->input(0)) && c->Rank(c->input(0)) != 4) {
+    return ToTfStatus(InvalidArgument(kOp, "boxes", "4-D [batch, num_boxes, q, 4]",
+                                      "rank " + std::to_string(c->Rank(c->input(0)))));
+  }
+  if (c->RankKnown(c->input(1)) && c->Rank(c->input(1)) != 3) {
+    return ToTfStatus(InvalidArgument(kOp, "scores", "3-D [batch, num_boxes, num_classes]",
+                                      "rank " + std::to_string(c->Rank(c->input(1)))));
+  }
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, &boxes));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 3, &scores));
+  static const char* const kScalars[] = {"max_output_size_per_class", "max_total_size",
+                                         "iou_threshold", "score_threshold", "soft_nms_sigma"};
+  for (int i = 2; i < 7; ++i) {
+    if (c->RankKnown(c->input(i)) && c->Rank(c->input(i)) != 0) {
+      return ToTfStatus(InvalidArgument(kOp, kScalars[i - 2], "a scalar (0-D)",
+                                        "rank " + std::to_string(c->Rank(c->input(i)))));
+    }
+  }
+  DimensionHandle batch;
+  TF_RETURN_IF_ERROR(c->Merge(c->Dim(boxes, 0), c->Dim(scores, 0), &batch));
+  bool pad_per_class = false;
+  TF_RETURN_IF_ERROR(c->GetAttr("pad_per_class", &pad_per_class));
+  const int64_t per_class = ConstantScalar(c, 2);
+  const int64_t total = ConstantScalar(c, 3);
+  DimensionHandle detections = c->UnknownDim();
+  if (total > 0) {
+    if (!pad_per_class) {
+      detections = c->MakeDim(total);
+    } else if (per_class > 0 && c->ValueKnown(c->Dim(scores, 2))) {
+      CombinedNmsParams p;
+      p.pad_per_class = true;
+      p.max_output_size_per_class = per_class;
+      p.max_total_size = total;
+      p.num_classes = c->Value(c->Dim(scores, 2));
+      detections = c->MakeDim(p.max_detections());
+    }
+  }
+  c->set_output(0, c->MakeShape({batch, detections, c->MakeDim(4)}));
+  c->set_output(1, c->MakeShape({batch, detections}));
+  c->set_output(2, c->MakeShape({batch, detections}));
+  c->set_output(3, c->MakeShape({batch}));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+REGISTER_OP("Opforge>CombinedNonMaxSuppression")
+    .Input("boxes: T")
+    .Input("scores: T")
+    .Input("max_output_size_per_class: int32")
+    .Input("max_total_size: int32")
+    .Input("iou_threshold: float")
+    .Input("score_threshold: float")
+    .Input("soft_nms_sigma: float")
+    .Output("nmsed_boxes: T")
+    .Output("nmsed_scores: T")
+    .Output("nmsed_classes: float")
+    .Output("valid_detections: int32")
+    .Attr("pad_per_class: bool = false")
+    .Attr("clip_boxes: bool = true")
+    .Attr("T: {half, bfloat16, float} = DT_FLOAT")
+    .SetShapeFn(NmsShape)
+    .Doc("Per-class NMS (hard, or Gaussian soft-NMS when soft_nms_sigma > 0) over a batch, the "
+         "classes merged by score: tf.image.combined_non_max_suppression's outputs.");
+
+namespace {
+
+struct CombinedNmsOp {
+  using Params = CombinedNmsParams;
+  bool pad_per_class = false;
+  bool clip_boxes = true;
+
+  Status Init(AttrReader& reader) {
+    reader.Read("pad_per_class", &pad_per_class);
+    reader.Read("clip_boxes", &clip_boxes);
+    return Status::Ok();
+  }
+  // The kernel runs on the CPU only, so the scalar inputs are host memory here.
+  Status Validate(TfCall& call, Params* p) const {
+    p->pad_per_class = pad_per_class;
+    p->clip_boxes = clip_boxes;
+    OPFORGE_RETURN_IF_ERROR(ValidateCombinedNms(
+        call.shape(0), call.shape(1),
+        {call.shape(2), call.shape(3), call.shape(4), call.shape(5), call.shape(6)}, p));
+    p->max_output_size_per_class = *call.in<int32_t>(2);
+    p->max_total_size = *call.in<int32_t>(3);
+    p->iou_threshold = *call.in<float>(4);
+    p->score_threshold = *call.in<float>(5);
+    p->soft_nms_sigma = *call.in<float>(6);
+    OPFORGE_RETURN_IF_ERROR(ValidateCombinedNmsValues(*p));
+    const int64_t d = p->max_detections();
+    call.Output(0, {p->batch, d, 4});
+    call.Output(1, {p->batch, d});
+    call.Output(2, {p->batch, d});
+    call.Output(3, {p->batch});
+    return Status::Ok();
+  }
+  template <typename T>
+  void Cpu(const Params& p, const TfCall& call, const Parallel& parallel) const {
+    CombinedNms<T>(p, call.in<T>(0), call.in<T>(1), call.out<T>(0), call.out<T>(1),
+                   call.out<float>(2), call.out<int32_t>(3), parallel);
+  }
+  Status Gpu(DType, const Params&, const TfCall&, void*) const {
+    return Status::Internal("CombinedNonMaxSuppression has no GPU kernel");
+  }
+};
+
+OPFORGE_REGISTER_KERNELS(Name("Opforge>CombinedNonMaxSuppression"), CombinedNmsOp,
+                         OPFORGE_NMS_TYPES, OPFORGE_NO_TYPES)
+
+}  // namespace
+}  // namespace opforge

@@ -1,0 +1,95 @@
+// YoloDecode: a YOLO-v3 head's raw output map to boxes and class scores, in one pass.
+//
+// features is [B, H, W, A*(5+C)] (or [B, H, W, A, 5+C], the same memory); for anchor a the
+// channels a*(5+C)+k hold k=0..3: tx, ty, tw, th, k=4: the objectness logit, k=5..: the class
+// logits (the Darknet layout). For the cell in column cx, row cy and anchor a:
+//   bx = (scale_x_y * sigmoid(tx) - (scale_x_y - 1) / 2 + cx) * stride_x,  stride_x = input_w / W
+//   by = (scale_x_y * sigmoid(ty) - (scale_x_y - 1) / 2 + cy) * stride_y,  stride_y = input_h / H
+//   bw = exp(min(tw, kYoloMaxLogScale)) * anchor_w,  bh = exp(min(th, kYoloMaxLogScale)) * anchor_h
+// normalized divides x by input_w and y by input_h. Box n = (cy*W + cx)*A + a of image b gets
+// boxes[b, n] in box_format, class_scores[b, n, c] = sigmoid(obj) * sigmoid(class_c),
+// scores[b, n] = max_c class_scores[b, n, c] and class_indices[b, n] its argmax (the lowest
+// index on ties; a NaN wins, as in NumPy, so a NaN input gives a NaN score for its box only).
+//
+// The clamp of tw and th at kYoloMaxLogScale = log(1000 / 16) (a box at most 62.5 times its
+// anchor, the bound torchvision's box coder uses) keeps every box finite for finite features:
+// exp would overflow float32 at 88.7 and half already at 11.1. Its gradient is 0 above the bound.
+//
+// half and bfloat16 are computed in float, rounded once at the end; float in float; double in
+// double.
+#ifndef OPFORGE_OPS_YOLO_DECODE_YOLO_DECODE_H_
+#define OPFORGE_OPS_YOLO_DECODE_YOLO_DECODE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/dtype.h"
+#include "common/parallel.h"
+#include "common/status.h"
+
+namespace opforge {
+
+// log(1000 / 16): the largest tw, th that scale an anchor (see above).
+constexpr double kYoloMaxLogScale = 4.135166556742356;
+
+enum class YoloBoxFormat : int { kXyxy = 0, kYxyx = 1, kCenterXywh = 2 };
+
+struct YoloDecodeParams {
+  // Attrs.
+  int64_t num_classes = 0;
+  std::vector<int64_t> input_size;  // [height, width] of the network input, in pixels
+  std::string box_format = "xyxy";
+  bool normalized = false;
+  float scale_x_y = 1.0f;
+  // From the shapes (ValidateYoloDecode fills them).
+  YoloBoxFormat format = YoloBoxFormat::kXyxy;
+  int64_t batch = 0, height = 0, width = 0, anchors = 0;
+
+  int64_t boxes_per_image() const { return height * width * anchors; }
+  int64_t channels_per_anchor() const { return 5 + num_classes; }
+};
+
+// The attrs alone: num_classes >= 1, input_size two positive values, a known box_format, a
+// finite scale_x_y >= 1 (what the YOLO-v4 "grid sensitivity" trick uses; 1 is plain YOLO-v3).
+Status ValidateYoloDecodeAttrs(YoloDecodeParams* params);
+
+// The shapes: features [B, H, W, A*(5+C)] or [B, H, W, A, 5+C] with H, W >= 1; anchors [A, 2].
+// Fills batch, height, width and anchors.
+Status ValidateYoloDecode(const std::vector<int64_t>& features, const std::vector<int64_t>& anchors,
+                          YoloDecodeParams* params);
+
+// The gradient's inputs: grad_boxes [B, N, 4], grad_scores [B, N], grad_class_scores [B, N, C]
+// for the features and anchors ValidateYoloDecode accepts.
+Status ValidateYoloDecodeGrad(const std::vector<int64_t>& grad_boxes,
+                              const std::vector<int64_t>& grad_scores,
+                              const std::vector<int64_t>& grad_class_scores,
+                              const std::vector<int64_t>& features,
+                              const std::vector<int64_t>& anchors, YoloDecodeParams* params);
+
+// anchors: [A, 2] (width, height) in input pixels. Outputs as above; any may be null (skipped)
+// except that scores and class_indices go together.
+template <typename T>
+void YoloDecodeForward(const YoloDecodeParams& params, const T* features, const T* anchors,
+                       T* boxes, T* scores, int32_t* class_indices, T* class_scores,
+                       const Parallel& parallel);
+
+// d features from the gradients of boxes, scores and class_scores (each may be null: zero).
+// scores passes its gradient to the winning class and the objectness; anchors get none.
+template <typename T>
+void YoloDecodeBackward(const YoloDecodeParams& params, const T* grad_boxes, const T* grad_scores,
+                        const T* grad_class_scores, const T* features, const T* anchors,
+                        T* grad_features, const Parallel& parallel);
+
+// CUDA versions (yolo_decode.cu), asynchronous on `stream`.
+Status YoloDecodeForwardGpu(DType dtype, const YoloDecodeParams& params, const void* features,
+                            const void* anchors, void* boxes, void* scores, int32_t* class_indices,
+                            void* class_scores, void* stream);
+Status YoloDecodeBackwardGpu(DType dtype, const YoloDecodeParams& params, const void* grad_boxes,
+                             const void* grad_scores, const void* grad_class_scores,
+                             const void* features, const void* anchors, void* grad_features,
+                             void* stream);
+
+}  // namespace opforge
+
+#endif  // OPFORGE_OPS_YOLO_DECODE_YOLO_DECODE_H_
