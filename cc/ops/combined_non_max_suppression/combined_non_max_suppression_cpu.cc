@@ -13,25 +13,56 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
+
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
 
 namespace opforge {
 
 namespace {
 
 constexpr char kOp[] = "CombinedNonMaxSuppression";
-constexpr int64_t kClassBlock = 16;  // 64 bytes of float scores per row and task
 
+// A candidate is one 64-bit key: its score mapped to an unsigned integer of the same order in
+// the high half, and ~index in the low half, so that a greater key is a higher score, or an
+// equal score and a lower index: TensorFlow's soft-NMS queue order, a total order (indices
+// differ), which integer comparisons sort several times faster than a struct comparator.
+// -0 is made +0 first: the two are equal scores.
+inline uint64_t Key(float score, int32_t index) {
+  uint32_t bits;
+  const float canonical = score + 0.0f;
+  std::memcpy(&bits, &canonical, sizeof(bits));
+  bits = (bits & 0x80000000u) != 0 ? ~bits : (bits | 0x80000000u);
+  return (static_cast<uint64_t>(bits) << 32) | static_cast<uint32_t>(~static_cast<uint32_t>(index));
+}
+inline float KeyScore(uint64_t key) {
+  uint32_t bits = static_cast<uint32_t>(key >> 32);
+  bits = (bits & 0x80000000u) != 0 ? (bits & 0x7fffffffu) : ~bits;
+  float score;
+  std::memcpy(&score, &bits, sizeof(score));
+  return score;
+}
+inline int32_t KeyIndex(uint64_t key) {
+  return static_cast<int32_t>(~static_cast<uint32_t>(key));
+}
+
+// Soft-NMS's queue entry: a candidate, its decayed score, and how many kept boxes it has seen.
 struct Candidate {
   float score;
   int32_t index;
-  int32_t suppress_begin;  // soft-NMS: the kept boxes already applied to `score`
+  int32_t suppress_begin;
 };
 
 // The heap order of TensorFlow's soft-NMS queue: the higher score, then the lower index, on top.
-inline bool HeapLess(const Candidate& a, const Candidate& b) {
-  return a.score < b.score || (a.score == b.score && a.index > b.index);
-}
+// (A function object, so that the std algorithms inline it.)
+struct HeapLess {
+  bool operator()(const Candidate& a, const Candidate& b) const {
+    return a.score < b.score || (a.score == b.score && a.index > b.index);
+  }
+};
 
 // A box as the IoU sees it: corners sorted, area; plus its coordinates as given.
 struct Box {
@@ -72,39 +103,140 @@ struct Kept {
   Box box;
 };
 
+// Sets mask bit c (64 per word) where float(row[c]) > threshold, for c < classes; returns
+// whether any is set.
+template <typename T>
+bool RowMask(const T* row, int64_t classes, float threshold, uint64_t* mask) {
+  uint64_t any = 0;
+  for (int64_t w = 0; w * 64 < classes; ++w) {
+    const int64_t c0 = w * 64;
+    const int64_t width = std::min<int64_t>(64, classes - c0);
+    uint64_t bits = 0;
+    for (int64_t c = 0; c < width; ++c) {
+      bits |= static_cast<uint64_t>(static_cast<float>(row[c0 + c]) > threshold) << c;
+    }
+    mask[w] = bits;
+    any |= bits;
+  }
+  return any != 0;
+}
+
+#if defined(__AVX__)
+template <>
+bool RowMask<float>(const float* row, int64_t classes, float threshold, uint64_t* mask) {
+  const __m256 t = _mm256_set1_ps(threshold);
+  uint64_t any = 0;
+  for (int64_t w = 0; w * 64 < classes; ++w) {
+    const int64_t c0 = w * 64;
+    const int64_t width = std::min<int64_t>(64, classes - c0);
+    uint64_t bits = 0;
+    int64_t c = 0;
+    for (; c + 8 <= width; c += 8) {
+      const __m256 v = _mm256_loadu_ps(row + c0 + c);
+      bits |= static_cast<uint64_t>(_mm256_movemask_ps(_mm256_cmp_ps(v, t, _CMP_GT_OQ))) << c;
+    }
+    for (; c < width; ++c) bits |= static_cast<uint64_t>(row[c0 + c] > threshold) << c;
+    mask[w] = bits;
+    any |= bits;
+  }
+  return any != 0;
+}
+#endif
+
+// The kept boxes of a class as columns, for a scan the compiler vectorises.
+struct KeptColumns {
+  std::vector<float> ymin, xmin, ymax, xmax, area;
+  void Push(const Box& b) {
+    ymin.push_back(b.ymin);
+    xmin.push_back(b.xmin);
+    ymax.push_back(b.ymax);
+    xmax.push_back(b.xmax);
+    area.push_back(b.area);
+  }
+  void Clear() {
+    ymin.clear();
+    xmin.clear();
+    ymax.clear();
+    xmax.clear();
+    area.clear();
+  }
+};
+
+// Whether any kept box in [begin, end) has IoU > threshold with b: Overlaps, branch-free over a
+// block (the same operations, so the same decisions, as TensorFlow's IoU test).
+inline bool AnyOverlaps(const Box& b, const KeptColumns& k, size_t begin, size_t end,
+                        float threshold) {
+  int any = 0;
+  for (size_t j = begin; j < end; ++j) {
+    const float ymin = Max(b.ymin, k.ymin[j]);
+    const float xmin = Max(b.xmin, k.xmin[j]);
+    const float ymax = Min(b.ymax, k.ymax[j]);
+    const float xmax = Min(b.xmax, k.xmax[j]);
+    const float inter = Max(ymax - ymin, 0.0f) * Max(xmax - xmin, 0.0f);
+    const float iou = inter / (b.area + k.area[j] - inter);
+    any |= static_cast<int>(k.area[j] > 0) & static_cast<int>(inter != 0.0f) &
+           static_cast<int>(iou > threshold);
+  }
+  return any != 0;
+}
+
 template <typename T>
 void HardNms(const CombinedNmsParams& p, const T* boxes, int64_t image, int64_t cls,
-             std::vector<Candidate>* heap, int64_t limit, std::vector<Kept>* kept) {
+             uint64_t* first, uint64_t* last, int64_t limit, std::vector<Kept>* kept) {
   const float threshold = p.iou_threshold;
-  std::make_heap(heap->begin(), heap->end(), HeapLess);
-  auto end = heap->end();
-  while (static_cast<int64_t>(kept->size()) < limit && end != heap->begin()) {
-    std::pop_heap(heap->begin(), end, HeapLess);
-    --end;
-    const Candidate next = *end;
-    const Box box = MakeBox(boxes + ((image * p.num_boxes + next.index) * p.q +
+  // Blocks of kept boxes, newest first: overlapping boxes have similar scores, so a suppressor
+  // is most often among the last kept.
+  constexpr size_t kBlock = 16;
+  thread_local KeptColumns columns;
+  columns.Clear();
+  // Candidates in decreasing key order, a chunk at a time: the first `chunk` by nth_element
+  // (linear), sorted; usually one chunk of 2 * limit covers every box it takes to keep `limit`.
+  const size_t total = static_cast<size_t>(last - first);
+  const size_t chunk = static_cast<size_t>(std::max<int64_t>(2 * limit, 64));
+  size_t sorted = 0;
+  for (size_t at = 0; static_cast<int64_t>(kept->size()) < limit && at < total; ++at) {
+    if (at == sorted) {
+      const size_t stop = std::min(total, sorted + chunk);
+      if (stop < total) std::nth_element(first + sorted, first + stop, last, std::greater<uint64_t>());
+      std::sort(first + sorted, first + stop, std::greater<uint64_t>());
+      sorted = stop;
+    }
+    const uint64_t key = first[at];
+    const int32_t index = KeyIndex(key);
+    const Box box = MakeBox(boxes + ((image * p.num_boxes + index) * p.q +
                                      (p.q > 1 ? cls : 0)) * 4);
+    // A box of area <= 0 (or NaN) overlaps nothing (IoU 0, or NaN): it is always kept.
     bool keep = true;
-    for (auto j = kept->rbegin(); j != kept->rend(); ++j) {
-      if (Iou(box, j->box) > threshold) {
-        keep = false;
-        break;
+    if (box.area > 0) {
+      for (size_t hi = kept->size(); hi > 0 && keep;) {
+        const size_t lo = hi > kBlock ? hi - kBlock : 0;
+        keep = !AnyOverlaps(box, columns, lo, hi, threshold);
+        hi = lo;
       }
     }
-    if (keep) kept->push_back({next.score, static_cast<int32_t>(cls), box});
+    if (keep) {
+      kept->push_back({KeyScore(key), static_cast<int32_t>(cls), box});
+      columns.Push(box);
+    }
   }
 }
 
 // tf.image.non_max_suppression_with_scores's loop with soft_nms_sigma > 0.
 template <typename T>
 void SoftNms(const CombinedNmsParams& p, const T* boxes, int64_t image, int64_t cls,
-             std::vector<Candidate>* heap, int64_t limit, std::vector<Kept>* kept) {
+             const uint64_t* keys, const uint64_t* keys_end, int64_t limit,
+             std::vector<Kept>* kept) {
   const float scale = -0.5f / p.soft_nms_sigma;
   const float score_threshold = p.score_threshold;
-  std::make_heap(heap->begin(), heap->end(), HeapLess);
-  auto end = heap->end();
-  while (static_cast<int64_t>(kept->size()) < limit && end != heap->begin()) {
-    std::pop_heap(heap->begin(), end, HeapLess);
+  thread_local std::vector<Candidate> queue;
+  queue.clear();
+  for (const uint64_t* k = keys; k != keys_end; ++k) queue.push_back({KeyScore(*k), KeyIndex(*k), 0});
+  Candidate* first = queue.data();
+  Candidate* last = first + queue.size();
+  std::make_heap(first, last, HeapLess());
+  Candidate* end = last;
+  while (static_cast<int64_t>(kept->size()) < limit && end != first) {
+    std::pop_heap(first, end, HeapLess());
     Candidate next = *(end - 1);
     --end;
     const float original = next.score;
@@ -121,7 +253,7 @@ void SoftNms(const CombinedNmsParams& p, const T* boxes, int64_t image, int64_t 
     } else if (next.score > score_threshold) {
       *end = next;
       ++end;
-      std::push_heap(heap->begin(), end, HeapLess);
+      std::push_heap(first, end, HeapLess());
     }
   }
 }
@@ -198,22 +330,43 @@ void CombinedNms(const CombinedNmsParams& p, const T* boxes, const T* scores, T*
   const int64_t batch = p.batch, n = p.num_boxes, classes = p.num_classes;
   const int64_t detections = p.max_detections();
   const int64_t limit = std::min(p.max_output_size_per_class, n);
-  std::vector<std::vector<Candidate>> candidates(static_cast<size_t>(batch * classes));
-
-  // 1. Candidates, a block of classes per task.
-  const int64_t blocks = (classes + kClassBlock - 1) / kClassBlock;
+  // 1. Candidates, per image, in one array with a range per class: a count per class (a loop
+  // the compiler vectorises), then per row a mask of the classes above the threshold (eight
+  // compares per instruction) and a store per set bit.
   const float score_threshold = p.score_threshold;
-  parallel.For(batch * blocks, static_cast<double>(n * kClassBlock), [&](int64_t begin, int64_t end) {
-    for (int64_t task = begin; task < end; ++task) {
-      const int64_t image = task / blocks;
-      const int64_t c0 = (task % blocks) * kClassBlock;
-      const int64_t c1 = std::min(classes, c0 + kClassBlock);
-      std::vector<Candidate>* lists = candidates.data() + image * classes;
-      const T* row = scores + image * n * classes;
+  std::vector<std::vector<uint64_t>> candidates(static_cast<size_t>(batch));
+  std::vector<int64_t> offsets(static_cast<size_t>(batch * (classes + 1)));
+  parallel.For(batch, static_cast<double>(n * classes), [&](int64_t begin, int64_t end) {
+    std::vector<uint64_t> mask(static_cast<size_t>((classes + 63) / 64));
+    std::vector<int32_t> counts(static_cast<size_t>(classes));
+    std::vector<int64_t> next(static_cast<size_t>(classes));
+    for (int64_t image = begin; image < end; ++image) {
+      const T* rows = scores + image * n * classes;
+      std::fill(counts.begin(), counts.end(), 0);
+      const T* row = rows;
       for (int64_t i = 0; i < n; ++i, row += classes) {
-        for (int64_t c = c0; c < c1; ++c) {
-          const float s = static_cast<float>(row[c]);
-          if (s > score_threshold) lists[c].push_back({s, static_cast<int32_t>(i), 0});
+        for (int64_t c = 0; c < classes; ++c) {
+          counts[static_cast<size_t>(c)] += static_cast<float>(row[c]) > score_threshold;
+        }
+      }
+      int64_t* offset = offsets.data() + image * (classes + 1);
+      offset[0] = 0;
+      for (int64_t c = 0; c < classes; ++c) {
+        offset[c + 1] = offset[c] + counts[static_cast<size_t>(c)];
+        next[static_cast<size_t>(c)] = offset[c];
+      }
+      std::vector<uint64_t>& list = candidates[static_cast<size_t>(image)];
+      list.resize(static_cast<size_t>(offset[classes]));
+      if (list.empty()) continue;
+      row = rows;
+      for (int64_t i = 0; i < n; ++i, row += classes) {
+        if (!RowMask(row, classes, score_threshold, mask.data())) continue;
+        for (size_t w = 0; w < mask.size(); ++w) {
+          for (uint64_t bits = mask[w]; bits != 0; bits &= bits - 1) {
+            const int64_t c = static_cast<int64_t>(w * 64) + __builtin_ctzll(bits);
+            list[static_cast<size_t>(next[static_cast<size_t>(c)]++)] =
+                Key(static_cast<float>(row[c]), static_cast<int32_t>(i));
+          }
         }
       }
     }
@@ -225,46 +378,51 @@ void CombinedNms(const CombinedNmsParams& p, const T* boxes, const T* scores, T*
   parallel.For(batch * classes, 50.0 * static_cast<double>(std::max<int64_t>(limit, 1)) + 2.0 * n,
                [&](int64_t begin, int64_t end) {
                  for (int64_t task = begin; task < end; ++task) {
-                   std::vector<Candidate>* heap = &candidates[static_cast<size_t>(task)];
+                   const int64_t image = task / classes, cls = task % classes;
+                   const int64_t* offset = offsets.data() + image * (classes + 1);
+                   uint64_t* first = candidates[static_cast<size_t>(image)].data() + offset[cls];
+                   uint64_t* last = first + (offset[cls + 1] - offset[cls]);
+                   if (first == last) continue;
                    std::vector<Kept>* out = &kept[static_cast<size_t>(task)];
-                   if (heap->empty()) continue;
                    if (soft) {
-                     SoftNms(p, boxes, task / classes, task % classes, heap, limit, out);
+                     SoftNms(p, boxes, image, cls, first, last, limit, out);
                    } else {
-                     HardNms(p, boxes, task / classes, task % classes, heap, limit, out);
+                     HardNms(p, boxes, image, cls, first, last, limit, out);
                    }
-                   std::vector<Candidate>().swap(*heap);
                  }
                });
 
-  // 3. Merge per image.
-  parallel.For(batch, 20.0 * static_cast<double>(detections + limit * classes),
+  // 3. Merge per image: each class's kept boxes are in order of non-increasing score (each was
+  // the top of its queue when kept), so the first `detections` of all come from a merge that
+  // takes, each time, the highest head (the lowest class on ties).
+  parallel.For(batch, 20.0 * static_cast<double>(detections * classes),
                [&](int64_t begin, int64_t end) {
-                 std::vector<const Kept*> all;
+                 std::vector<size_t> head(static_cast<size_t>(classes));
                  for (int64_t image = begin; image < end; ++image) {
-                   all.clear();
-                   for (int64_t c = 0; c < classes; ++c) {
-                     for (const Kept& k : kept[static_cast<size_t>(image * classes + c)]) {
-                       all.push_back(&k);
-                     }
-                   }
-                   const int64_t count = std::min<int64_t>(static_cast<int64_t>(all.size()),
-                                                           detections);
-                   // The first `count` in order of decreasing score; stable: class, then kept
-                   // order, on ties.
-                   std::stable_sort(all.begin(), all.end(),
-                                    [](const Kept* a, const Kept* b) { return a->score > b->score; });
+                   const std::vector<Kept>* lists = kept.data() + image * classes;
+                   std::fill(head.begin(), head.end(), size_t{0});
                    T* out_boxes = nmsed_boxes + image * detections * 4;
                    T* out_scores = nmsed_scores + image * detections;
                    float* out_classes = nmsed_classes + image * detections;
-                   for (int64_t d = 0; d < count; ++d) {
-                     const Kept& k = *all[static_cast<size_t>(d)];
+                   int64_t count = 0;
+                   for (; count < detections; ++count) {
+                     int64_t best = -1;
+                     for (int64_t c = 0; c < classes; ++c) {
+                       const size_t h = head[static_cast<size_t>(c)];
+                       if (h == lists[c].size()) continue;
+                       if (best < 0 ||
+                           lists[c][h].score > lists[best][head[static_cast<size_t>(best)]].score) {
+                         best = c;
+                       }
+                     }
+                     if (best < 0) break;
+                     const Kept& k = lists[best][head[static_cast<size_t>(best)]++];
                      for (int j = 0; j < 4; ++j) {
                        const float v = p.clip_boxes ? Clip(k.box.coords[j]) : k.box.coords[j];
-                       out_boxes[d * 4 + j] = static_cast<T>(v);
+                       out_boxes[count * 4 + j] = static_cast<T>(v);
                      }
-                     out_scores[d] = static_cast<T>(k.score);
-                     out_classes[d] = static_cast<float>(k.cls);
+                     out_scores[count] = static_cast<T>(k.score);
+                     out_classes[count] = static_cast<float>(k.cls);
                    }
                    std::fill(out_boxes + count * 4, out_boxes + detections * 4, T(0));
                    std::fill(out_scores + count, out_scores + detections, T(0));

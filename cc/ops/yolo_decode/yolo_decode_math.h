@@ -17,12 +17,11 @@ namespace yolo {
 OPFORGE_HOST_DEVICE inline float Exp(float x) { return expf(x); }
 OPFORGE_HOST_DEVICE inline double Exp(double x) { return exp(x); }
 
-// 1 / (1 + e^-x) without overflow for any finite x (e^-x is only taken for x >= 0); NaN for NaN.
+// 1 / (1 + e^-x): never NaN for a non-NaN x (e^-x overflows to inf below x = -88.7 in float, and
+// 1 / inf is 0, where the exact value is below float's smallest normal); NaN for NaN.
 template <typename A>
 OPFORGE_HOST_DEVICE inline A Sigmoid(A x) {
-  if (x >= A(0)) return A(1) / (A(1) + Exp(-x));
-  const A e = Exp(x);
-  return e / (A(1) + e);
+  return A(1) / (A(1) + Exp(-x));
 }
 
 // What every box of one call shares, in A.
@@ -57,14 +56,15 @@ OPFORGE_HOST_DEVICE inline A ClampLogScale(A t, A bound) {
   return t > bound ? bound : t;
 }
 
-// The box of raw (tx, ty, tw, th) in cell (cx, cy) with anchor (aw, ah), in the output format.
+// The box from sigmoid(tx), sigmoid(ty), exp(min(tw, bound)) and exp(min(th, bound)) in cell
+// (cx, cy) with anchor (aw, ah), in the output format.
 template <typename A>
-OPFORGE_HOST_DEVICE inline void DecodeBox(const Geometry<A>& g, const A t[4], A cx, A cy, A aw,
-                                          A ah, A out[4]) {
-  A bx = (g.scale * Sigmoid(t[0]) - g.offset + cx) * g.stride_x;
-  A by = (g.scale * Sigmoid(t[1]) - g.offset + cy) * g.stride_y;
-  A bw = Exp(ClampLogScale(t[2], g.max_log_scale)) * aw;
-  A bh = Exp(ClampLogScale(t[3], g.max_log_scale)) * ah;
+OPFORGE_HOST_DEVICE inline void DecodeBoxFrom(const Geometry<A>& g, A sx, A sy, A ew, A eh, A cx,
+                                              A cy, A aw, A ah, A out[4]) {
+  A bx = (g.scale * sx - g.offset + cx) * g.stride_x;
+  A by = (g.scale * sy - g.offset + cy) * g.stride_y;
+  A bw = ew * aw;
+  A bh = eh * ah;
   if (g.normalized) {
     bx = bx / g.input_w;
     bw = bw / g.input_w;
@@ -90,6 +90,14 @@ OPFORGE_HOST_DEVICE inline void DecodeBox(const Geometry<A>& g, const A t[4], A 
     out[2] = by + hh;
     out[3] = bx + hw;
   }
+}
+
+// The box of raw (tx, ty, tw, th) in cell (cx, cy) with anchor (aw, ah), in the output format.
+template <typename A>
+OPFORGE_HOST_DEVICE inline void DecodeBox(const Geometry<A>& g, const A t[4], A cx, A cy, A aw,
+                                          A ah, A out[4]) {
+  DecodeBoxFrom(g, Sigmoid(t[0]), Sigmoid(t[1]), Exp(ClampLogScale(t[2], g.max_log_scale)),
+                Exp(ClampLogScale(t[3], g.max_log_scale)), cx, cy, aw, ah, out);
 }
 
 // d(tx, ty, tw, th) from the gradient gb of the box DecodeBox returned.

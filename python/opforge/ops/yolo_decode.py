@@ -269,7 +269,7 @@ def _decode_speed(gradient: bool) -> SpeedCase:
                     outs = [fn(f, a, **kw) for f, a in zip(fs, anchors)]
                     loss = tf.add_n([tf.reduce_sum(o.boxes) + tf.reduce_sum(o.class_scores)
                                      for o in outs])
-                return tape.gradient(loss, fs)
+                return loss, tape.gradient(loss, fs)  # the loss too, or the forward is pruned
             return step
 
         ours, theirs = make(yolo_decode), make(tf_yolo_decode)
