@@ -1,0 +1,412 @@
+// The YoloDecode CUDA kernels against the CPU kernels (SerialParallel), on random features with
+// special values (signed zeros, infinities, NaNs, subnormals, the extremes) for every element
+// type. Both sides run the same per-box maths (yolo_decode_math.h) in the same order without
+// FMA contraction; they differ only where the device's exp/expf differ from glibc's, by a few
+// ulps of the compute type. So every value must agree within a few ulps of the compute type plus
+// one rounding to the element type, relative to the magnitude of the terms it is made of (the
+// centre and the size of a box, the sum of the objectness gradient's terms); NaN must match NaN;
+// the class index must be the CPU's except where the two classes' scores tie within that
+// tolerance. Without a CUDA device every test says "skipped: no CUDA device".
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <Eigen/Core>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "common/cuda_test_util.h"
+#include "common/dtype.h"
+#include "common/parallel.h"
+#include "common/status.h"
+#include "common/test_util.h"
+#include "ops/yolo_decode/yolo_decode.h"
+
+namespace opforge {
+namespace {
+
+using test::DeviceBuffer;
+using test::Download;
+using test::Sync;
+using test::TypeNames;
+using test::Upload;
+using test::Wide;
+
+struct GpuCase {
+  int64_t batch, height, width, anchors, classes, input_h, input_w;
+  const char* format;
+  bool normalized;
+  float scale_x_y;
+  bool five_d;
+};
+
+std::string Describe(const GpuCase& c) {
+  std::ostringstream s;
+  s << "[" << c.batch << ", " << c.height << ", " << c.width << ", " << c.anchors << " x (5 + "
+    << c.classes << ")] input " << c.input_h << "x" << c.input_w << " " << c.format
+    << (c.normalized ? " normalized" : "") << " scale_x_y=" << c.scale_x_y;
+  return s.str();
+}
+
+YoloDecodeParams ParamsOf(const GpuCase& c, const char* format = nullptr) {
+  YoloDecodeParams p;
+  p.num_classes = c.classes;
+  p.input_size = {c.input_h, c.input_w};
+  p.box_format = format != nullptr ? format : c.format;
+  p.normalized = c.normalized;
+  p.scale_x_y = c.scale_x_y;
+  const std::vector<int64_t> features =
+      c.five_d ? std::vector<int64_t>{c.batch, c.height, c.width, c.anchors, 5 + c.classes}
+               : std::vector<int64_t>{c.batch, c.height, c.width, c.anchors * (5 + c.classes)};
+  const Status s = ValidateYoloDecode(features, {c.anchors, 2}, &p);
+  EXPECT_TRUE(s.ok()) << s.message();
+  return p;
+}
+
+std::vector<GpuCase> Cases() {
+  return {
+      {2, 13, 13, 3, 80, 416, 416, "xyxy", false, 1.0f, false},
+      {3, 5, 7, 2, 3, 160, 224, "yxyx", true, 1.05f, true},
+      {1, 26, 20, 3, 1, 416, 320, "center_xywh", false, 1.05f, false},
+      {4, 3, 2, 1, 7, 96, 64, "xyxy", true, 1.2f, true},
+      {2, 1, 1, 3, 2, 32, 48, "yxyx", false, 1.0f, false},
+      {1, 52, 52, 3, 4, 416, 416, "center_xywh", true, 1.0f, false},
+  };
+}
+
+// The compute type's and the element type's relative ulp (the largest in a binade).
+template <typename T>
+double UlpC() {
+  return std::is_same_v<T, double> ? std::ldexp(1.0, -52) : std::ldexp(1.0, -23);
+}
+template <typename T>
+double UlpT() {
+  if constexpr (std::is_same_v<T, double>) {
+    return std::ldexp(1.0, -52);
+  } else if constexpr (std::is_same_v<T, float>) {
+    return std::ldexp(1.0, -23);
+  } else if constexpr (std::is_same_v<T, Eigen::half>) {
+    return std::ldexp(1.0, -10);
+  } else {
+    return std::ldexp(1.0, -7);
+  }
+}
+
+// A few ulps of the compute type and one rounding to T, relative to `mag`, plus a few of T's
+// smallest subnormals and a little of the compute type's smallest normal (a product that went
+// through a subnormal has lost relative precision: sigmoid(-100) holds 5 bits in float).
+template <typename T>
+double Tolerance(double mag) {
+  using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
+  return (UlpT<T>() + 16 * UlpC<T>()) * mag + 4 * Wide(std::numeric_limits<T>::denorm_min()) +
+         std::ldexp(static_cast<double>(std::numeric_limits<C>::min()), -8);
+}
+
+template <typename T>
+bool Agree(T gpu, T cpu, double mag) {
+  const double g = Wide(gpu), c = Wide(cpu);
+  if (std::isnan(g) || std::isnan(c)) return std::isnan(g) && std::isnan(c);
+  if (g == c) return true;  // infinities too
+  return std::abs(g - c) <= Tolerance<T>(mag);
+}
+
+// Element-wise Agree with mag[i] (or |cpu[i]| where mag is empty); names the first few failures.
+template <typename T>
+::testing::AssertionResult AllAgree(const std::vector<T>& gpu, const std::vector<T>& cpu,
+                                    const std::vector<double>& mag = {}) {
+  if (gpu.size() != cpu.size()) {
+    return ::testing::AssertionFailure() << "size " << gpu.size() << " vs " << cpu.size();
+  }
+  auto failure = ::testing::AssertionFailure();
+  int64_t count = 0;
+  for (size_t i = 0; i < gpu.size(); ++i) {
+    const double m = mag.empty() ? std::abs(Wide(cpu[i])) : mag[i];
+    if (Agree(gpu[i], cpu[i], m)) continue;
+    if (count++ < 8) {
+      failure << "\n  [" << i << "] gpu " << test::Describe(gpu[i]) << ", cpu "
+              << test::Describe(cpu[i]) << " (magnitude " << m << ")";
+    }
+  }
+  if (count == 0) return ::testing::AssertionSuccess();
+  return failure << "\n  " << count << " of " << gpu.size() << " elements differ";
+}
+
+template <typename T>
+struct Inputs {
+  std::vector<T> features, anchors, grad_boxes, grad_scores, grad_class_scores;
+};
+
+template <typename T>
+Inputs<T> RandomInputs(const GpuCase& c, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const int64_t boxes = c.batch * c.height * c.width * c.anchors;
+  Inputs<T> in;
+  in.features = test::RandomVector<T>(rng, boxes * (5 + c.classes), test::SpecialValues<T>());
+  // Some logits far out, where exp under- or overflows and the clamp bites.
+  std::uniform_int_distribution<int> percent(0, 99);
+  std::uniform_real_distribution<double> far(-120.0, 120.0);
+  for (auto& x : in.features) {
+    if (percent(rng) < 5) x = static_cast<T>(static_cast<float>(far(rng)));
+  }
+  in.anchors = test::UniformVector<T>(rng, 2 * c.anchors, 10.0, 120.0);
+  in.grad_boxes = test::UniformVector<T>(rng, boxes * 4, -1.0, 1.0);
+  in.grad_scores = test::UniformVector<T>(rng, boxes, -1.0, 1.0);
+  in.grad_class_scores = test::UniformVector<T>(rng, boxes * c.classes, -1.0, 1.0);
+  return in;
+}
+
+template <typename T>
+struct Outputs {
+  std::vector<T> boxes, scores, class_scores;
+  std::vector<int32_t> indices;
+  explicit Outputs(const YoloDecodeParams& p) {
+    const int64_t n = p.batch * p.boxes_per_image();
+    boxes.resize(static_cast<size_t>(n * 4));
+    scores.resize(static_cast<size_t>(n));
+    indices.resize(static_cast<size_t>(n));
+    class_scores.resize(static_cast<size_t>(n * p.num_classes));
+  }
+};
+
+template <typename T>
+Outputs<T> CpuForward(const YoloDecodeParams& p, const Inputs<T>& in) {
+  Outputs<T> o(p);
+  YoloDecodeForward<T>(p, in.features.data(), in.anchors.data(), o.boxes.data(), o.scores.data(),
+                       o.indices.data(), o.class_scores.data(), SerialParallel());
+  return o;
+}
+
+// |v|, or 0 for NaN (a NaN centre makes its corners NaN, checked as such, not the size).
+template <typename T>
+double AbsOrZero(T v) {
+  const double w = Wide(v);
+  return std::isnan(w) ? 0.0 : std::abs(w);
+}
+
+// The magnitude of each box coordinate: |centre| + |size| on its axis, from the CPU's
+// center_xywh boxes of the same features.
+template <typename T>
+std::vector<double> BoxMagnitudes(const GpuCase& c, const Inputs<T>& in) {
+  const Outputs<T> centre = CpuForward(ParamsOf(c, "center_xywh"), in);
+  const bool yx = std::string(c.format) == "yxyx";
+  std::vector<double> mag(centre.boxes.size());
+  for (size_t box = 0; box < mag.size() / 4; ++box) {
+    const double mx = AbsOrZero(centre.boxes[4 * box]) + AbsOrZero(centre.boxes[4 * box + 2]);
+    const double my = AbsOrZero(centre.boxes[4 * box + 1]) + AbsOrZero(centre.boxes[4 * box + 3]);
+    for (size_t k = 0; k < 4; ++k) mag[4 * box + k] = ((k % 2 == 0) != yx) ? mx : my;
+  }
+  return mag;
+}
+
+double Sig(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+// The magnitude of each feature's gradient: the sum of the magnitudes of the terms it is made
+// of, where sigmoid' = s * (1 - s) counts as s (1 - s cancels: an ulp of s is a large part of
+// it), and the objectness's gradient sums over classes. An upper bound is fine: |gx| <= the sum
+// of |grad_boxes|. `indices`: the classes the forward chose. The size channels are products
+// of exact values and one exp: their own magnitude.
+template <typename T>
+std::vector<double> GradMagnitudes(const GpuCase& c, const Inputs<T>& in,
+                                   const std::vector<int32_t>& indices, bool boxes, bool scores,
+                                   bool classes, const std::vector<T>& cpu) {
+  const size_t per_anchor = static_cast<size_t>(5 + c.classes), nc = static_cast<size_t>(c.classes);
+  const double scale = c.scale_x_y;
+  double sx = static_cast<double>(c.input_w) / static_cast<double>(c.width);
+  double sy = static_cast<double>(c.input_h) / static_cast<double>(c.height);
+  if (c.normalized) {
+    const double divisor = static_cast<double>(std::min(c.input_w, c.input_h));
+    sx /= divisor;
+    sy /= divisor;
+  }
+  std::vector<double> mag(cpu.size());
+  for (size_t box = 0; box < indices.size(); ++box) {
+    const T* f = &in.features[box * per_anchor];
+    double gb = 0;
+    for (size_t k = 0; k < 4 && boxes; ++k) gb += std::abs(Wide(in.grad_boxes[4 * box + k]));
+    double* m = &mag[box * per_anchor];
+    m[0] = gb * sx * scale * Sig(Wide(f[0]));
+    m[1] = gb * sy * scale * Sig(Wide(f[1]));
+    m[2] = std::abs(Wide(cpu[box * per_anchor + 2]));
+    m[3] = std::abs(Wide(cpu[box * per_anchor + 3]));
+    const double obj = Sig(Wide(f[4]));
+    m[4] = 0;
+    for (size_t k = 0; k < nc; ++k) {
+      double gc = classes ? std::abs(Wide(in.grad_class_scores[box * nc + k])) : 0.0;
+      if (scores && static_cast<int32_t>(k) == indices[box]) {
+        gc += std::abs(Wide(in.grad_scores[box]));
+      }
+      const double s = Sig(Wide(f[5 + k]));
+      m[5 + k] = gc * obj * s;
+      m[4] += gc * s * obj;
+    }
+  }
+  return mag;
+}
+
+template <typename T>
+class YoloDecodeCudaTest : public ::testing::Test {};
+TYPED_TEST_SUITE(YoloDecodeCudaTest, test::FloatTypes, TypeNames);
+
+TYPED_TEST(YoloDecodeCudaTest, ForwardMatchesCpu) {
+  OPFORGE_SKIP_WITHOUT_CUDA();
+  using T = TypeParam;
+  uint64_t seed = 1;
+  for (const GpuCase& c : Cases()) {
+    const YoloDecodeParams p = ParamsOf(c);
+    const Inputs<T> in = RandomInputs<T>(c, seed++);
+    const Outputs<T> cpu = CpuForward(p, in);
+    DeviceBuffer df, da, db, ds, di, dc;
+    ASSERT_NO_FATAL_FAILURE(Upload(in.features, &df));
+    ASSERT_NO_FATAL_FAILURE(Upload(in.anchors, &da));
+    OPFORGE_ASSERT_CUDA(db.Allocate(cpu.boxes.size() * sizeof(T)));
+    OPFORGE_ASSERT_CUDA(ds.Allocate(cpu.scores.size() * sizeof(T)));
+    OPFORGE_ASSERT_CUDA(di.Allocate(cpu.indices.size() * sizeof(int32_t)));
+    OPFORGE_ASSERT_CUDA(dc.Allocate(cpu.class_scores.size() * sizeof(T)));
+    const Status s =
+        YoloDecodeForwardGpu(DTypeOf<T>::value, p, df.get(), da.get(), db.get(), ds.get(),
+                             static_cast<int32_t*>(di.get()), dc.get(), nullptr);
+    ASSERT_TRUE(s.ok()) << s.message();
+    ASSERT_NO_FATAL_FAILURE(Sync());
+    Outputs<T> gpu(p);
+    ASSERT_NO_FATAL_FAILURE(Download(db, &gpu.boxes));
+    ASSERT_NO_FATAL_FAILURE(Download(ds, &gpu.scores));
+    ASSERT_NO_FATAL_FAILURE(Download(di, &gpu.indices));
+    ASSERT_NO_FATAL_FAILURE(Download(dc, &gpu.class_scores));
+
+    EXPECT_TRUE(AllAgree(gpu.boxes, cpu.boxes, BoxMagnitudes(c, in))) << Describe(c);
+    EXPECT_TRUE(AllAgree(gpu.class_scores, cpu.class_scores)) << Describe(c);
+    EXPECT_TRUE(AllAgree(gpu.scores, cpu.scores)) << Describe(c);
+    int64_t ties = 0;
+    for (size_t box = 0; box < cpu.indices.size(); ++box) {
+      const int32_t gi = gpu.indices[box], ci = cpu.indices[box];
+      if (gi == ci) continue;
+      ++ties;
+      ASSERT_TRUE(gi >= 0 && gi < c.classes) << Describe(c) << " box " << box << ": " << gi;
+      const size_t row = box * static_cast<size_t>(c.classes);
+      EXPECT_TRUE(Agree(cpu.class_scores[row + gi], cpu.class_scores[row + ci],
+                        std::abs(Wide(cpu.scores[box]))) &&
+                  !std::isnan(Wide(cpu.scores[box])))
+          << Describe(c) << " box " << box << ": gpu class " << gi << ", cpu class " << ci;
+    }
+    EXPECT_LE(ties, static_cast<int64_t>(cpu.indices.size()) / 20) << Describe(c);
+  }
+}
+
+// Null outputs are skipped on the GPU as on the CPU.
+TYPED_TEST(YoloDecodeCudaTest, NullOutputsAreSkipped) {
+  OPFORGE_SKIP_WITHOUT_CUDA();
+  using T = TypeParam;
+  const GpuCase c = Cases()[1];
+  const YoloDecodeParams p = ParamsOf(c);
+  const Inputs<T> in = RandomInputs<T>(c, 77);
+  const Outputs<T> cpu = CpuForward(p, in);
+  DeviceBuffer df, da, db, ds, di;
+  ASSERT_NO_FATAL_FAILURE(Upload(in.features, &df));
+  ASSERT_NO_FATAL_FAILURE(Upload(in.anchors, &da));
+  OPFORGE_ASSERT_CUDA(ds.Allocate(cpu.scores.size() * sizeof(T)));
+  OPFORGE_ASSERT_CUDA(di.Allocate(cpu.indices.size() * sizeof(int32_t)));
+  Status s = YoloDecodeForwardGpu(DTypeOf<T>::value, p, df.get(), da.get(), nullptr, ds.get(),
+                                  static_cast<int32_t*>(di.get()), nullptr, nullptr);
+  ASSERT_TRUE(s.ok()) << s.message();
+  ASSERT_NO_FATAL_FAILURE(Sync());
+  Outputs<T> gpu(p);
+  ASSERT_NO_FATAL_FAILURE(Download(ds, &gpu.scores));
+  EXPECT_TRUE(AllAgree(gpu.scores, cpu.scores));
+  OPFORGE_ASSERT_CUDA(db.Allocate(cpu.boxes.size() * sizeof(T)));
+  s = YoloDecodeForwardGpu(DTypeOf<T>::value, p, df.get(), da.get(), db.get(), nullptr, nullptr,
+                           nullptr, nullptr);
+  ASSERT_TRUE(s.ok()) << s.message();
+  ASSERT_NO_FATAL_FAILURE(Sync());
+  ASSERT_NO_FATAL_FAILURE(Download(db, &gpu.boxes));
+  EXPECT_TRUE(AllAgree(gpu.boxes, cpu.boxes, BoxMagnitudes(c, in)));
+}
+
+TYPED_TEST(YoloDecodeCudaTest, BackwardMatchesCpu) {
+  OPFORGE_SKIP_WITHOUT_CUDA();
+  using T = TypeParam;
+  uint64_t seed = 100;
+  for (const GpuCase& c : Cases()) {
+    const YoloDecodeParams p = ParamsOf(c);
+    const Inputs<T> in = RandomInputs<T>(c, seed++);
+    // Boxes whose best class score ties with another within the forward's tolerance: the GPU
+    // may route the score's gradient to the other class (and the objectness's gradient follows).
+    const Outputs<T> forward = CpuForward(p, in);
+    std::vector<bool> near_tie(forward.scores.size(), false);
+    int64_t near_ties = 0;
+    for (size_t box = 0; box < near_tie.size(); ++box) {
+      const size_t row = box * static_cast<size_t>(c.classes);
+      const T best = forward.scores[box];
+      for (int64_t k = 0; k < c.classes && !near_tie[box]; ++k) {
+        if (k == forward.indices[box]) continue;
+        const T v = forward.class_scores[row + static_cast<size_t>(k)];
+        near_tie[box] = !std::isnan(Wide(best)) && Agree(v, best, std::abs(Wide(best)));
+      }
+      near_ties += near_tie[box];
+    }
+    EXPECT_LT(near_ties, static_cast<int64_t>(near_tie.size()) / 2) << Describe(c);
+    // Which gradients are given: all, then each alone (the others null).
+    for (int given = 0; given < 4; ++given) {
+      const bool boxes = given == 0 || given == 1, scores = given == 0 || given == 2,
+                 classes = given == 0 || given == 3;
+      const T* gb = boxes ? in.grad_boxes.data() : nullptr;
+      const T* gs = scores ? in.grad_scores.data() : nullptr;
+      const T* gc = classes ? in.grad_class_scores.data() : nullptr;
+      std::vector<T> cpu(in.features.size());
+      YoloDecodeBackward<T>(p, gb, gs, gc, in.features.data(), in.anchors.data(), cpu.data(),
+                            SerialParallel());
+      const std::vector<double> mag =
+          GradMagnitudes(c, in, forward.indices, boxes, scores, classes, cpu);
+      const size_t per_anchor = static_cast<size_t>(5 + c.classes);
+
+      DeviceBuffer df, da, dgb, dgs, dgc, dout;
+      ASSERT_NO_FATAL_FAILURE(Upload(in.features, &df));
+      ASSERT_NO_FATAL_FAILURE(Upload(in.anchors, &da));
+      ASSERT_NO_FATAL_FAILURE(Upload(in.grad_boxes, &dgb));
+      ASSERT_NO_FATAL_FAILURE(Upload(in.grad_scores, &dgs));
+      ASSERT_NO_FATAL_FAILURE(Upload(in.grad_class_scores, &dgc));
+      OPFORGE_ASSERT_CUDA(dout.Allocate(cpu.size() * sizeof(T)));
+      const Status s = YoloDecodeBackwardGpu(
+          DTypeOf<T>::value, p, boxes ? dgb.get() : nullptr, scores ? dgs.get() : nullptr,
+          classes ? dgc.get() : nullptr, df.get(), da.get(), dout.get(), nullptr);
+      ASSERT_TRUE(s.ok()) << s.message();
+      ASSERT_NO_FATAL_FAILURE(Sync());
+      std::vector<T> gpu(cpu.size());
+      ASSERT_NO_FATAL_FAILURE(Download(dout, &gpu));
+      if (scores) {  // near ties: only the box channels are compared
+        for (size_t box = 0; box < near_tie.size(); ++box) {
+          if (!near_tie[box]) continue;
+          for (size_t k = 4; k < per_anchor; ++k)
+            gpu[box * per_anchor + k] = cpu[box * per_anchor + k];
+        }
+      }
+      EXPECT_TRUE(AllAgree(gpu, cpu, mag)) << Describe(c) << " gradients given: " << given;
+    }
+  }
+}
+
+TEST(YoloDecodeCuda, EmptyIsANoOpAndBadDTypeIsAnError) {
+  OPFORGE_SKIP_WITHOUT_CUDA();
+  YoloDecodeParams p = ParamsOf({0, 3, 3, 2, 4, 96, 96, "xyxy", false, 1.0f, false});
+  EXPECT_TRUE(YoloDecodeForwardGpu(DType::kFloat, p, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                   nullptr, nullptr)
+                  .ok());
+  EXPECT_TRUE(YoloDecodeBackwardGpu(DType::kFloat, p, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                    nullptr, nullptr)
+                  .ok());
+  p.batch = 1;
+  const Status s = YoloDecodeForwardGpu(DType::kInt32, p, nullptr, nullptr, nullptr, nullptr,
+                                        nullptr, nullptr, nullptr);
+  EXPECT_FALSE(s.ok());
+  EXPECT_TRUE(test::NamesWord(s.message(), "YoloDecode")) << s.message();
+  EXPECT_FALSE(YoloDecodeBackwardGpu(DType::kInt64, p, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                     nullptr, nullptr)
+                   .ok());
+}
+
+}  // namespace
+}  // namespace opforge
