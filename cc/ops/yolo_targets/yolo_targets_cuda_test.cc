@@ -1,0 +1,273 @@
+// The YoloTargets CUDA version against the CPU core (SerialParallel): the same bits in every
+// output (the per-row maths is shared and only compares, halves, multiplies and floors; the GPU
+// replaces the CPU's sequential overwrite by "the last row of an image on a cell and anchor
+// writes"), and the same error message for every kind of bad data (the GPU checks on the device
+// and builds the message from the copied-back row). Without a CUDA device every test says
+// "skipped: no CUDA device".
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/cuda_test_util.h"
+#include "common/dtype.h"
+#include "common/parallel.h"
+#include "common/status.h"
+#include "common/test_util.h"
+#include "ops/yolo_targets/yolo_targets.h"
+
+namespace opforge {
+namespace {
+
+using test::DeviceBuffer;
+using test::Download;
+using test::SameBits;
+using test::Sync;
+using test::Upload;
+
+struct GpuCase {
+  std::vector<std::vector<int64_t>> masks;
+  std::vector<int64_t> grid_sizes;
+  int64_t num_classes;
+  int64_t batch, max_boxes, num_anchors;
+};
+
+YoloTargetsParams ParamsOf(const GpuCase& c) {
+  YoloTargetsParams p;
+  for (const auto& m : c.masks) {
+    p.anchor_masks.insert(p.anchor_masks.end(), m.begin(), m.end());
+    p.anchors_per_scale.push_back(static_cast<int64_t>(m.size()));
+  }
+  p.grid_sizes = c.grid_sizes;
+  p.num_classes = c.num_classes;
+  const Status s = ValidateYoloTargets({c.batch, c.max_boxes, 4}, {c.batch, c.max_boxes},
+                                       {c.num_anchors, 2}, &p);
+  EXPECT_TRUE(s.ok()) << s.message();
+  return p;
+}
+
+std::string Describe(const GpuCase& c) {
+  std::ostringstream s;
+  s << "batch " << c.batch << ", max_boxes " << c.max_boxes << ", " << c.num_anchors << " anchors, "
+    << c.masks.size() << " scales";
+  return s.str();
+}
+
+std::vector<GpuCase> Cases() {
+  return {
+      {{{6, 7, 8}, {3, 4, 5}, {0, 1, 2}}, {13, 13, 26, 26, 52, 52}, 80, 8, 100, 9},
+      {{{5, 6}, {2, 3, 4}, {0, 1}}, {5, 7, 10, 14, 20, 28}, -1, 3, 50, 9},
+      {{{3, 4, 5}, {0, 1, 2}}, {8, 8, 16, 16}, 20, 5, 37, 6},
+      {{{0}}, {1, 1}, 5, 2, 6, 1},
+      {{{1, 1, 0}, {2}}, {3, 11, 7, 2}, 5, 3, 25, 3},
+      // Many boxes in few cells: most rows are overwritten by later ones.
+      {{{0, 1}, {2, 3}}, {2, 2, 3, 1}, 10, 4, 300, 4},
+      // Empty: no boxes per image, or no images.
+      {{{0, 1}}, {4, 4}, 10, 3, 0, 2},
+      {{{0, 1}}, {4, 4}, 10, 0, 7, 2},
+  };
+}
+
+template <typename T>
+struct Data {
+  std::vector<T> boxes, anchors;
+  std::vector<int32_t> classes;
+};
+
+// Random valid rows: ~20% padding, boxes centred on the borders of grids of 8, at and past the
+// edges (within the tolerance), degenerate ones and ordinary ones.
+template <typename T>
+Data<T> RandomData(const GpuCase& c, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> unit(0.0, 1.0), size(0.0, 0.6);
+  std::uniform_int_distribution<int> percent(0, 99);
+  const int64_t classes = c.num_classes > 0 ? c.num_classes : 1000;
+  std::uniform_int_distribution<int32_t> cls(0, static_cast<int32_t>(classes - 1));
+  Data<T> d;
+  for (int64_t r = 0; r < c.batch * c.max_boxes; ++r) {
+    double x1, y1, x2, y2;
+    const int kind = percent(rng);
+    if (kind < 20) {
+      x1 = y1 = x2 = y2 = 0;
+    } else if (kind < 30) {
+      const double cx = std::uniform_int_distribution<int>(0, 8)(rng) / 8.0;
+      const double cy = std::uniform_int_distribution<int>(0, 8)(rng) / 8.0;
+      const double hw = std::uniform_int_distribution<int>(1, 4)(rng) / 64.0;
+      const double hh = std::uniform_int_distribution<int>(1, 4)(rng) / 64.0;
+      x1 = std::max(0.0, cx - hw);
+      x2 = std::min(1.0, cx + hw);
+      y1 = std::max(0.0, cy - hh);
+      y2 = std::min(1.0, cy + hh);
+    } else if (kind < 34) {
+      x2 = percent(rng) < 50 ? 1.0 : 1.005;
+      x1 = x2 - size(rng) / 4;
+      y1 = percent(rng) < 50 ? -0.005 : 0.0;
+      y2 = y1 + size(rng) / 4;
+    } else if (kind < 38) {
+      x1 = x2 = unit(rng);
+      y1 = unit(rng);
+      y2 = std::min(1.0, y1 + size(rng));
+    } else {
+      x1 = unit(rng);
+      y1 = unit(rng);
+      x2 = std::min(1.0, x1 + size(rng));
+      y2 = std::min(1.0, y1 + size(rng));
+    }
+    for (double v : {x1, y1, x2, y2}) d.boxes.push_back(static_cast<T>(v));
+    d.classes.push_back(kind < 20 && percent(rng) < 50 ? -1 : cls(rng));
+  }
+  std::uniform_real_distribution<double> anchor(0.02, 0.8);
+  for (int64_t k = 0; k < 2 * c.num_anchors; ++k) d.anchors.push_back(static_cast<T>(anchor(rng)));
+  return d;
+}
+
+int64_t NumElements(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+// The CPU's outputs, or its error.
+template <typename T>
+Status Cpu(const YoloTargetsParams& p, const Data<T>& d, std::vector<std::vector<T>>* outputs) {
+  if (p.max_boxes > 0) {
+    OPFORGE_RETURN_IF_ERROR(
+        CheckYoloTargetsData<T>(p, d.boxes.data(), d.classes.data(), d.anchors.data()));
+  }
+  outputs->clear();
+  std::vector<T*> pointers;
+  for (int64_t s = 0; s < p.num_scales(); ++s) {
+    outputs->emplace_back(static_cast<size_t>(NumElements(p.output_shape(s))));
+  }
+  for (auto& o : *outputs) pointers.push_back(o.data());
+  YoloTargets<T>(p, d.boxes.data(), d.classes.data(), d.anchors.data(), pointers, SerialParallel());
+  return Status::Ok();
+}
+
+// The GPU's outputs (the buffers filled with 0xFF bytes first: everything must be overwritten),
+// or its error.
+template <typename T>
+void Gpu(const YoloTargetsParams& p, const Data<T>& d, Status* status,
+         std::vector<std::vector<T>>* outputs) {
+  DeviceBuffer db, dc, da;
+  ASSERT_NO_FATAL_FAILURE(Upload(d.boxes, &db));
+  ASSERT_NO_FATAL_FAILURE(Upload(d.classes, &dc));
+  ASSERT_NO_FATAL_FAILURE(Upload(d.anchors, &da));
+  std::vector<DeviceBuffer> dout(static_cast<size_t>(p.num_scales()));
+  std::vector<void*> pointers;
+  outputs->clear();
+  for (int64_t s = 0; s < p.num_scales(); ++s) {
+    const size_t n = static_cast<size_t>(NumElements(p.output_shape(s)));
+    outputs->emplace_back(n);
+    DeviceBuffer& b = dout[static_cast<size_t>(s)];
+    OPFORGE_ASSERT_CUDA(b.Allocate(n * sizeof(T)));
+    if (n > 0) OPFORGE_ASSERT_CUDA(cudaMemset(b.get(), 0xFF, n * sizeof(T)));
+    pointers.push_back(b.get());
+  }
+  *status = YoloTargetsGpu(DTypeOf<T>::value, p, db.get(), static_cast<const int32_t*>(dc.get()),
+                           da.get(), pointers, nullptr);
+  ASSERT_NO_FATAL_FAILURE(Sync());
+  if (!status->ok()) return;
+  for (int64_t s = 0; s < p.num_scales(); ++s) {
+    ASSERT_NO_FATAL_FAILURE(
+        Download(dout[static_cast<size_t>(s)], &(*outputs)[static_cast<size_t>(s)]));
+  }
+}
+
+template <typename T>
+class YoloTargetsCudaTest : public ::testing::Test {};
+using TargetTypes = ::testing::Types<float, double>;
+TYPED_TEST_SUITE(YoloTargetsCudaTest, TargetTypes, test::TypeNames);
+
+TYPED_TEST(YoloTargetsCudaTest, SameBitsAsCpu) {
+  OPFORGE_SKIP_WITHOUT_CUDA();
+  using T = TypeParam;
+  uint64_t seed = 1;
+  for (const GpuCase& c : Cases()) {
+    for (int repeat = 0; repeat < 3; ++repeat) {
+      const YoloTargetsParams p = ParamsOf(c);
+      const Data<T> d = RandomData<T>(c, seed++);
+      std::vector<std::vector<T>> cpu, gpu;
+      OPFORGE_ASSERT_OK(Cpu(p, d, &cpu));
+      Status s;
+      ASSERT_NO_FATAL_FAILURE(Gpu(p, d, &s, &gpu));
+      ASSERT_TRUE(s.ok()) << s.message();
+      ASSERT_EQ(gpu.size(), cpu.size());
+      for (size_t k = 0; k < cpu.size(); ++k) {
+        EXPECT_TRUE(SameBits(gpu[k], cpu[k])) << Describe(c) << " scale " << k;
+      }
+    }
+  }
+}
+
+// Every kind of bad row, at several places (with a second bad row after it): the GPU reports
+// the first one with the CPU's message. Bad anchors too.
+TYPED_TEST(YoloTargetsCudaTest, BadDataGivesTheCpuMessage) {
+  OPFORGE_SKIP_WITHOUT_CUDA();
+  using T = TypeParam;
+  const GpuCase c = {{{0, 1}, {2}}, {4, 4, 8, 8}, 5, 4, 30, 3};
+  const YoloTargetsParams p = ParamsOf(c);
+  const Data<T> good = RandomData<T>(c, 5);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  struct Bad {
+    std::vector<double> box;
+    int32_t cls;
+  };
+  const std::vector<Bad> bad = {
+      {{nan, 0.1, 0.2, 0.3}, 1},       {{0.1, 0.1, inf, 0.3}, 1},  {{0.1, -inf, 0.2, 0.3}, 1},
+      {{0.5, 0.1, 0.4, 0.3}, 1},       {{0.1, 0.3, 0.2, 0.2}, 1},  {{0.1, 0.1, 1.02, 0.3}, 1},
+      {{-0.02, 0.1, 0.2, 0.3}, 1},     {{0.1, 0.1, 0.2, 0.3}, -1}, {{0.1, 0.1, 0.2, 0.3}, 5},
+      {{0.1, 0.1, 0.2, 0.3}, 1 << 30},
+  };
+  for (const Bad& b : bad) {
+    for (int64_t r : {int64_t{0}, int64_t{37}, int64_t{119}}) {
+      Data<T> d = good;
+      for (int k = 0; k < 4; ++k)
+        d.boxes[static_cast<size_t>(4 * r + k)] = static_cast<T>(b.box[k]);
+      d.classes[static_cast<size_t>(r)] = b.cls;
+      if (r + 1 < c.batch * c.max_boxes) {  // a later bad row, not reported
+        d.boxes[static_cast<size_t>(4 * (r + 1))] = static_cast<T>(nan);
+      }
+      std::vector<std::vector<T>> cpu_out, gpu_out;
+      const Status cpu = Cpu(p, d, &cpu_out);
+      ASSERT_FALSE(cpu.ok());
+      Status gpu;
+      ASSERT_NO_FATAL_FAILURE(Gpu(p, d, &gpu, &gpu_out));
+      ASSERT_FALSE(gpu.ok()) << cpu.message();
+      EXPECT_EQ(gpu.code(), Status::Code::kInvalidArgument);
+      EXPECT_EQ(gpu.message(), cpu.message());
+    }
+  }
+  for (int64_t k = 0; k < c.num_anchors; ++k) {
+    for (double v : {0.0, -0.25, nan, inf}) {
+      Data<T> d = good;
+      d.anchors[static_cast<size_t>(2 * k + 1)] = static_cast<T>(v);
+      d.classes[3] = -1;  // a bad row too: the anchors are reported first, as on the CPU
+      std::vector<std::vector<T>> cpu_out, gpu_out;
+      const Status cpu = Cpu(p, d, &cpu_out);
+      ASSERT_FALSE(cpu.ok());
+      Status gpu;
+      ASSERT_NO_FATAL_FAILURE(Gpu(p, d, &gpu, &gpu_out));
+      ASSERT_FALSE(gpu.ok()) << cpu.message();
+      EXPECT_EQ(gpu.message(), cpu.message());
+    }
+  }
+}
+
+TEST(YoloTargetsCuda, BadDTypeIsAnError) {
+  OPFORGE_SKIP_WITHOUT_CUDA();
+  const YoloTargetsParams p = ParamsOf(Cases()[3]);
+  const Status s = YoloTargetsGpu(DType::kHalf, p, nullptr, nullptr, nullptr, {nullptr}, nullptr);
+  EXPECT_FALSE(s.ok());
+  EXPECT_TRUE(test::NamesWord(s.message(), "YoloTargets")) << s.message();
+}
+
+}  // namespace
+}  // namespace opforge
