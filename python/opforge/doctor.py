@@ -73,7 +73,7 @@ def run() -> int:
     except LoadError as exc:
         print(f"\nopforge doctor: the library cannot be loaded:\n{exc}")
         return 1
-    from opforge.ops import OP_NAMES
+    from opforge.ops import CPU_ONLY, OP_NAMES
 
     print("\nregistered kernels:")
     missing = False
@@ -81,5 +81,6 @@ def run() -> int:
     for name in OP_NAMES:
         entries = registered_kernels(name)
         missing |= not entries
-        print(f"  {name:<{width}}" + ("; ".join(entries) if entries else "NO KERNELS"))
+        note = " (CPU only, by design: no GPU kernel)" if name in CPU_ONLY else ""
+        print(f"  {name:<{width}}" + ("; ".join(entries) if entries else "NO KERNELS") + note)
     return 1 if missing else 0

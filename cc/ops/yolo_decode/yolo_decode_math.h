@@ -100,10 +100,11 @@ OPFORGE_HOST_DEVICE inline void DecodeBox(const Geometry<A>& g, const A t[4], A 
                 Exp(ClampLogScale(t[3], g.max_log_scale)), cx, cy, aw, ah, out);
 }
 
-// d(tx, ty, tw, th) from the gradient gb of the box DecodeBox returned.
+// d(tx, ty, tw, th) from the gradient gb of the box, given sigmoid(tx), sigmoid(ty),
+// exp(min(tw, bound)), exp(min(th, bound)) and the raw tw, th (for the bound).
 template <typename A>
-OPFORGE_HOST_DEVICE inline void DecodeBoxGrad(const Geometry<A>& g, const A t[4], A aw, A ah,
-                                              const A gb[4], A dt[4]) {
+OPFORGE_HOST_DEVICE inline void DecodeBoxGradFrom(const Geometry<A>& g, A sx, A sy, A ew, A eh,
+                                                  A tw, A th, A aw, A ah, const A gb[4], A dt[4]) {
   A gx, gy, gw, gh;  // d bx, d by, d bw, d bh (of the normalised values when normalized)
   if (g.format == YoloBoxFormat::kCenterXywh) {
     gx = gb[0];
@@ -127,12 +128,19 @@ OPFORGE_HOST_DEVICE inline void DecodeBoxGrad(const Geometry<A>& g, const A t[4]
     gy = gy / g.input_h;
     gh = gh / g.input_h;
   }
-  const A sx = Sigmoid(t[0]), sy = Sigmoid(t[1]);
   dt[0] = gx * g.stride_x * g.scale * (sx * (A(1) - sx));
   dt[1] = gy * g.stride_y * g.scale * (sy * (A(1) - sy));
   // Above the bound the box no longer moves with t: no gradient.
-  dt[2] = t[2] > g.max_log_scale ? A(0) : gw * (Exp(t[2]) * aw);
-  dt[3] = t[3] > g.max_log_scale ? A(0) : gh * (Exp(t[3]) * ah);
+  dt[2] = tw > g.max_log_scale ? A(0) : gw * (ew * aw);
+  dt[3] = th > g.max_log_scale ? A(0) : gh * (eh * ah);
+}
+
+// d(tx, ty, tw, th) from the gradient gb of the box DecodeBox returned.
+template <typename A>
+OPFORGE_HOST_DEVICE inline void DecodeBoxGrad(const Geometry<A>& g, const A t[4], A aw, A ah,
+                                              const A gb[4], A dt[4]) {
+  DecodeBoxGradFrom(g, Sigmoid(t[0]), Sigmoid(t[1]), Exp(ClampLogScale(t[2], g.max_log_scale)),
+                    Exp(ClampLogScale(t[3], g.max_log_scale)), t[2], t[3], aw, ah, gb, dt);
 }
 
 // Whether class score v replaces the best so far (NumPy's argmax: the first maximum, NaN wins).

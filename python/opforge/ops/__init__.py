@@ -27,10 +27,13 @@ for _module in MODULES:
 
 # Every op the C++ library registers (checked against the library by the tests).
 OP_NAMES = tuple(name for module in MODULES for name in module.OP_NAMES)
+# The ops that have a CPU kernel only, by design (an op module lists them in CPU_ONLY): the
+# GPU build check and `opforge doctor` expect no GPU kernel for them.
+CPU_ONLY = tuple(name for module in MODULES for name in getattr(module, "CPU_ONLY", ()))
 # Every op's spec: what `opforge verify`, `opforge bench` and the generic tests iterate over.
 SPECS = tuple(spec for module in MODULES for spec in module.SPECS)
 
 for _module in MODULES:  # noqa: B007
     globals().update({name: getattr(_module, name) for name in _module.__all__})
 
-__all__ = ["OP_NAMES", "SPECS"] + sorted(name for m in MODULES for name in m.__all__)
+__all__ = ["CPU_ONLY", "OP_NAMES", "SPECS"] + sorted(name for m in MODULES for name in m.__all__)
