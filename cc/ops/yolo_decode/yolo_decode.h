@@ -60,7 +60,9 @@ Status ValidateYoloDecode(const std::vector<int64_t>& features, const std::vecto
                           YoloDecodeParams* params);
 
 // The gradient's inputs: grad_boxes [B, N, 4], grad_scores [B, N], grad_class_scores [B, N, C]
-// for the features and anchors ValidateYoloDecode accepts.
+// for the features and anchors ValidateYoloDecode accepts; each may instead be [0], an output
+// that received no gradient (the kernels get a null pointer and skip its work: a loss on the
+// boxes and class scores alone does not pay for the argmax the scores' gradient needs).
 Status ValidateYoloDecodeGrad(const std::vector<int64_t>& grad_boxes,
                               const std::vector<int64_t>& grad_scores,
                               const std::vector<int64_t>& grad_class_scores,

@@ -120,17 +120,18 @@ Status ValidateYoloDecodeGrad(const std::vector<int64_t>& grad_boxes,
   const int64_t n = p.boxes_per_image();
   const std::vector<int64_t> boxes{p.batch, n, 4}, scores{p.batch, n},
       class_scores{p.batch, n, p.num_classes};
-  if (grad_boxes != boxes) {
-    return InvalidArgument(kGradOp, "grad_boxes", "the shape of boxes, " + ShapeString(boxes),
+  const std::vector<int64_t> kAbsent{0};  // [0]: no gradient for that output (read as zeros)
+  if (grad_boxes != boxes && grad_boxes != kAbsent) {
+    return InvalidArgument(kGradOp, "grad_boxes", "the shape of boxes, " + ShapeString(boxes) + ", or [0] (none)",
                            ShapeString(grad_boxes));
   }
-  if (grad_scores != scores) {
-    return InvalidArgument(kGradOp, "grad_scores", "the shape of scores, " + ShapeString(scores),
+  if (grad_scores != scores && grad_scores != kAbsent) {
+    return InvalidArgument(kGradOp, "grad_scores", "the shape of scores, " + ShapeString(scores) + ", or [0] (none)",
                            ShapeString(grad_scores));
   }
-  if (grad_class_scores != class_scores) {
+  if (grad_class_scores != class_scores && grad_class_scores != kAbsent) {
     return InvalidArgument(kGradOp, "grad_class_scores",
-                           "the shape of class_scores, " + ShapeString(class_scores),
+                           "the shape of class_scores, " + ShapeString(class_scores) + ", or [0] (none)",
                            ShapeString(grad_class_scores));
   }
   return Status::Ok();

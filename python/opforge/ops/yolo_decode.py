@@ -11,7 +11,8 @@ import numpy as np
 import tensorflow as tf
 
 from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib
-from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch
+from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun
+from opforge.timing import numpy_copy
 
 __all__ = ["yolo_decode", "YoloDecodeResult", "YOLO_MAX_LOG_SCALE", "BOX_FORMATS"]
 OP_NAMES = ("Opforge>YoloDecode", "Opforge>YoloDecodeGrad")
@@ -119,9 +120,9 @@ def _attrs_of(op) -> dict:
 def _yolo_decode_gradient(op, grad_boxes, grad_scores, grad_class_indices, grad_class_scores):
     del grad_class_indices  # integer
     features, anchors = op.inputs
-    grads = [tf.zeros_like(o) if g is None else g
-             for g, o in ((grad_boxes, op.outputs[0]), (grad_scores, op.outputs[1]),
-                          (grad_class_scores, op.outputs[3]))]
+    # An output without a gradient goes to the op as an empty [0] tensor: its work is skipped.
+    grads = [tf.zeros([0], features.dtype) if g is None else g
+             for g in (grad_boxes, grad_scores, grad_class_scores)]
     return lib().opforge_yolo_decode_grad(*grads, features, anchors, **_attrs_of(op)), None
 
 
@@ -275,8 +276,15 @@ def _decode_speed(gradient: bool) -> SpeedCase:
         ours, theirs = make(yolo_decode), make(tf_yolo_decode)
         label = ("forward+gradient" if gradient else "forward") + \
             f" 3 scales {[list(s) for s in shapes]}"
-        return SpeedRun(label, {"opforge": lambda: ours(*feats),
-                                "tf": lambda: theirs(*feats)})
+        candidates = {"opforge": lambda: ours(*feats), "tf": lambda: theirs(*feats)}
+        moved = None
+        if not gradient:
+            # The limit: the forward reads the features and writes about as much (class scores,
+            # boxes, scores); a copy of the features moves the same bytes.
+            elements = sum(int(np.prod(s)) for s in shapes)
+            candidates["copy"] = numpy_copy(elements)
+            moved = 2 * 4 * elements
+        return SpeedRun(label, candidates, moved)
 
     return SpeedCase(setup, max_repeats=20)
 
