@@ -211,8 +211,6 @@ def _nms_speed(score_threshold: float, soft: bool = False) -> SpeedCase:
                   score_threshold=score_threshold)
         label = f"B={batch}, 10647 boxes x 80 classes, score_threshold {score_threshold}"
         if soft:
-            if size is not None:
-                return None
             kw["soft_nms_sigma"] = 0.5
             return SpeedRun(label + ", soft-NMS sigma 0.5 (rival: per-class tf.image soft-NMS)", {
                 "opforge": lambda: combined_non_max_suppression(boxes, scores, **kw),
