@@ -8,6 +8,7 @@
 // else with inline definitions is included here.
 #include <cstdint>
 
+#include "common/cpu_features.h"
 #include "ops/conv2d_transpose/conv2d_transpose_gemm.h"
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)
@@ -24,20 +25,13 @@ namespace fma_build {
 #include "ops/conv2d_transpose/conv2d_transpose_gemm.inc"
 }  // namespace fma_build
 
-namespace {
-bool CpuHasFma() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return has;
-}
-}  // namespace
-
 template <>
 const Gemm<float>* FmaGemm<float>() {
-  return CpuHasFma() ? &fma_build::kGemm<float> : nullptr;
+  return CpuHasAvx2Fma() ? &fma_build::kGemm<float> : nullptr;
 }
 template <>
 const Gemm<double>* FmaGemm<double>() {
-  return CpuHasFma() ? &fma_build::kGemm<double> : nullptr;
+  return CpuHasAvx2Fma() ? &fma_build::kGemm<double> : nullptr;
 }
 #else
 template <>

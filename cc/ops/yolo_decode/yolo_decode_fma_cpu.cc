@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/cpu_features.h"
 #include "ops/yolo_decode/yolo_decode.h"
 #include "ops/yolo_decode/yolo_decode_kernels.h"
 #include "ops/yolo_decode/yolo_decode_math.h"
@@ -35,20 +36,13 @@ template <typename T>
 constexpr YoloDecodeKernels<T> kKernels = {&Forward<T, T>, &Backward<T, T>};
 }  // namespace fma_build
 
-namespace {
-bool CpuHasFma() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return has;
-}
-}  // namespace
-
 template <>
 const YoloDecodeKernels<float>* FmaYoloDecodeKernels<float>() {
-  return CpuHasFma() ? &fma_build::kKernels<float> : nullptr;
+  return CpuHasAvx2Fma() ? &fma_build::kKernels<float> : nullptr;
 }
 template <>
 const YoloDecodeKernels<double>* FmaYoloDecodeKernels<double>() {
-  return CpuHasFma() ? &fma_build::kKernels<double> : nullptr;
+  return CpuHasAvx2Fma() ? &fma_build::kKernels<double> : nullptr;
 }
 #else
 template <>
