@@ -7,12 +7,8 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <limits>
-#include <random>
-#include <sstream>
-#include <string>
 #include <vector>
 
 #include "common/cuda_test_util.h"
@@ -21,45 +17,31 @@
 #include "common/status.h"
 #include "common/test_util.h"
 #include "ops/yolo_targets/yolo_targets.h"
+#include "ops/yolo_targets/yolo_targets_test_data.h"
 
 namespace opforge {
 namespace {
 
 using test::DeviceBuffer;
 using test::Download;
+using test::NumElements;
 using test::SameBits;
 using test::Sync;
 using test::Upload;
 
-struct GpuCase {
-  std::vector<std::vector<int64_t>> masks;
-  std::vector<int64_t> grid_sizes;
-  int64_t num_classes;
-  int64_t batch, max_boxes, num_anchors;
-};
+using test::yolo_targets::Case;
+using test::yolo_targets::Data;
+using test::yolo_targets::Describe;
+using test::yolo_targets::RandomData;
 
-YoloTargetsParams ParamsOf(const GpuCase& c) {
+YoloTargetsParams ParamsOf(const Case& c) {
   YoloTargetsParams p;
-  for (const auto& m : c.masks) {
-    p.anchor_masks.insert(p.anchor_masks.end(), m.begin(), m.end());
-    p.anchors_per_scale.push_back(static_cast<int64_t>(m.size()));
-  }
-  p.grid_sizes = c.grid_sizes;
-  p.num_classes = c.num_classes;
-  const Status s = ValidateYoloTargets({c.batch, c.max_boxes, 4}, {c.batch, c.max_boxes},
-                                       {c.num_anchors, 2}, &p);
+  const Status s = test::yolo_targets::ParamsOf(c, &p);
   EXPECT_TRUE(s.ok()) << s.message();
   return p;
 }
 
-std::string Describe(const GpuCase& c) {
-  std::ostringstream s;
-  s << "batch " << c.batch << ", max_boxes " << c.max_boxes << ", " << c.num_anchors << " anchors, "
-    << c.masks.size() << " scales";
-  return s.str();
-}
-
-std::vector<GpuCase> Cases() {
+std::vector<Case> Cases() {
   return {
       {{{6, 7, 8}, {3, 4, 5}, {0, 1, 2}}, {13, 13, 26, 26, 52, 52}, 80, 8, 100, 9},
       {{{5, 6}, {2, 3, 4}, {0, 1}}, {5, 7, 10, 14, 20, 28}, -1, 3, 50, 9},
@@ -74,65 +56,6 @@ std::vector<GpuCase> Cases() {
   };
 }
 
-template <typename T>
-struct Data {
-  std::vector<T> boxes, anchors;
-  std::vector<int32_t> classes;
-};
-
-// Random valid rows: ~20% padding, boxes centred on the borders of grids of 8, at and past the
-// edges (within the tolerance), degenerate ones and ordinary ones.
-template <typename T>
-Data<T> RandomData(const GpuCase& c, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> unit(0.0, 1.0), size(0.0, 0.6);
-  std::uniform_int_distribution<int> percent(0, 99);
-  const int64_t classes = c.num_classes > 0 ? c.num_classes : 1000;
-  std::uniform_int_distribution<int32_t> cls(0, static_cast<int32_t>(classes - 1));
-  Data<T> d;
-  for (int64_t r = 0; r < c.batch * c.max_boxes; ++r) {
-    double x1, y1, x2, y2;
-    const int kind = percent(rng);
-    if (kind < 20) {
-      x1 = y1 = x2 = y2 = 0;
-    } else if (kind < 30) {
-      const double cx = std::uniform_int_distribution<int>(0, 8)(rng) / 8.0;
-      const double cy = std::uniform_int_distribution<int>(0, 8)(rng) / 8.0;
-      const double hw = std::uniform_int_distribution<int>(1, 4)(rng) / 64.0;
-      const double hh = std::uniform_int_distribution<int>(1, 4)(rng) / 64.0;
-      x1 = std::max(0.0, cx - hw);
-      x2 = std::min(1.0, cx + hw);
-      y1 = std::max(0.0, cy - hh);
-      y2 = std::min(1.0, cy + hh);
-    } else if (kind < 34) {
-      x2 = percent(rng) < 50 ? 1.0 : 1.005;
-      x1 = x2 - size(rng) / 4;
-      y1 = percent(rng) < 50 ? -0.005 : 0.0;
-      y2 = y1 + size(rng) / 4;
-    } else if (kind < 38) {
-      x1 = x2 = unit(rng);
-      y1 = unit(rng);
-      y2 = std::min(1.0, y1 + size(rng));
-    } else {
-      x1 = unit(rng);
-      y1 = unit(rng);
-      x2 = std::min(1.0, x1 + size(rng));
-      y2 = std::min(1.0, y1 + size(rng));
-    }
-    for (double v : {x1, y1, x2, y2}) d.boxes.push_back(static_cast<T>(v));
-    d.classes.push_back(kind < 20 && percent(rng) < 50 ? -1 : cls(rng));
-  }
-  std::uniform_real_distribution<double> anchor(0.02, 0.8);
-  for (int64_t k = 0; k < 2 * c.num_anchors; ++k) d.anchors.push_back(static_cast<T>(anchor(rng)));
-  return d;
-}
-
-int64_t NumElements(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
 // The CPU's outputs, or its error.
 template <typename T>
 Status Cpu(const YoloTargetsParams& p, const Data<T>& d, std::vector<std::vector<T>>* outputs) {
@@ -140,13 +63,7 @@ Status Cpu(const YoloTargetsParams& p, const Data<T>& d, std::vector<std::vector
     OPFORGE_RETURN_IF_ERROR(
         CheckYoloTargetsData<T>(p, d.boxes.data(), d.classes.data(), d.anchors.data()));
   }
-  outputs->clear();
-  std::vector<T*> pointers;
-  for (int64_t s = 0; s < p.num_scales(); ++s) {
-    outputs->emplace_back(static_cast<size_t>(NumElements(p.output_shape(s))));
-  }
-  for (auto& o : *outputs) pointers.push_back(o.data());
-  YoloTargets<T>(p, d.boxes.data(), d.classes.data(), d.anchors.data(), pointers, SerialParallel());
+  *outputs = test::yolo_targets::Run(p, d, SerialParallel());
   return Status::Ok();
 }
 
@@ -189,7 +106,7 @@ TYPED_TEST(YoloTargetsCudaTest, SameBitsAsCpu) {
   OPFORGE_SKIP_WITHOUT_CUDA();
   using T = TypeParam;
   uint64_t seed = 1;
-  for (const GpuCase& c : Cases()) {
+  for (const Case& c : Cases()) {
     for (int repeat = 0; repeat < 3; ++repeat) {
       const YoloTargetsParams p = ParamsOf(c);
       const Data<T> d = RandomData<T>(c, seed++);
@@ -211,7 +128,7 @@ TYPED_TEST(YoloTargetsCudaTest, SameBitsAsCpu) {
 TYPED_TEST(YoloTargetsCudaTest, BadDataGivesTheCpuMessage) {
   OPFORGE_SKIP_WITHOUT_CUDA();
   using T = TypeParam;
-  const GpuCase c = {{{0, 1}, {2}}, {4, 4, 8, 8}, 5, 4, 30, 3};
+  const Case c = {{{0, 1}, {2}}, {4, 4, 8, 8}, 5, 4, 30, 3};
   const YoloTargetsParams p = ParamsOf(c);
   const Data<T> good = RandomData<T>(c, 5);
   const double nan = std::numeric_limits<double>::quiet_NaN();
