@@ -15,7 +15,6 @@
 #include <cstdint>
 #include <limits>
 #include <random>
-#include <sstream>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -26,6 +25,7 @@
 #include "common/status.h"
 #include "common/test_util.h"
 #include "ops/yolo_decode/yolo_decode.h"
+#include "ops/yolo_decode/yolo_decode_test_data.h"
 
 namespace opforge {
 namespace {
@@ -37,38 +37,20 @@ using test::TypeNames;
 using test::Upload;
 using test::Wide;
 
-struct GpuCase {
-  int64_t batch, height, width, anchors, classes, input_h, input_w;
-  const char* format;
-  bool normalized;
-  float scale_x_y;
-  bool five_d;
-};
+using test::yolo_decode::Case;
+using test::yolo_decode::Describe;
+using test::yolo_decode::NumBoxes;
 
-std::string Describe(const GpuCase& c) {
-  std::ostringstream s;
-  s << "[" << c.batch << ", " << c.height << ", " << c.width << ", " << c.anchors << " x (5 + "
-    << c.classes << ")] input " << c.input_h << "x" << c.input_w << " " << c.format
-    << (c.normalized ? " normalized" : "") << " scale_x_y=" << c.scale_x_y;
-  return s.str();
-}
-
-YoloDecodeParams ParamsOf(const GpuCase& c, const char* format = nullptr) {
+// The validated params of `c`, with `format` in place of its box format where given.
+YoloDecodeParams ParamsOf(Case c, const char* format = nullptr) {
+  if (format != nullptr) c.format = format;
   YoloDecodeParams p;
-  p.num_classes = c.classes;
-  p.input_size = {c.input_h, c.input_w};
-  p.box_format = format != nullptr ? format : c.format;
-  p.normalized = c.normalized;
-  p.scale_x_y = c.scale_x_y;
-  const std::vector<int64_t> features =
-      c.five_d ? std::vector<int64_t>{c.batch, c.height, c.width, c.anchors, 5 + c.classes}
-               : std::vector<int64_t>{c.batch, c.height, c.width, c.anchors * (5 + c.classes)};
-  const Status s = ValidateYoloDecode(features, {c.anchors, 2}, &p);
+  const Status s = test::yolo_decode::ParamsOf(c, &p);
   EXPECT_TRUE(s.ok()) << s.message();
   return p;
 }
 
-std::vector<GpuCase> Cases() {
+std::vector<Case> Cases() {
   return {
       {2, 13, 13, 3, 80, 416, 416, "xyxy", false, 1.0f, false},
       {3, 5, 7, 2, 3, 160, 224, "yxyx", true, 1.05f, true},
@@ -142,9 +124,9 @@ struct Inputs {
 };
 
 template <typename T>
-Inputs<T> RandomInputs(const GpuCase& c, uint64_t seed) {
+Inputs<T> RandomInputs(const Case& c, uint64_t seed) {
   std::mt19937_64 rng(seed);
-  const int64_t boxes = c.batch * c.height * c.width * c.anchors;
+  const int64_t boxes = NumBoxes(c);
   Inputs<T> in;
   in.features = test::RandomVector<T>(rng, boxes * (5 + c.classes), test::SpecialValues<T>());
   // Some logits far out, where exp under- or overflows and the clamp bites.
@@ -191,9 +173,9 @@ double AbsOrZero(T v) {
 // The magnitude of each box coordinate: |centre| + |size| on its axis, from the CPU's
 // center_xywh boxes of the same features.
 template <typename T>
-std::vector<double> BoxMagnitudes(const GpuCase& c, const Inputs<T>& in) {
+std::vector<double> BoxMagnitudes(const Case& c, const Inputs<T>& in) {
   const Outputs<T> centre = CpuForward(ParamsOf(c, "center_xywh"), in);
-  const bool yx = std::string(c.format) == "yxyx";
+  const bool yx = c.format == "yxyx";
   std::vector<double> mag(centre.boxes.size());
   for (size_t box = 0; box < mag.size() / 4; ++box) {
     const double mx = AbsOrZero(centre.boxes[4 * box]) + AbsOrZero(centre.boxes[4 * box + 2]);
@@ -211,7 +193,7 @@ double Sig(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 // of |grad_boxes|. `indices`: the classes the forward chose. The size channels are products
 // of exact values and one exp: their own magnitude.
 template <typename T>
-std::vector<double> GradMagnitudes(const GpuCase& c, const Inputs<T>& in,
+std::vector<double> GradMagnitudes(const Case& c, const Inputs<T>& in,
                                    const std::vector<int32_t>& indices, bool boxes, bool scores,
                                    bool classes, const std::vector<T>& cpu) {
   const size_t per_anchor = static_cast<size_t>(5 + c.classes), nc = static_cast<size_t>(c.classes);
@@ -256,7 +238,7 @@ TYPED_TEST(YoloDecodeCudaTest, ForwardMatchesCpu) {
   OPFORGE_SKIP_WITHOUT_CUDA();
   using T = TypeParam;
   uint64_t seed = 1;
-  for (const GpuCase& c : Cases()) {
+  for (const Case& c : Cases()) {
     const YoloDecodeParams p = ParamsOf(c);
     const Inputs<T> in = RandomInputs<T>(c, seed++);
     const Outputs<T> cpu = CpuForward(p, in);
@@ -301,7 +283,7 @@ TYPED_TEST(YoloDecodeCudaTest, ForwardMatchesCpu) {
 TYPED_TEST(YoloDecodeCudaTest, NullOutputsAreSkipped) {
   OPFORGE_SKIP_WITHOUT_CUDA();
   using T = TypeParam;
-  const GpuCase c = Cases()[1];
+  const Case c = Cases()[1];
   const YoloDecodeParams p = ParamsOf(c);
   const Inputs<T> in = RandomInputs<T>(c, 77);
   const Outputs<T> cpu = CpuForward(p, in);
@@ -330,7 +312,7 @@ TYPED_TEST(YoloDecodeCudaTest, BackwardMatchesCpu) {
   OPFORGE_SKIP_WITHOUT_CUDA();
   using T = TypeParam;
   uint64_t seed = 100;
-  for (const GpuCase& c : Cases()) {
+  for (const Case& c : Cases()) {
     const YoloDecodeParams p = ParamsOf(c);
     const Inputs<T> in = RandomInputs<T>(c, seed++);
     // Boxes whose best class score ties with another within the forward's tolerance: the GPU

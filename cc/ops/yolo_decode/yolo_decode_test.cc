@@ -15,7 +15,6 @@
 #include <cstdint>
 #include <limits>
 #include <random>
-#include <sstream>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -23,6 +22,7 @@
 #include "common/parallel.h"
 #include "common/status.h"
 #include "common/test_util.h"
+#include "ops/yolo_decode/yolo_decode_test_data.h"
 
 namespace opforge {
 namespace {
@@ -36,43 +36,11 @@ using test::Wide;
 
 // --- cases ------------------------------------------------------------------------------------
 
-struct Case {
-  int64_t batch, height, width, anchors, classes;
-  int64_t input_h, input_w;
-  std::string format;
-  bool normalized;
-  float scale_x_y;
-  bool five_d;
-};
-
-std::string Describe(const Case& c) {
-  std::ostringstream s;
-  s << "[" << c.batch << ", " << c.height << ", " << c.width << ", " << c.anchors << " x (5 + "
-    << c.classes << ")]" << (c.five_d ? " 5-D" : " 4-D") << " input " << c.input_h << "x"
-    << c.input_w << " " << c.format << (c.normalized ? " normalized" : "")
-    << " scale_x_y=" << c.scale_x_y;
-  return s.str();
-}
-
-std::vector<int64_t> FeatureShape(const Case& c) {
-  if (c.five_d) return {c.batch, c.height, c.width, c.anchors, 5 + c.classes};
-  return {c.batch, c.height, c.width, c.anchors * (5 + c.classes)};
-}
-
-int64_t NumFeatures(const Case& c) {
-  return c.batch * c.height * c.width * c.anchors * (5 + c.classes);
-}
-int64_t NumBoxes(const Case& c) { return c.batch * c.height * c.width * c.anchors; }
-
-Status ParamsOf(const Case& c, YoloDecodeParams* p) {
-  *p = YoloDecodeParams();
-  p->num_classes = c.classes;
-  p->input_size = {c.input_h, c.input_w};
-  p->box_format = c.format;
-  p->normalized = c.normalized;
-  p->scale_x_y = c.scale_x_y;
-  return ValidateYoloDecode(FeatureShape(c), {c.anchors, 2}, p);
-}
+using test::yolo_decode::Case;
+using test::yolo_decode::Describe;
+using test::yolo_decode::NumBoxes;
+using test::yolo_decode::NumFeatures;
+using test::yolo_decode::ParamsOf;
 
 // Every format x normalized x scale_x_y, each on a shape of its own: A = 1..3, C = 1..7,
 // non-square grids and inputs, 4-D and 5-D alternately.
