@@ -386,15 +386,23 @@ void CombinedNms(const CombinedNmsParams& p, const T* boxes, const T* scores, T*
                    std::vector<Kept>* out = &kept[static_cast<size_t>(task)];
                    if (soft) {
                      SoftNms(p, boxes, image, cls, first, last, limit, out);
+                     // A negative score rises as it decays, so a box kept later can outscore
+                     // one kept before it: order the class by score for the merge (stable:
+                     // ties stay in kept order).
+                     auto higher = [](const Kept& a, const Kept& b) { return a.score > b.score; };
+                     if (!std::is_sorted(out->begin(), out->end(), higher)) {
+                       std::stable_sort(out->begin(), out->end(), higher);
+                     }
                    } else {
                      HardNms(p, boxes, image, cls, first, last, limit, out);
                    }
                  }
                });
 
-  // 3. Merge per image: each class's kept boxes are in order of non-increasing score (each was
-  // the top of its queue when kept), so the first `detections` of all come from a merge that
-  // takes, each time, the highest head (the lowest class on ties).
+  // 3. Merge per image: each class's kept boxes are in order of non-increasing score (in hard
+  // NMS each was the top of its queue when kept; soft-NMS's are sorted above), so the first
+  // `detections` of all come from a merge that takes, each time, the highest head (the lowest
+  // class on ties).
   parallel.For(batch, 20.0 * static_cast<double>(detections * classes),
                [&](int64_t begin, int64_t end) {
                  std::vector<size_t> head(static_cast<size_t>(classes));
