@@ -7,14 +7,14 @@
 //   3. per image, the kept boxes of all classes merged by score into the outputs.
 // Each task writes only its own lists, in an order independent of the partition, so the results
 // are the same bits for any thread count.
-#include "ops/combined_non_max_suppression/combined_non_max_suppression.h"
-
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
 #include <limits>
+
+#include "ops/combined_non_max_suppression/combined_non_max_suppression.h"
 
 #if defined(__AVX__)
 #include <immintrin.h>
@@ -38,16 +38,14 @@ inline uint64_t Key(float score, int32_t index) {
   bits = (bits & 0x80000000u) != 0 ? ~bits : (bits | 0x80000000u);
   return (static_cast<uint64_t>(bits) << 32) | static_cast<uint32_t>(~static_cast<uint32_t>(index));
 }
-inline float KeyScore(uint64_t key) {
-  uint32_t bits = static_cast<uint32_t>(key >> 32);
-  bits = (bits & 0x80000000u) != 0 ? (bits & 0x7fffffffu) : ~bits;
-  float score;
-  std::memcpy(&score, &bits, sizeof(score));
-  return score;
+// A candidate's score as given (its key folded -0 into +0).
+template <typename T>
+float InputScore(const CombinedNmsParams& p, const T* scores, int64_t image, int32_t index,
+                 int64_t cls) {
+  return static_cast<float>(scores[(image * p.num_boxes + index) * p.num_classes + cls]);
 }
-inline int32_t KeyIndex(uint64_t key) {
-  return static_cast<int32_t>(~static_cast<uint32_t>(key));
-}
+
+inline int32_t KeyIndex(uint64_t key) { return static_cast<int32_t>(~static_cast<uint32_t>(key)); }
 
 // Soft-NMS's queue entry: a candidate, its decayed score, and how many kept boxes it has seen.
 struct Candidate {
@@ -181,8 +179,8 @@ inline bool AnyOverlaps(const Box& b, const KeptColumns& k, size_t begin, size_t
 }
 
 template <typename T>
-void HardNms(const CombinedNmsParams& p, const T* boxes, int64_t image, int64_t cls,
-             uint64_t* first, uint64_t* last, int64_t limit, std::vector<Kept>* kept) {
+void HardNms(const CombinedNmsParams& p, const T* boxes, const T* scores, int64_t image,
+             int64_t cls, uint64_t* first, uint64_t* last, int64_t limit, std::vector<Kept>* kept) {
   const float threshold = p.iou_threshold;
   // Blocks of kept boxes, newest first: overlapping boxes have similar scores, so a suppressor
   // is most often among the last kept.
@@ -197,14 +195,15 @@ void HardNms(const CombinedNmsParams& p, const T* boxes, int64_t image, int64_t 
   for (size_t at = 0; static_cast<int64_t>(kept->size()) < limit && at < total; ++at) {
     if (at == sorted) {
       const size_t stop = std::min(total, sorted + chunk);
-      if (stop < total) std::nth_element(first + sorted, first + stop, last, std::greater<uint64_t>());
+      if (stop < total)
+        std::nth_element(first + sorted, first + stop, last, std::greater<uint64_t>());
       std::sort(first + sorted, first + stop, std::greater<uint64_t>());
       sorted = stop;
     }
     const uint64_t key = first[at];
     const int32_t index = KeyIndex(key);
-    const Box box = MakeBox(boxes + ((image * p.num_boxes + index) * p.q +
-                                     (p.q > 1 ? cls : 0)) * 4);
+    const Box box =
+        MakeBox(boxes + ((image * p.num_boxes + index) * p.q + (p.q > 1 ? cls : 0)) * 4);
     // A box of area <= 0 (or NaN) overlaps nothing (IoU 0, or NaN): it is always kept.
     bool keep = true;
     if (box.area > 0) {
@@ -215,7 +214,8 @@ void HardNms(const CombinedNmsParams& p, const T* boxes, int64_t image, int64_t 
       }
     }
     if (keep) {
-      kept->push_back({KeyScore(key), static_cast<int32_t>(cls), box});
+      // The score as given (the key made -0 into +0).
+      kept->push_back({InputScore(p, scores, image, index, cls), static_cast<int32_t>(cls), box});
       columns.Push(box);
     }
   }
@@ -223,14 +223,16 @@ void HardNms(const CombinedNmsParams& p, const T* boxes, int64_t image, int64_t 
 
 // tf.image.non_max_suppression_with_scores's loop with soft_nms_sigma > 0.
 template <typename T>
-void SoftNms(const CombinedNmsParams& p, const T* boxes, int64_t image, int64_t cls,
-             const uint64_t* keys, const uint64_t* keys_end, int64_t limit,
+void SoftNms(const CombinedNmsParams& p, const T* boxes, const T* scores, int64_t image,
+             int64_t cls, const uint64_t* keys, const uint64_t* keys_end, int64_t limit,
              std::vector<Kept>* kept) {
   const float scale = -0.5f / p.soft_nms_sigma;
   const float score_threshold = p.score_threshold;
   thread_local std::vector<Candidate> queue;
   queue.clear();
-  for (const uint64_t* k = keys; k != keys_end; ++k) queue.push_back({KeyScore(*k), KeyIndex(*k), 0});
+  for (const uint64_t* k = keys; k != keys_end; ++k) {
+    queue.push_back({InputScore(p, scores, image, KeyIndex(*k), cls), KeyIndex(*k), 0});
+  }
   Candidate* first = queue.data();
   Candidate* last = first + queue.size();
   std::make_heap(first, last, HeapLess());
@@ -240,8 +242,8 @@ void SoftNms(const CombinedNmsParams& p, const T* boxes, int64_t image, int64_t 
     Candidate next = *(end - 1);
     --end;
     const float original = next.score;
-    const Box box = MakeBox(boxes + ((image * p.num_boxes + next.index) * p.q +
-                                     (p.q > 1 ? cls : 0)) * 4);
+    const Box box =
+        MakeBox(boxes + ((image * p.num_boxes + next.index) * p.q + (p.q > 1 ? cls : 0)) * 4);
     for (int64_t j = static_cast<int64_t>(kept->size()) - 1; j >= next.suppress_begin; --j) {
       const float sim = Iou(box, (*kept)[static_cast<size_t>(j)].box);
       next.score *= std::exp(scale * sim * sim);
@@ -274,16 +276,17 @@ Status ValidateCombinedNms(const std::vector<int64_t>& boxes, const std::vector<
                            ShapeString(scores));
   }
   if (scores[0] != boxes[0] || scores[1] != boxes[1]) {
-    return InvalidArgument(kOp, "scores",
-                           "[batch, num_boxes, num_classes] with the batch and num_boxes of boxes " +
-                               ShapeString(boxes),
-                           ShapeString(scores));
+    return InvalidArgument(
+        kOp, "scores",
+        "[batch, num_boxes, num_classes] with the batch and num_boxes of boxes " +
+            ShapeString(boxes),
+        ShapeString(scores));
   }
   if (boxes[2] != 1 && boxes[2] != scores[2]) {
-    return InvalidArgument(kOp, "boxes",
-                           "[batch, num_boxes, q, 4] with q = 1 or num_classes = " +
-                               std::to_string(scores[2]),
-                           ShapeString(boxes));
+    return InvalidArgument(
+        kOp, "boxes",
+        "[batch, num_boxes, q, 4] with q = 1 or num_classes = " + std::to_string(scores[2]),
+        ShapeString(boxes));
   }
   if (boxes[1] > std::numeric_limits<int32_t>::max()) {
     return InvalidArgument(kOp, "boxes", "at most 2^31 - 1 boxes per image", ShapeString(boxes));
@@ -385,7 +388,7 @@ void CombinedNms(const CombinedNmsParams& p, const T* boxes, const T* scores, T*
                    if (first == last) continue;
                    std::vector<Kept>* out = &kept[static_cast<size_t>(task)];
                    if (soft) {
-                     SoftNms(p, boxes, image, cls, first, last, limit, out);
+                     SoftNms(p, boxes, scores, image, cls, first, last, limit, out);
                      // A negative score rises as it decays, so a box kept later can outscore
                      // one kept before it: order the class by score for the merge (stable:
                      // ties stay in kept order).
@@ -394,7 +397,7 @@ void CombinedNms(const CombinedNmsParams& p, const T* boxes, const T* scores, T*
                        std::stable_sort(out->begin(), out->end(), higher);
                      }
                    } else {
-                     HardNms(p, boxes, image, cls, first, last, limit, out);
+                     HardNms(p, boxes, scores, image, cls, first, last, limit, out);
                    }
                  }
                });
@@ -440,7 +443,7 @@ void CombinedNms(const CombinedNmsParams& p, const T* boxes, const T* scores, T*
                });
 }
 
-#define OPFORGE_INSTANTIATE_NMS_(T, ...)                                                       \
+#define OPFORGE_INSTANTIATE_NMS_(T, ...)                                                     \
   template void CombinedNms<T>(const CombinedNmsParams&, const T*, const T*, T*, T*, float*, \
                                int32_t*, const Parallel&);
 OPFORGE_NMS_TYPES(OPFORGE_INSTANTIATE_NMS_)

@@ -487,10 +487,11 @@ TEST(CombinedNmsKernel, NegativeZeroScore) {
   const auto got = RunNms(c, boxes, scores, SerialParallel());
   EXPECT_EQ(got.valid, std::vector<int32_t>{2});
   EXPECT_EQ(std::vector<float>(got.boxes.begin(), got.boxes.begin() + 8), boxes);
-  // Only the value is checked: TensorFlow would return box 1's score as given, -0, but the
-  // kernel's sort key folds -0 into +0, so it returns +0.
+  // Scores come back as given, the sign of zero included (as TensorFlow's do).
   EXPECT_EQ(got.scores[0], 0.0f);
+  EXPECT_FALSE(std::signbit(got.scores[0]));
   EXPECT_EQ(got.scores[1], 0.0f);
+  EXPECT_TRUE(std::signbit(got.scores[1]));
 }
 
 // --- empty inputs and outputs -----------------------------------------------------------------
