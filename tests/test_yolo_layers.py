@@ -92,6 +92,7 @@ def test_detector_savedmodel_serves_any_batch_in_fresh_process(tmp_path):
     (dict(max_detections=0), "max_total_size"),
     (dict(anchor_masks=[[0, 9]]), "anchor_masks"),
     (dict(anchors=[[10, -1]]), "anchors"),
+    (dict(input_size=[64.5, 64]), "input_size"),
 ])
 def test_yolo_postprocess_rejects_bad_arguments(kwargs, fragment):
     args = dict(anchors=TINY_ANCHORS, anchor_masks=TINY_MASKS, num_classes=3, input_size=64)

@@ -12,8 +12,10 @@
 // index on ties; a NaN wins, as in NumPy, so a NaN input gives a NaN score for its box only).
 //
 // The clamp of tw and th at kYoloMaxLogScale = log(1000 / 16) (a box at most 62.5 times its
-// anchor, the bound torchvision's box coder uses) keeps every box finite for finite features:
-// exp would overflow float32 at 88.7 and half already at 11.1. Its gradient is 0 above the bound.
+// anchor, the bound torchvision's box coder uses) keeps every box finite for finite features in
+// float and double: exp would overflow float32 at 88.7 and half already at 11.1 (a half output
+// still overflows where the box itself passes 65504, as pixel boxes of very large anchors can).
+// Its gradient is 0 above the bound.
 //
 // half and bfloat16 are computed in float, rounded once at the end; float in float; double in
 // double.
@@ -61,8 +63,9 @@ Status ValidateYoloDecode(const std::vector<int64_t>& features, const std::vecto
 
 // The gradient's inputs: grad_boxes [B, N, 4], grad_scores [B, N], grad_class_scores [B, N, C]
 // for the features and anchors ValidateYoloDecode accepts; each may instead be [0], an output
-// that received no gradient (the kernels get a null pointer and skip its work: a loss on the
-// boxes and class scores alone does not pay for the argmax the scores' gradient needs).
+// without gradient (the kernels get a null pointer and skip its work). TensorFlow's gradient
+// machinery passes zeros, not None, for an unused float output, so this saves work only for
+// callers of the gradient op itself.
 Status ValidateYoloDecodeGrad(const std::vector<int64_t>& grad_boxes,
                               const std::vector<int64_t>& grad_scores,
                               const std::vector<int64_t>& grad_class_scores,

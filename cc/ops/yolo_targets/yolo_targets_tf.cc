@@ -75,7 +75,17 @@ struct YoloTargetsOp {
 
   Status Init(AttrReader& reader) {
     if (!ReadAttrs(&reader, &attrs).ok()) return Status::Ok();  // reported by TfKernel
-    return ValidateYoloTargetsAttrs(attrs);
+    int64_t num_scales = 0;
+    reader.Read("num_scales", &num_scales);
+    OPFORGE_RETURN_IF_ERROR(ValidateYoloTargetsAttrs(attrs));
+    // The shape function checks this too, but eager calls do not run it: without this check a
+    // direct call could declare more outputs than the kernel fills.
+    if (num_scales != attrs.num_scales()) {
+      return InvalidArgument("YoloTargets", "num_scales",
+                             "len(anchors_per_scale) = " + std::to_string(attrs.num_scales()),
+                             num_scales);
+    }
+    return Status::Ok();
   }
   Status Validate(TfCall& call, Params* p) const {
     *p = attrs;

@@ -30,8 +30,11 @@ def _input_size(layer: str, input_size):
     if isinstance(input_size, (int, np.integer)) and not isinstance(input_size, bool):
         return [int(input_size), int(input_size)]
     try:
-        size = [int(v) for v in input_size]
-    except (TypeError, ValueError):
+        size = [int(v) for v in input_size
+                if isinstance(v, (int, np.integer)) and not isinstance(v, bool)]
+        if len(size) != len(input_size):
+            size = []
+    except TypeError:
         size = []
     if len(size) != 2:
         raise ValueError(f"opforge.layers.{layer}: input_size must be [height, width] or an int, got {input_size!r}")

@@ -34,6 +34,12 @@ def _scalar(name: str, value, dtype):
         t = tf.convert_to_tensor(value)
         if dtype.is_integer and not t.dtype.is_integer:
             raise invalid_argument(_OP, name, "an integer", t.dtype.name)
+        if dtype.is_integer and t.dtype != dtype:
+            # A cast would wrap 2**32 + 10 to 10: values beyond int32 are an error instead.
+            with tf.control_dependencies([tf.debugging.assert_equal(
+                    tf.cast(tf.cast(t, dtype), t.dtype), t, message=f"{_OP}: {name} must be an int32, got a "
+                                                                  "value beyond int32")]):
+                return tf.cast(t, dtype)
         return tf.cast(t, dtype)
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise invalid_argument(_OP, name, "a number" if dtype.is_floating else "an int", repr(value))
@@ -63,7 +69,9 @@ def combined_non_max_suppression(
     With `soft_nms_sigma=0`, the same arguments, outputs, dtypes, shapes, padding and clipping as
     `tf.image.combined_non_max_suppression`, and the same results wherever scores have no ties
     (on ties: the lower box index first within a class, then the lower class in the merge;
-    TensorFlow leaves the order unspecified). With `soft_nms_sigma > 0`, Gaussian soft-NMS per
+    TensorFlow leaves the order unspecified), and kept scores above -1 (TensorFlow's placeholder
+    entries, score -1 and class -1, can displace detections scoring below -1; opforge returns
+    the detections). With `soft_nms_sigma > 0`, Gaussian soft-NMS per
     class, step for step `tf.image.non_max_suppression_with_scores` with that sigma (its scores
     are the decayed ones; `iou_threshold` plays no part, as there).
 
@@ -297,6 +305,9 @@ SPECS = (
             "size not scalar": BadInput(
                 "opforge.ops.combined_non_max_suppression(tf.ones([1, 5, 1, 4]), tf.ones([1, 5, 2]), tf.constant([3, 3]), 4)",
                 ("max_output_size_per_class", "scalar", "[2]")),
+            "size beyond int32": BadInput(
+                "opforge.ops.combined_non_max_suppression(tf.ones([1, 5, 1, 4]), tf.ones([1, 5, 2]), np.array(2**32 + 10), 4)",
+                ("max_output_size_per_class", "beyond int32")),
             "size float": BadInput(
                 "opforge.ops.combined_non_max_suppression(tf.ones([1, 5, 1, 4]), tf.ones([1, 5, 2]), 3.5, 4)",
                 ("max_output_size_per_class", "an int", "3.5")),

@@ -120,7 +120,8 @@ def _attrs_of(op) -> dict:
 def _yolo_decode_gradient(op, grad_boxes, grad_scores, grad_class_indices, grad_class_scores):
     del grad_class_indices  # integer
     features, anchors = op.inputs
-    # An output without a gradient goes to the op as an empty [0] tensor: its work is skipped.
+    # An output without a gradient (None: TensorFlow usually passes zeros instead) goes to the
+    # op as an empty [0] tensor, which it reads as zeros.
     grads = [tf.zeros([0], features.dtype) if g is None else g
              for g in (grad_boxes, grad_scores, grad_class_scores)]
     return lib().opforge_yolo_decode_grad(*grads, features, anchors, **_attrs_of(op)), None

@@ -109,7 +109,12 @@ def yolo_targets(
     classes = tf.convert_to_tensor(classes, name="classes")
     if not classes.dtype.is_integer:
         raise invalid_argument(_OP, "classes", "an integer tensor (class indices)", classes.dtype.name)
-    classes = tf.cast(classes, tf.int32)
+    if classes.dtype != tf.int32:
+        # A cast would wrap 2**32 + 3 to class 3: out-of-range indices are an error instead.
+        with tf.control_dependencies([tf.debugging.assert_equal(
+                tf.cast(tf.cast(classes, tf.int32), classes.dtype), classes,
+                message=f"{_OP}: classes must be int32 class indices, got values beyond int32")]):
+            classes = tf.cast(classes, tf.int32)
     anchors = tf.cast(tf.convert_to_tensor(anchors, name="anchors"), boxes.dtype)
     return list(lib().opforge_yolo_targets(boxes, classes, anchors, name=name, **attrs))
 
@@ -318,6 +323,14 @@ SPECS = (
             "boxes half": BadInput(
                 "opforge.ops.yolo_targets(tf.ones([1, 1, 4], tf.float16), [[1]], [[0.1, 0.1]], [[0]], [13])",
                 ("boxes", "float16")),
+            "raw num_scales": BadInput(
+                "lib().opforge_yolo_targets([[[0.1, 0.1, 0.5, 0.2]]], [[1]], [[0.1, 0.1]], anchor_masks=[0], "
+                "anchors_per_scale=[1], grid_sizes=[13, 13], num_scales=2)",
+                ("num_scales", "len(anchors_per_scale) = 1", "2")),
+            "classes beyond int32": BadInput(
+                "opforge.ops.yolo_targets([[[0.1, 0.1, 0.5, 0.2]]], tf.constant([[2**32 + 3]], tf.int64), "
+                "[[0.1, 0.1]], [[0]], [13], num_classes=80)",
+                ("classes", "beyond int32")),
             "empty mask": BadInput(
                 "opforge.ops.yolo_targets([[[0.1, 0.1, 0.5, 0.2]]], [[1]], [[0.1, 0.1]], [[0], []], [13, 13])",
                 ("anchor_masks", "non-empty", "scale 1")),
