@@ -1,0 +1,19 @@
+"""Models built from opforge ops: YOLO-v3 and YOLO-v3-tiny (`opforge.models.YoloV3`,
+`opforge.models.YoloV3Tiny`), their anchors, and the same networks from TensorFlow built-ins
+(`ops="tf"`) for parity checks."""
+from __future__ import annotations
+
+from opforge.models.yolov3 import (  # noqa: F401
+    YOLOV3_ANCHORS,
+    YOLOV3_MASKS,
+    YOLOV3_TINY_ANCHORS,
+    YOLOV3_TINY_MASKS,
+    YoloV3,
+    YoloV3Tiny,
+    YoloV3TinySubclassed,
+    detector,
+)
+from opforge.models.loss import YoloLoss  # noqa: F401
+
+__all__ = ["YOLOV3_ANCHORS", "YOLOV3_MASKS", "YOLOV3_TINY_ANCHORS", "YOLOV3_TINY_MASKS", "YoloV3",
+           "YoloV3Tiny", "YoloV3TinySubclassed", "YoloLoss", "detector"]
