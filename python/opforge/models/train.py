@@ -1,0 +1,140 @@
+"""Training and evaluating the YOLO models: a tf.data pipeline of targets, a Keras training
+wrapper for `model.fit`, a custom-loop step, and COCO mAP (pycocotools)."""
+from __future__ import annotations
+
+from typing import Dict, Optional, Sequence
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from opforge.models.loss import YoloLoss
+from opforge.models.yolov3 import YOLOV3_ANCHORS, YOLOV3_MASKS, YOLOV3_TINY_ANCHORS, YOLOV3_TINY_MASKS
+from opforge.ops import yolo_targets
+
+__all__ = ["anchors_for", "target_dataset", "YoloTrainer", "custom_train_step", "evaluate_map"]
+
+
+def anchors_for(model: keras.Model, input_size: int):
+    """The anchors (normalised, for targets and loss) and masks of a YoloV3 (three heads) or
+    YoloV3Tiny (two), scaled from a 416 input to `input_size` as pixels, then normalised."""
+    three = len(model.outputs) == 3
+    anchors = (YOLOV3_ANCHORS if three else YOLOV3_TINY_ANCHORS) / 416.0
+    return anchors.astype(np.float32), (YOLOV3_MASKS if three else YOLOV3_TINY_MASKS)
+
+
+def target_dataset(images, boxes, classes, anchors, masks, input_size: int, batch_size: int,
+                   shuffle: bool = True, seed: int = 0, repeat: bool = False) -> tf.data.Dataset:
+    """Batches of (images float32 in [0, 1], tuple of y_true per scale) from uint8 images and
+    normalised boxes, the targets made by `opforge.ops.yolo_targets` in the pipeline."""
+    grids = [input_size // (32 >> k) for k in range(len(masks))]
+    ds = tf.data.Dataset.from_tensor_slices((images, boxes.astype(np.float32), classes.astype(np.int32)))
+    if shuffle:
+        ds = ds.shuffle(len(images), seed=seed, reshuffle_each_iteration=True)
+    if repeat:
+        ds = ds.repeat()
+    ds = ds.batch(batch_size, drop_remainder=True)
+
+    def to_targets(im, b, c):
+        return tf.cast(im, tf.float32) / 255.0, tuple(yolo_targets(b, c, anchors, masks, grids))
+
+    return ds.map(to_targets, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+class YoloTrainer(keras.Model):
+    """`model.fit` for a YOLO model: wraps it and `YoloLoss` (which needs every scale's targets
+    at once), so that fit's progress bar, callbacks and checkpoints work. Gradients are clipped
+    to a global norm of `clip_norm`."""
+
+    def __init__(self, model: keras.Model, loss: YoloLoss, clip_norm: Optional[float] = 10.0, **kwargs):
+        super().__init__(**kwargs)
+        self.model, self.yolo_loss, self.clip_norm = model, loss, clip_norm
+        self.loss_tracker = keras.metrics.Mean(name="loss")
+
+    def call(self, x, training=False):
+        return self.model(x, training=training)
+
+    @property
+    def metrics(self):
+        return [self.loss_tracker]
+
+    def train_step(self, data):
+        x, y = data
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(self.yolo_loss(list(y), self.model(x, training=True)))
+            loss += tf.add_n(self.model.losses) if self.model.losses else 0.0
+        grads = tape.gradient(loss, self.model.trainable_variables)
+        if self.clip_norm:
+            grads, _ = tf.clip_by_global_norm(grads, self.clip_norm)
+        self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
+        self.loss_tracker.update_state(loss)
+        return {"loss": self.loss_tracker.result()}
+
+    def test_step(self, data):
+        x, y = data
+        loss = tf.reduce_mean(self.yolo_loss(list(y), self.model(x, training=False)))
+        self.loss_tracker.update_state(loss)
+        return {"loss": self.loss_tracker.result()}
+
+
+def custom_train_step(model: keras.Model, loss: YoloLoss, optimizer, clip_norm: Optional[float] = 10.0):
+    """The same step as YoloTrainer's, as a `tf.function` for a custom loop: `step(x, y)`
+    returns the loss before the update."""
+
+    @tf.function
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            value = tf.reduce_mean(loss(list(y), model(x, training=True)))
+            value += tf.add_n(model.losses) if model.losses else 0.0
+        grads = tape.gradient(value, model.trainable_variables)
+        if clip_norm:
+            grads, _ = tf.clip_by_global_norm(grads, clip_norm)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return value
+
+    return step
+
+
+def evaluate_map(detector: keras.Model, images, boxes, classes, class_names: Sequence[str],
+                 batch_size: int = 8) -> Dict[str, object]:
+    """COCO mAP of a detector (`opforge.models.detector`: images in, normalised xyxy boxes,
+    scores, classes, valid counts out) on a labelled set, through pycocotools: mAP@0.5,
+    mAP@[.5:.95] and AP@0.5 per class."""
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    size = images.shape[1]
+    gt = {"images": [], "annotations": [], "categories": [{"id": k, "name": n} for k, n in enumerate(class_names)]}
+    for i in range(len(images)):
+        gt["images"].append({"id": i, "width": size, "height": size})
+        for b, c in zip(boxes[i], classes[i]):
+            if b.any():
+                x1, y1, x2, y2 = (float(v) * size for v in b)
+                gt["annotations"].append({"id": len(gt["annotations"]) + 1, "image_id": i, "category_id": int(c),
+                                          "bbox": [x1, y1, x2 - x1, y2 - y1], "area": (x2 - x1) * (y2 - y1),
+                                          "iscrowd": 0})
+    results = []
+    for start in range(0, len(images), batch_size):
+        batch = tf.cast(images[start:start + batch_size], tf.float32) / 255.0
+        db, ds, dc, dv = (t.numpy() for t in detector(batch))
+        for k in range(len(db)):
+            for j in range(int(dv[k])):
+                x1, y1, x2, y2 = (float(v) * size for v in db[k, j])
+                results.append({"image_id": start + k, "category_id": int(dc[k, j]),
+                                "bbox": [x1, y1, x2 - x1, y2 - y1], "score": float(ds[k, j])})
+    if not results or not gt["annotations"]:
+        return {"map50": 0.0, "map": 0.0, "per_class_ap50": {n: 0.0 for n in class_names}}
+    coco = COCO()
+    coco.dataset = gt
+    coco.createIndex()
+    dets = coco.loadRes(results)
+    ev = COCOeval(coco, dets, "bbox")
+    ev.evaluate()
+    ev.accumulate()
+    ev.summarize()
+    precision = ev.eval["precision"]  # [iou, recall, class, area, max dets]
+    per_class = {}
+    for k, name in enumerate(class_names):
+        p = precision[0, :, k, 0, -1]
+        per_class[name] = float(np.mean(p[p > -1])) if (p > -1).any() else 0.0
+    return {"map50": float(ev.stats[1]), "map": float(ev.stats[0]), "per_class_ap50": per_class}
