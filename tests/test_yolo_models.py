@@ -172,3 +172,22 @@ def test_bad_model_arguments(kwargs, fragment):
     args.update(kwargs)
     with pytest.raises(ValueError, match=fragment):
         M.YoloV3Tiny(**args)
+
+
+def test_fit_and_custom_loop_give_the_same_first_step_loss():
+    from opforge.data import shapes_dataset
+
+    data = shapes_dataset(8, 64, seed=5)
+    keras.utils.set_random_seed(9)
+    a = M.YoloV3Tiny(3, 64)
+    b = M.YoloV3Tiny(3, 64)
+    b.set_weights(a.get_weights())
+    anchors, masks = M.anchors_for(a, 64)
+    ds = M.target_dataset(data.images, data.boxes, data.classes, anchors, masks, 64, 8, shuffle=False)
+    trainer = M.YoloTrainer(a, M.YoloLoss(anchors, masks, 3))
+    trainer.compile(optimizer=keras.optimizers.SGD(1e-3))
+    fit_loss = trainer.fit(ds, epochs=1, verbose=0).history["loss"][0]
+    step = M.custom_train_step(b, M.YoloLoss(anchors, masks, 3), keras.optimizers.SGD(1e-3))
+    x, y = next(iter(ds))
+    loop_loss = float(step(x, y))
+    assert loop_loss == pytest.approx(fit_loss, rel=1e-6)
