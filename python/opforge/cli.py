@@ -1,4 +1,4 @@
-"""The `opforge` command: doctor, verify and bench."""
+"""The `opforge` command: doctor, verify, bench, and the YOLO workflow (`opforge yolo ...`)."""
 from __future__ import annotations
 
 import argparse
@@ -25,7 +25,41 @@ def main(argv: Optional[List[str]] = None) -> int:
                               "(default: each case's own size, 4M for element-wise ops)")
     p_bench.add_argument("--repeats", type=int, default=50)
     p_bench.add_argument("--json", action="store_true")
+    p_yolo = sub.add_parser("yolo", help="YOLO-v3 built from opforge ops: train, detect, eval, export, demo")
+    yolo = p_yolo.add_subparsers(dest="yolo_command", required=True)
+    y_train = yolo.add_parser("train", help="train on the synthetic shapes set or your own labelled images")
+    y_train.add_argument("--data", default="shapes",
+                         help="'shapes' (synthetic), a folder of images with YOLO .txt labels, or a COCO .json")
+    y_train.add_argument("--classes", default="", help="class names, comma-separated (for YOLO-label folders)")
+    y_train.add_argument("--model", choices=("tiny", "full"), default="tiny")
+    y_train.add_argument("--size", type=int, default=128, help="input size, a multiple of 32")
+    y_train.add_argument("--epochs", type=int, default=30)
+    y_train.add_argument("--steps", type=int, default=50, help="steps per epoch")
+    y_train.add_argument("--batch", type=int, default=16)
+    y_train.add_argument("--images", type=int, default=800, help="synthetic images to generate")
+    y_train.add_argument("--out", default="yolo_out", help="output folder (model.keras, checkpoints, history)")
+    y_detect = yolo.add_parser("detect", help="detect objects in images and draw them")
+    y_detect.add_argument("images", nargs="+")
+    y_detect.add_argument("--model", default="yolo_out", help="a folder written by `opforge yolo train`")
+    y_detect.add_argument("--out", default="detections.png")
+    y_detect.add_argument("--score", type=float, default=0.3, help="score threshold")
+    y_eval = yolo.add_parser("eval", help="COCO mAP of a trained model")
+    y_eval.add_argument("--model", default="yolo_out")
+    y_eval.add_argument("--data", default="shapes")
+    y_eval.add_argument("--classes", default="")
+    y_eval.add_argument("--images", type=int, default=100, help="synthetic held-out images")
+    y_export = yolo.add_parser("export", help="save the detector as a SavedModel taking uint8 images")
+    y_export.add_argument("--model", default="yolo_out")
+    y_export.add_argument("--out", default="yolo_savedmodel")
+    y_demo = yolo.add_parser("demo", help="train YOLO-tiny on the synthetic set (about 5 minutes on 2 cores)")
+    y_demo.add_argument("--out", default="demo_out")
+    y_demo.add_argument("--seconds", type=float, default=300.0)
+    yolo.add_parser("bench", help="training step and inference post-processing, opforge against TF built-ins")
+    y_parity = yolo.add_parser("parity", help="ops='opforge' against ops='tf': first-step loss, gradients, 20 steps")
+    y_parity.add_argument("--size", type=int, default=416)
     args = parser.parse_args(argv)
+    if args.command == "yolo":
+        return _yolo(args)
     if args.command != "doctor" and args.size is not None and args.size <= 0:
         parser.error(f"--size must be a positive number of elements, got {args.size}")
 
@@ -46,6 +80,70 @@ def main(argv: Optional[List[str]] = None) -> int:
     except LoadError as exc:
         print(f"opforge {args.command}: {exc}", file=sys.stderr)
         return 1
+
+
+def _yolo(args) -> int:
+    import json
+    from pathlib import Path
+
+    import numpy as np
+
+    from opforge.data import LabelError
+
+    try:
+        from opforge.models import app
+
+        if args.yolo_command == "train":
+            classes = [c for c in args.classes.split(",") if c]
+            data = app.load_data(args.data, args.size, classes, num_images=args.images)
+            result = app.train(data, args.out, kind=args.model, epochs=args.epochs, steps_per_epoch=args.steps,
+                               batch_size=args.batch)
+            print(f"saved {args.out}/model.keras after {result['seconds']:.0f} s; loss {result['loss'][0]:.3g} -> "
+                  f"{result['loss'][-1]:.3g}")
+            return 0
+        if args.yolo_command == "demo":
+            return app.demo(args.out, args.seconds)
+        if args.yolo_command == "bench":
+            from opforge.models import bench
+
+            return bench.run()
+        if args.yolo_command == "parity":
+            from opforge.models import parity
+
+            return parity.run(size=args.size)
+        info = json.loads((Path(args.model) / "history.json").read_text())
+        model = app.load_model(str(Path(args.model) / "model.keras"))
+        names, size = info["class_names"], info["input_size"]
+        if args.yolo_command == "detect":
+            from opforge.data.detection import _read_image
+            from opforge.data import letterbox
+
+            images = np.stack([letterbox(_read_image(Path(p)), np.zeros((0, 4)), size)[0] for p in args.images])
+            found = app.detect(model, images, len(names), score_threshold=args.score)
+            app.draw_detections(images, found, names, args.out)
+            for path, dets in zip(args.images, found):
+                print(f"{path}: " + (", ".join(f"{names[c]} {s:.2f} at {[round(float(v), 3) for v in b]}" for b, s, c in dets)
+                                     or "nothing"))
+            print(f"wrote {args.out}")
+            return 0
+        if args.yolo_command == "eval":
+            data = app.load_data(args.data, size, [c for c in args.classes.split(",") if c] or names,
+                                 num_images=args.images, seed=2)
+            det = app.make_detector(model, len(names), size, score_threshold=0.05)
+            metrics = app.evaluate_map(det, data.images, data.boxes, data.classes, data.class_names, quiet=True)
+            print(f"mAP@0.5 = {metrics['map50']:.3f}, mAP@[.5:.95] = {metrics['map']:.3f}")
+            for name, ap in metrics["per_class_ap50"].items():
+                print(f"  {name}: AP@0.5 = {ap:.3f}")
+            return 0
+        if args.yolo_command == "export":
+            app.export(model, len(names), size, args.out)
+            print(f"wrote {args.out}: serving_default(images: uint8 [B, H, W, 3]); load with "
+                  "opforge.register_all(); tf.saved_model.load(...)")
+            return 0
+    except (LabelError, FileNotFoundError, ValueError) as exc:
+        print(f"opforge yolo {args.yolo_command}: {exc}", file=sys.stderr)
+        return 1
+    return 2
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 wrapper for `model.fit`, a custom-loop step, and COCO mAP (pycocotools)."""
 from __future__ import annotations
 
+import contextlib
+import io
 from typing import Dict, Optional, Sequence
 
 import keras
@@ -96,7 +98,7 @@ def custom_train_step(model: keras.Model, loss: YoloLoss, optimizer, clip_norm: 
 
 
 def evaluate_map(detector: keras.Model, images, boxes, classes, class_names: Sequence[str],
-                 batch_size: int = 8) -> Dict[str, object]:
+                 batch_size: int = 8, quiet: bool = False) -> Dict[str, object]:
     """COCO mAP of a detector (`opforge.models.detector`: images in, normalised xyxy boxes,
     scores, classes, valid counts out) on a labelled set, through pycocotools: mAP@0.5,
     mAP@[.5:.95] and AP@0.5 per class."""
@@ -124,14 +126,16 @@ def evaluate_map(detector: keras.Model, images, boxes, classes, class_names: Seq
                                 "bbox": [x1, y1, x2 - x1, y2 - y1], "score": float(ds[k, j])})
     if not results or not gt["annotations"]:
         return {"map50": 0.0, "map": 0.0, "per_class_ap50": {n: 0.0 for n in class_names}}
-    coco = COCO()
-    coco.dataset = gt
-    coco.createIndex()
-    dets = coco.loadRes(results)
+    with contextlib.redirect_stdout(io.StringIO()):  # pycocotools prints its progress
+        coco = COCO()
+        coco.dataset = gt
+        coco.createIndex()
+        dets = coco.loadRes(results)
     ev = COCOeval(coco, dets, "bbox")
-    ev.evaluate()
-    ev.accumulate()
-    ev.summarize()
+    with contextlib.redirect_stdout(io.StringIO()) if quiet else contextlib.nullcontext():
+        ev.evaluate()
+        ev.accumulate()
+        ev.summarize()
     precision = ev.eval["precision"]  # [iou, recall, class, area, max dets]
     per_class = {}
     for k, name in enumerate(class_names):
