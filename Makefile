@@ -1,5 +1,6 @@
 # opforge: the two commands are `make demo` and `make test`; both set everything up.
-#   make demo        verify every op against TensorFlow (the op table with errors and speed)
+#   make demo        verify every op against TensorFlow (the op table with errors and speed), then
+#                    train YOLO-tiny on a synthetic set (~5 min on 2 cores): mAP, demo_out/*.png
 #   make test        core GoogleTests under ASan+UBSan, the CUDA test binary, then pytest
 #   make build       rebuild and reinstall opforge after a change (incremental)
 #   make bench       `opforge bench` for every op
@@ -46,6 +47,7 @@ build: $(VENV)/.built
 
 demo: build
 	$(VENV)/bin/opforge verify
+	$(VENV)/bin/opforge yolo demo --out demo_out
 
 # The framework-free core with its GoogleTest suite under AddressSanitizer and UBSan.
 core-test: deps
