@@ -125,3 +125,16 @@ def test_short_training_finds_single_obvious_shapes(tmp_path):
             union = (b[2] - b[0]) * (b[3] - b[1]) + (truth[2] - truth[0]) * (truth[3] - truth[1]) - iw * ih
             hits += iw * ih / union > 0.5
     assert hits >= 6, hits
+
+
+def test_train_on_a_users_label_folder(tmp_path):
+    data = shapes_dataset(4, 80, seed=21, max_shapes=2)
+    for i, image in enumerate(data.images):
+        tf.io.write_file(str(tmp_path / f"im{i}.png"), tf.io.encode_png(image))
+        lines = [f"{c} {(b[0] + b[2]) / 2} {(b[1] + b[3]) / 2} {b[2] - b[0]} {b[3] - b[1]}"
+                 for b, c in zip(data.boxes[i], data.classes[i]) if b.any()]
+        (tmp_path / f"im{i}.txt").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "run"
+    assert cli.main(["yolo", "train", "--data", str(tmp_path), "--classes", "rectangle,ellipse,triangle",
+                     "--size", "64", "--epochs", "1", "--steps", "2", "--batch", "2", "--out", str(out)]) == 0
+    assert json.loads((out / "history.json").read_text())["class_names"] == ["rectangle", "ellipse", "triangle"]
