@@ -75,8 +75,8 @@ class _Builder:
     """Creates the layers of one network, in one order for both `ops` (so the variables of an
     `ops="opforge"` and an `ops="tf"` model line up one to one)."""
 
-    def __init__(self, ops: str, upsample: str):
-        self.ops, self.upsample = ops, upsample
+    def __init__(self, ops: str, upsample: str, sync_batch_norm: bool = False):
+        self.ops, self.upsample, self.sync_batch_norm = ops, upsample, bool(sync_batch_norm)
         self.count = 0  # convolutions so far: layers are named conv_<k>, bn_<k>, leaky_<k>
 
     def leaky(self, name=None):
@@ -90,7 +90,8 @@ class _Builder:
                                       use_bias=not batch_norm,
                                       kernel_regularizer=keras.regularizers.L2(0.0005), name=f"conv_{k}")]
         if batch_norm:
-            layers += [keras.layers.BatchNormalization(name=f"bn_{k}"), self.leaky(name=f"leaky_{k}")]
+            layers += [keras.layers.BatchNormalization(synchronized=self.sync_batch_norm, name=f"bn_{k}"),
+                       self.leaky(name=f"leaky_{k}")]
         return layers
 
     def upsample_layer(self, channels: int, size: Optional[int]):
@@ -131,7 +132,7 @@ class _Builder:
 
 
 def YoloV3(num_classes: int = 80, input_size: Optional[int] = 416, upsample: str = "transpose",
-           ops: str = "opforge", name: str = "yolov3") -> keras.Model:
+           ops: str = "opforge", name: str = "yolov3", sync_batch_norm: bool = False) -> keras.Model:
     """YOLO-v3 (Darknet-53 backbone, three heads) returning the raw head maps
     `[B, S/32, S/32, 3*(5+C)]`, `[B, S/16, ...]`, `[B, S/8, ...]` for an `S`x`S` input.
 
@@ -143,9 +144,15 @@ def YoloV3(num_classes: int = 80, input_size: Optional[int] = 416, upsample: str
         "bilinear" (half-pixel bilinear resize) or "nearest" (the original YOLO-v3).
       ops: "opforge" (opforge's LeakyReLU, Conv2DTranspose, BilinearResize) or "tf" (the same
         network from TensorFlow built-ins, variables in the same order, for parity checks).
+      sync_batch_norm: batch norm with `synchronized=True`: in training under a
+        tf.distribute strategy, the batch statistics are those of the global batch (summed
+        over the replicas), so a multi-replica step normalises as one device would on the
+        whole batch. Same variables and the same inference either way; in training it
+        computes the variance as E[x^2] - E[x]^2 (Keras' synchronized path, also outside a
+        strategy), which differs from the default in float32 rounding only.
     """
     _check("YoloV3", upsample, ops, num_classes, input_size)
-    b = _Builder(ops, upsample)
+    b = _Builder(ops, upsample, sync_batch_norm)
     out_channels = 3 * (5 + int(num_classes))
     inputs = keras.Input((input_size, input_size, 3), name="input")
     x = b.conv(inputs, 32, 3)
@@ -172,11 +179,11 @@ def YoloV3(num_classes: int = 80, input_size: Optional[int] = 416, upsample: str
 
 
 def YoloV3Tiny(num_classes: int = 80, input_size: Optional[int] = 416, upsample: str = "transpose",
-               ops: str = "opforge", name: str = "yolov3_tiny") -> keras.Model:
+               ops: str = "opforge", name: str = "yolov3_tiny", sync_batch_norm: bool = False) -> keras.Model:
     """YOLO-v3-tiny (the 7-convolution backbone, two heads) returning `[B, S/32, S/32, 3*(5+C)]`
     and `[B, S/16, S/16, 3*(5+C)]`. Arguments as `YoloV3`."""
     _check("YoloV3Tiny", upsample, ops, num_classes, input_size)
-    b = _Builder(ops, upsample)
+    b = _Builder(ops, upsample, sync_batch_norm)
     inputs = keras.Input((input_size, input_size, 3), name="input")
     x = inputs
     for filters in (16, 32, 64, 128):
