@@ -18,10 +18,11 @@ from opforge.models.train import (  # noqa: F401
     YoloTrainer,
     anchors_for,
     custom_train_step,
+    distributed_train_step,
     evaluate_map,
     target_dataset,
 )
 
 __all__ = ["YOLOV3_ANCHORS", "YOLOV3_MASKS", "YOLOV3_TINY_ANCHORS", "YOLOV3_TINY_MASKS", "YoloV3",
            "YoloV3Tiny", "YoloV3TinySubclassed", "YoloLoss", "YoloTrainer", "anchors_for",
-           "custom_train_step", "detector", "evaluate_map", "target_dataset"]
+           "custom_train_step", "distributed_train_step", "detector", "evaluate_map", "target_dataset"]

@@ -14,7 +14,8 @@ from opforge.models.loss import YoloLoss
 from opforge.models.yolov3 import YOLOV3_ANCHORS, YOLOV3_MASKS, YOLOV3_TINY_ANCHORS, YOLOV3_TINY_MASKS
 from opforge.ops import yolo_targets
 
-__all__ = ["anchors_for", "target_dataset", "YoloTrainer", "custom_train_step", "evaluate_map"]
+__all__ = ["anchors_for", "target_dataset", "YoloTrainer", "custom_train_step", "distributed_train_step",
+           "evaluate_map"]
 
 
 def anchors_for(model: keras.Model, input_size: int):
@@ -93,6 +94,58 @@ def custom_train_step(model: keras.Model, loss: YoloLoss, optimizer, clip_norm: 
             grads, _ = tf.clip_by_global_norm(grads, clip_norm)
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return value
+
+    return step
+
+
+def distributed_train_step(strategy: tf.distribute.Strategy, model: keras.Model, loss: YoloLoss, optimizer,
+                           global_batch_size: int, clip_norm: Optional[float] = 10.0):
+    """`custom_train_step` under a `tf.distribute` strategy (MirroredStrategy,
+    MultiWorkerMirroredStrategy...): `step(dist_inputs)` takes a distributed `(x, y)` (from
+    `strategy.experimental_distribute_dataset` or `distribute_values_from_function`) and returns
+    the loss of the global batch before the update, the same loss as `custom_train_step`'s: the
+    mean of `YoloLoss` over the global batch plus the regularization losses.
+
+    Build the model and the optimizer's variables under `strategy.scope()`. Each replica's loss
+    is `tf.nn.compute_average_loss(per_image, global_batch_size)` plus its 1/replicas share of
+    the regularization losses, so that the sum over the replicas is the global loss. Batch norm
+    in training mode normalises with each replica's own batch statistics unless the model was
+    built with `sync_batch_norm=True`, which is what gives the one-device step on the global batch.
+
+    Clipping (to a global norm of `clip_norm`, as `custom_train_step`) needs the norm of the
+    gradient of the global loss, the sum over the replicas. Keras 3's `apply_gradients` always
+    sums the replicas' gradients itself (it has no switch to skip that), so each replica sums the
+    gradients once (all-reduce) for the norm and hands its own gradients, scaled by
+    `clip_norm / max(norm, clip_norm)`, to the optimizer, whose sum is then the clipped global
+    gradient.
+    """
+    global_batch_size = int(global_batch_size)
+    if global_batch_size < 1:
+        raise ValueError(f"opforge.models.distributed_train_step: global_batch_size must be >= 1, got "
+                         f"{global_batch_size}")
+
+    def replica_step(x, y):
+        with tf.GradientTape() as tape:
+            per_image = loss(list(y), model(x, training=True))
+            value = tf.nn.compute_average_loss(per_image, global_batch_size=global_batch_size)
+            if model.losses:
+                value += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
+        variables = model.trainable_variables
+        grads = tape.gradient(value, variables)
+        if clip_norm:
+            ctx = tf.distribute.get_replica_context()
+            summed = ctx.all_reduce(tf.distribute.ReduceOp.SUM, [g for g in grads if g is not None])
+            norm = tf.linalg.global_norm(summed)
+            scale = tf.cast(clip_norm, norm.dtype) / tf.maximum(norm, tf.cast(clip_norm, norm.dtype))
+            grads = [None if g is None else g * tf.cast(scale, g.dtype) for g in grads]
+        optimizer.apply_gradients(zip(grads, variables))
+        return value
+
+    @tf.function
+    def step(dist_inputs):
+        x, y = dist_inputs
+        per_replica = strategy.run(replica_step, args=(x, y))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
     return step
 
