@@ -83,6 +83,21 @@ def run(size: int = 416, steps: int = 20, model: str = "tiny", batch: int = 4, n
     print(f"gradients: worst variable {ours.trainable_variables[worst].path} relative difference "
           f"{per_var[worst]:.3g} (<= {GRAD_RTOL:g}: {mark(ok_grad)}); median over variables "
           f"{float(np.median(per_var)):.3g}")
+    scale = [float(np.max(np.abs(b))) for b in g1]
+    print(f"  worst variable: max|g_tf| {scale[worst]:.3g}, max|g_opforge| {float(np.max(np.abs(g0[worst]))):.3g}; "
+          f"largest max|g| of any variable {max(scale):.3g}")
+    if sensitivity:
+        base = [float(np.max(np.abs(a - b)) / (np.max(np.abs(b)) + 1e-30))
+                for a, b in zip(results["tf_ulp"][1], g1)]
+        print(f"  round-off baseline (tf twin, weights jittered by ~1 ulp): worst variable "
+              f"{ours.trainable_variables[int(np.argmax(base))].path} {max(base):.3g}, on "
+              f"{ours.trainable_variables[worst].path} {base[worst]:.3g}; median {float(np.median(base)):.3g}")
+    tiny = [i for i, v in enumerate(scale) if v <= 1e-6 * max(scale)]
+    if tiny:
+        rest = max(v for i, v in enumerate(per_var) if i not in tiny)
+        print(f"  {len(tiny)} variable(s) with gradients at round-off scale (max|g| <= 1e-6 of the largest; "
+              f"a bias followed by batch norm): {', '.join(ours.trainable_variables[i].path for i in tiny)}; "
+              f"worst of the others {rest:.3g}")
     print(f"{steps} Adam({learning_rate:g}) steps: loss {s0[0]:.6g} -> {s0[-1]:.6g} (tf {s1[0]:.6g} -> {s1[-1]:.6g}); "
           f"max relative difference {float(np.max(steps_rel)):.3g} at step {int(np.argmax(steps_rel)) + 1} "
           f"(<= {STEPS_RTOL:g}: {mark(ok_steps)})")
