@@ -23,7 +23,7 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 SOURCES := $(shell find cc python cmake -type f -not -name '*.pyc' 2>/dev/null) \
            CMakeLists.txt pyproject.toml
 
-.PHONY: all demo test build deps core-test cuda-test pytest bench core-bench format clean \
+.PHONY: all demo test build deps core-test cuda-test pytest bench core-bench format clean yolo-bench yolo-parity \
         gpu-build-check
 
 all: build
@@ -71,6 +71,14 @@ test: core-test cuda-test pytest
 
 bench: build
 	$(VENV)/bin/opforge bench
+
+# YOLO: training step and post-processing against the same network from TF built-ins, and the
+# full-size parity check of the two (first-step loss, gradients, 20 steps).
+yolo-bench: build
+	$(VENV)/bin/opforge yolo bench
+
+yolo-parity: build
+	$(VENV)/bin/opforge yolo parity --size 416
 
 core-bench: deps
 	mkdir -p build
