@@ -86,6 +86,16 @@ void YoloDecodeBackward(const YoloDecodeParams& params, const T* grad_boxes, con
                         const T* grad_class_scores, const T* features, const T* anchors,
                         T* grad_features, const Parallel& parallel);
 
+// YoloDecodeForward's boxes and class_scores for some boxes of one image only: `selected` holds
+// `count` ascending box indices n (as above) into image `image` of features; boxes [count, 4]
+// and class_scores [count, C] get exactly the values YoloDecodeForward gives those boxes (the
+// same code, the same bits). Serial. YoloPostprocess decodes only the boxes whose objectness can
+// reach its score threshold with it.
+template <typename T>
+void YoloDecodeSelected(const YoloDecodeParams& params, const T* features, const T* anchors,
+                        int64_t image, const int64_t* selected, int64_t count, T* boxes,
+                        T* class_scores);
+
 // CUDA versions (yolo_decode.cu), asynchronous on `stream`.
 Status YoloDecodeForwardGpu(DType dtype, const YoloDecodeParams& params, const void* features,
                             const void* anchors, void* boxes, void* scores, int32_t* class_indices,

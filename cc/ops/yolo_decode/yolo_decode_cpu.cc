@@ -1,13 +1,13 @@
-// YoloDecode on the CPU: validation, and the forward and gradient kernels (yolo_decode_kernels.inc),
-// parallel over the cells of the batch (each box is computed by one call, so any partition gives
-// the same bits). float and double run the AVX2+FMA build of the kernels where the CPU has both
-// (yolo_decode_fma_cpu.cc; measured on the 2-core EPYC: 6.1 against 7.4 ms for the YOLO-v3
-// forward at batch 8, one thread); its exp rounds differently in the last bit, so results hold
-// for the ISA they were computed on.
+// YoloDecode on the CPU: validation, and the forward and gradient kernels
+// (yolo_decode_kernels.inc), parallel over the cells of the batch (each box is computed by one
+// call, so any partition gives the same bits). float and double run the AVX2+FMA build of the
+// kernels where the CPU has both (yolo_decode_fma_cpu.cc; measured on the 2-core EPYC: 6.1
+// against 7.4 ms for the YOLO-v3 forward at batch 8, one thread); its exp rounds differently in the
+// last bit, so results hold for the ISA they were computed on.
 #include <Eigen/Core>
+#include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <algorithm>
 #include <limits>
 
 #if defined(__AVX__)
@@ -28,7 +28,6 @@ namespace {
 
 constexpr char kOp[] = "YoloDecode";
 constexpr char kGradOp[] = "YoloDecodeGrad";
-
 
 }  // namespace
 
@@ -122,17 +121,20 @@ Status ValidateYoloDecodeGrad(const std::vector<int64_t>& grad_boxes,
       class_scores{p.batch, n, p.num_classes};
   const std::vector<int64_t> kAbsent{0};  // [0]: no gradient for that output (read as zeros)
   if (grad_boxes != boxes && grad_boxes != kAbsent) {
-    return InvalidArgument(kGradOp, "grad_boxes", "the shape of boxes, " + ShapeString(boxes) + ", or [0] (none)",
+    return InvalidArgument(kGradOp, "grad_boxes",
+                           "the shape of boxes, " + ShapeString(boxes) + ", or [0] (none)",
                            ShapeString(grad_boxes));
   }
   if (grad_scores != scores && grad_scores != kAbsent) {
-    return InvalidArgument(kGradOp, "grad_scores", "the shape of scores, " + ShapeString(scores) + ", or [0] (none)",
+    return InvalidArgument(kGradOp, "grad_scores",
+                           "the shape of scores, " + ShapeString(scores) + ", or [0] (none)",
                            ShapeString(grad_scores));
   }
   if (grad_class_scores != class_scores && grad_class_scores != kAbsent) {
-    return InvalidArgument(kGradOp, "grad_class_scores",
-                           "the shape of class_scores, " + ShapeString(class_scores) + ", or [0] (none)",
-                           ShapeString(grad_class_scores));
+    return InvalidArgument(
+        kGradOp, "grad_class_scores",
+        "the shape of class_scores, " + ShapeString(class_scores) + ", or [0] (none)",
+        ShapeString(grad_class_scores));
   }
   return Status::Ok();
 }
@@ -169,11 +171,26 @@ void YoloDecodeBackward(const YoloDecodeParams& p, const T* grad_boxes, const T*
                                      anchors, grad_features, parallel);
 }
 
-#define OPFORGE_INSTANTIATE_YOLO_DECODE_(T, ...)                                               \
-  template void YoloDecodeForward<T>(const YoloDecodeParams&, const T*, const T*, T*, T*,      \
-                                     int32_t*, T*, const Parallel&);                           \
+template <typename T>
+void YoloDecodeSelected(const YoloDecodeParams& p, const T* features, const T* anchors,
+                        int64_t image, const int64_t* selected, int64_t count, T* boxes,
+                        T* class_scores) {
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    if (const YoloDecodeKernels<T>* fma = FmaYoloDecodeKernels<T>()) {
+      return fma->selected(p, features, anchors, image, selected, count, boxes, class_scores);
+    }
+  }
+  default_build::DecodeSelected<T, Acc<T>>(p, features, anchors, image, selected, count, boxes,
+                                           class_scores);
+}
+
+#define OPFORGE_INSTANTIATE_YOLO_DECODE_(T, ...)                                             \
+  template void YoloDecodeForward<T>(const YoloDecodeParams&, const T*, const T*, T*, T*,    \
+                                     int32_t*, T*, const Parallel&);                         \
   template void YoloDecodeBackward<T>(const YoloDecodeParams&, const T*, const T*, const T*, \
-                                      const T*, const T*, T*, const Parallel&);
+                                      const T*, const T*, T*, const Parallel&);              \
+  template void YoloDecodeSelected<T>(const YoloDecodeParams&, const T*, const T*, int64_t,  \
+                                      const int64_t*, int64_t, T*, T*);
 OPFORGE_FLOAT_TYPES(OPFORGE_INSTANTIATE_YOLO_DECODE_)
 #undef OPFORGE_INSTANTIATE_YOLO_DECODE_
 

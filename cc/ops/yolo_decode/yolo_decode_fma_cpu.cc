@@ -33,7 +33,7 @@ namespace fma_build {
 #include "ops/yolo_decode/yolo_decode_kernels.inc"
 
 template <typename T>
-constexpr YoloDecodeKernels<T> kKernels = {&Forward<T, T>, &Backward<T, T>};
+constexpr YoloDecodeKernels<T> kKernels = {&Forward<T, T>, &Backward<T, T>, &DecodeSelected<T, T>};
 }  // namespace fma_build
 
 template <>

@@ -17,6 +17,8 @@ struct YoloDecodeKernels {
                   const Parallel&);
   void (*backward)(const YoloDecodeParams&, const T*, const T*, const T*, const T*, const T*, T*,
                    const Parallel&);
+  void (*selected)(const YoloDecodeParams&, const T*, const T*, int64_t, const int64_t*, int64_t,
+                   T*, T*);
 };
 
 // The AVX2+FMA kernels (float, double) if this CPU has AVX2 and FMA and the library was built

@@ -1,0 +1,211 @@
+// TensorFlow binding of YoloPostprocess: op registration with its shape function, and the op
+// struct that TfKernel (common/tf_kernel.h) runs. CPU only, as CombinedNonMaxSuppression.
+#include <string>
+#include <vector>
+
+#include "common/tf_kernel.h"
+#include "ops/yolo_postprocess/yolo_postprocess.h"
+
+namespace opforge {
+
+namespace shape_inference = tensorflow::shape_inference;
+using shape_inference::DimensionHandle;
+using shape_inference::InferenceContext;
+using shape_inference::ShapeHandle;
+
+namespace {
+
+constexpr char kOp[] = "YoloPostprocess";
+const char* const kScalars[] = {"max_output_size_per_class", "max_total_size", "iou_threshold",
+                                "score_threshold", "soft_nms_sigma"};
+
+template <typename Context>
+absl::Status ReadAttrs(Context* c, YoloPostprocessParams* p, int64_t* num_scales) {
+  TF_RETURN_IF_ERROR(c->GetAttr("num_classes", &p->num_classes));
+  std::vector<int64_t> input_size;
+  TF_RETURN_IF_ERROR(c->GetAttr("input_size", &input_size));
+  p->input_size = input_size;
+  TF_RETURN_IF_ERROR(c->GetAttr("scale_x_y", &p->scale_x_y));
+  TF_RETURN_IF_ERROR(c->GetAttr("pad_per_class", &p->nms.pad_per_class));
+  TF_RETURN_IF_ERROR(c->GetAttr("clip_boxes", &p->nms.clip_boxes));
+  TF_RETURN_IF_ERROR(c->GetAttr("num_scales", num_scales));
+  return absl::OkStatus();
+}
+
+// YoloDecode's attr checks, named for this op.
+Status ValidateAttrs(const YoloPostprocessParams& p) {
+  YoloDecodeParams d;
+  d.num_classes = p.num_classes;
+  d.input_size = p.input_size;
+  d.scale_x_y = p.scale_x_y;
+  Status s = ValidateYoloDecodeAttrs(&d);
+  if (s.ok()) return s;
+  return Status::Invalid(kOp + s.message().substr(std::string("YoloDecode").size()));
+}
+
+std::vector<int64_t> Dims(InferenceContext* c, ShapeHandle s) {
+  std::vector<int64_t> dims;
+  for (int i = 0; i < c->Rank(s); ++i) dims.push_back(c->Value(c->Dim(s, i)));
+  return dims;
+}
+
+absl::Status PostprocessShape(InferenceContext* c) {
+  YoloPostprocessParams p;
+  int64_t num_scales = 0;
+  TF_RETURN_IF_ERROR(ReadAttrs(c, &p, &num_scales));
+  TF_RETURN_IF_ERROR(ToTfStatus(ValidateAttrs(p)));
+  const int k = static_cast<int>(num_scales);
+  bool known = true;
+  DimensionHandle batch = c->UnknownDim();
+  for (int s = 0; s < k; ++s) {
+    ShapeHandle f = c->input(s);
+    if (c->RankKnown(f) && c->Rank(f) != 4 && c->Rank(f) != 5) {
+      return ToTfStatus(InvalidArgument(
+          kOp, ("features[" + std::to_string(s) + "]").c_str(),
+          "4-D [batch, height, width, num_anchors * (5 + num_classes)] or 5-D [batch, height, "
+          "width, num_anchors, 5 + num_classes]",
+          "rank " + std::to_string(c->Rank(f))));
+    }
+    ShapeHandle a = c->input(k + s);
+    if (c->RankKnown(a) && c->Rank(a) != 2) {
+      return ToTfStatus(InvalidArgument(kOp, ("anchors[" + std::to_string(s) + "]").c_str(),
+                                        "[num_anchors, 2] (width, height)",
+                                        "rank " + std::to_string(c->Rank(a))));
+    }
+    known = known && c->FullyDefined(f) && c->FullyDefined(a);
+    if (c->RankKnown(f)) {
+      DimensionHandle merged;
+      if (!c->Merge(batch, c->Dim(f, 0), &merged).ok()) {
+        return ToTfStatus(InvalidArgument(kOp, ("features[" + std::to_string(s) + "]").c_str(),
+                                          "a map of the batch of the other maps",
+                                          "batch " + std::to_string(c->Value(c->Dim(f, 0)))));
+      }
+      batch = merged;
+    }
+  }
+  for (int i = 0; i < 5; ++i) {
+    ShapeHandle v = c->input(2 * k + i);
+    if (c->RankKnown(v) && c->Rank(v) != 0) {
+      return ToTfStatus(InvalidArgument(kOp, kScalars[i], "a scalar (0-D)",
+                                        "rank " + std::to_string(c->Rank(v))));
+    }
+  }
+  if (known) {  // every check of the kernel, with its messages
+    std::vector<std::vector<int64_t>> features, anchors;
+    for (int s = 0; s < k; ++s) {
+      features.push_back(Dims(c, c->input(s)));
+      anchors.push_back(Dims(c, c->input(k + s)));
+    }
+    YoloPostprocessParams full = p;
+    TF_RETURN_IF_ERROR(
+        ToTfStatus(ValidateYoloPostprocess(features, anchors, {{}, {}, {}, {}, {}}, &full)));
+  }
+  // The rows per image, when max_total_size (and for pad_per_class the per-class size) is a
+  // constant of the graph.
+  auto constant = [&](int i) -> int64_t {
+    const tensorflow::Tensor* t = c->input_tensor(2 * k + i);
+    if (t == nullptr || t->NumElements() != 1) return -1;
+    return t->flat<int32_t>()(0);
+  };
+  const int64_t per_class = constant(0), total = constant(1);
+  DimensionHandle detections = c->UnknownDim();
+  if (total > 0) {
+    if (!p.nms.pad_per_class) {
+      detections = c->MakeDim(total);
+    } else if (per_class > 0) {
+      CombinedNmsParams q = p.nms;
+      q.max_output_size_per_class = per_class;
+      q.max_total_size = total;
+      q.num_classes = p.num_classes;
+      detections = c->MakeDim(q.max_detections());
+    }
+  }
+  c->set_output(0, c->MakeShape({batch, detections, c->MakeDim(4)}));
+  c->set_output(1, c->MakeShape({batch, detections}));
+  c->set_output(2, c->MakeShape({batch, detections}));
+  c->set_output(3, c->MakeShape({batch}));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+REGISTER_OP("Opforge>YoloPostprocess")
+    .Input("features: num_scales * T")
+    .Input("anchors: num_scales * T")
+    .Input("max_output_size_per_class: int32")
+    .Input("max_total_size: int32")
+    .Input("iou_threshold: float")
+    .Input("score_threshold: float")
+    .Input("soft_nms_sigma: float")
+    .Output("nmsed_boxes: T")
+    .Output("nmsed_scores: T")
+    .Output("nmsed_classes: float")
+    .Output("valid_detections: int32")
+    .Attr("num_scales: int >= 1")
+    .Attr("num_classes: int")
+    .Attr("input_size: list(int)")
+    .Attr("scale_x_y: float = 1.0")
+    .Attr("pad_per_class: bool = false")
+    .Attr("clip_boxes: bool = true")
+    .Attr("T: {half, bfloat16, float} = DT_FLOAT")
+    .SetShapeFn(PostprocessShape)
+    .Doc(
+        "A YOLO head's raw maps to detections: YoloDecode of every scale (normalised xyxy) and "
+        "CombinedNonMaxSuppression, bit for bit, decoding only the boxes whose objectness can "
+        "reach score_threshold.");
+
+namespace {
+
+struct YoloPostprocessOp {
+  using Params = YoloPostprocessParams;
+  YoloPostprocessParams attrs;
+  int64_t num_scales = 0;
+
+  Status Init(AttrReader& reader) {
+    if (!ReadAttrs(&reader, &attrs, &num_scales).ok()) return Status::Ok();  // reported by TfKernel
+    return ValidateAttrs(attrs);
+  }
+  Status Validate(TfCall& call, Params* p) const {
+    *p = attrs;
+    const int k = static_cast<int>(num_scales);
+    std::vector<std::vector<int64_t>> features, anchors, scalars;
+    for (int s = 0; s < k; ++s) {
+      features.push_back(call.shape(s));
+      anchors.push_back(call.shape(k + s));
+    }
+    for (int i = 0; i < 5; ++i) scalars.push_back(call.shape(2 * k + i));
+    OPFORGE_RETURN_IF_ERROR(ValidateYoloPostprocess(features, anchors, scalars, p));
+    p->nms.max_output_size_per_class = *call.in<int32_t>(2 * k);
+    p->nms.max_total_size = *call.in<int32_t>(2 * k + 1);
+    p->nms.iou_threshold = *call.in<float>(2 * k + 2);
+    p->nms.score_threshold = *call.in<float>(2 * k + 3);
+    p->nms.soft_nms_sigma = *call.in<float>(2 * k + 4);
+    OPFORGE_RETURN_IF_ERROR(ValidateYoloPostprocessValues(*p));
+    const int64_t d = p->nms.max_detections();
+    call.Output(0, {p->batch, d, 4});
+    call.Output(1, {p->batch, d});
+    call.Output(2, {p->batch, d});
+    call.Output(3, {p->batch});
+    return Status::Ok();
+  }
+  template <typename T>
+  void Cpu(const Params& p, const TfCall& call, const Parallel& parallel) const {
+    const int k = static_cast<int>(num_scales);
+    std::vector<const T*> features, anchors;
+    for (int s = 0; s < k; ++s) {
+      features.push_back(call.in<T>(s));
+      anchors.push_back(call.in<T>(k + s));
+    }
+    YoloPostprocess<T>(p, features, anchors, call.out<T>(0), call.out<T>(1), call.out<float>(2),
+                       call.out<int32_t>(3), parallel);
+  }
+  Status Gpu(DType, const Params&, const TfCall&, void*) const {
+    return Status::Internal("YoloPostprocess has no GPU kernel");
+  }
+};
+
+OPFORGE_REGISTER_KERNELS(Name("Opforge>YoloPostprocess"), YoloPostprocessOp,
+                         OPFORGE_YOLO_POSTPROCESS_TYPES, OPFORGE_NO_TYPES)
+
+}  // namespace
+}  // namespace opforge
