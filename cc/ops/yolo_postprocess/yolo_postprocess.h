@@ -51,8 +51,10 @@ struct YoloPostprocessParams {
 };
 
 // features: one [B, H, W, A*(5+C)] or [B, H, W, A, 5+C] per scale, the same B; anchors: one
-// [A, 2] per scale; scalars: the shapes of max_output_size_per_class, max_total_size,
-// iou_threshold, score_threshold, soft_nms_sigma. Errors name the scale ("features[1]").
+// [A, 2] per scale; scalars: the shapes of max_detections_per_class, max_detections,
+// iou_threshold, score_threshold, soft_nms_sigma (CombinedNonMaxSuppression's
+// max_output_size_per_class and max_total_size, named as YoloPostprocess's messages name them).
+// Errors name the scale ("features[1]").
 Status ValidateYoloPostprocess(const std::vector<std::vector<int64_t>>& features,
                                const std::vector<std::vector<int64_t>>& anchors,
                                const std::vector<std::vector<int64_t>>& scalars,

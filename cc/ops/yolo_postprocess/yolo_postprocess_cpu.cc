@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "ops/yolo_postprocess/yolo_postprocess.h"
 
@@ -26,6 +27,22 @@ Status OfScale(const Status& s, size_t scale) {
     m = argument + "[" + std::to_string(scale) + "]" + m.substr(space);
   }
   return Status::Invalid(std::string(kOp) + ": " + m);
+}
+
+// A CombinedNonMaxSuppression message as this op's: its op name, and the sizes by this op's
+// names (max_detections_per_class, max_detections).
+Status AsOwn(const Status& s) {
+  if (s.ok()) return s;
+  std::string m = s.message();
+  m = std::string(kOp) + m.substr(m.find(": "));
+  for (const auto& [from, to] : {std::pair<std::string, std::string>{"max_output_size_per_class",
+                                                                     "max_detections_per_class"},
+                                 {"max_total_size", "max_detections"}}) {
+    for (size_t at = m.find(from); at != std::string::npos; at = m.find(from, at + to.size())) {
+      m.replace(at, from.size(), to);
+    }
+  }
+  return Status::Invalid(m);
 }
 
 // Reads T as float (half and bfloat16 exactly).
@@ -88,10 +105,7 @@ Status ValidateYoloPostprocess(const std::vector<std::vector<int64_t>>& features
 }
 
 Status ValidateYoloPostprocessValues(const YoloPostprocessParams& p) {
-  Status s = ValidateCombinedNmsValues(p.nms);
-  if (s.ok()) return s;
-  const std::string& m = s.message();
-  return Status::Invalid(std::string(kOp) + m.substr(m.find(": ")));
+  return AsOwn(ValidateCombinedNmsValues(p.nms));
 }
 
 double YoloObjectnessBound(float score_threshold) {

@@ -315,14 +315,14 @@ TEST(YoloPostprocess, Validation) {
   EXPECT_TRUE(Contains(s.message(), "YoloPostprocess: anchors[0] must be [num_anchors, 2]"));
   s = ValidateYoloPostprocess({{1, 2, 2, 21}}, {{3, 2}}, {{}, {2}, {}, {}, {}}, &p);
   EXPECT_TRUE(
-      Contains(s.message(), "YoloPostprocess: max_total_size must be a scalar (0-D), got [2]"));
+      Contains(s.message(), "YoloPostprocess: max_detections must be a scalar (0-D), got [2]"));
   OPFORGE_ASSERT_OK(
       ValidateYoloPostprocess({{1, 2, 2, 21}, {1, 4, 4, 3, 7}}, {{3, 2}, {3, 2}}, scalars, &p));
   EXPECT_EQ(p.boxes_per_image(), 12 + 48);
   p.nms.max_output_size_per_class = 0;
   p.nms.max_total_size = 4;
   s = ValidateYoloPostprocessValues(p);
-  EXPECT_TRUE(Contains(s.message(), "YoloPostprocess: max_output_size_per_class must be positive"));
+  EXPECT_TRUE(Contains(s.message(), "YoloPostprocess: max_detections_per_class must be positive"));
 }
 
 }  // namespace

@@ -16,7 +16,7 @@ using shape_inference::ShapeHandle;
 namespace {
 
 constexpr char kOp[] = "YoloPostprocess";
-const char* const kScalars[] = {"max_output_size_per_class", "max_total_size", "iou_threshold",
+const char* const kScalars[] = {"max_detections_per_class", "max_detections", "iou_threshold",
                                 "score_threshold", "soft_nms_sigma"};
 
 template <typename Context>
@@ -100,7 +100,7 @@ absl::Status PostprocessShape(InferenceContext* c) {
     TF_RETURN_IF_ERROR(
         ToTfStatus(ValidateYoloPostprocess(features, anchors, {{}, {}, {}, {}, {}}, &full)));
   }
-  // The rows per image, when max_total_size (and for pad_per_class the per-class size) is a
+  // The rows per image, when max_detections (and for pad_per_class the per-class size) is a
   // constant of the graph.
   auto constant = [&](int i) -> int64_t {
     const tensorflow::Tensor* t = c->input_tensor(2 * k + i);
@@ -132,8 +132,8 @@ absl::Status PostprocessShape(InferenceContext* c) {
 REGISTER_OP("Opforge>YoloPostprocess")
     .Input("features: num_scales * T")
     .Input("anchors: num_scales * T")
-    .Input("max_output_size_per_class: int32")
-    .Input("max_total_size: int32")
+    .Input("max_detections_per_class: int32")
+    .Input("max_detections: int32")
     .Input("iou_threshold: float")
     .Input("score_threshold: float")
     .Input("soft_nms_sigma: float")

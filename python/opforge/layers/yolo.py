@@ -11,6 +11,7 @@ import tensorflow as tf
 from opforge.layers._checks import check_with_op
 from opforge.ops.combined_non_max_suppression import combined_non_max_suppression
 from opforge.ops.yolo_decode import yolo_decode
+from opforge.ops.yolo_postprocess import yolo_postprocess
 
 __all__ = ["YoloDecode", "YoloPostprocess"]
 
@@ -91,9 +92,10 @@ class YoloDecode(keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package="opforge")
 class YoloPostprocess(keras.layers.Layer):
-    """A YOLO-v3 head's raw maps (one per scale) to final detections: every scale decoded with
-    `opforge.ops.yolo_decode` (normalised xyxy boxes), merged, then
-    `opforge.ops.combined_non_max_suppression` per class.
+    """A YOLO-v3 head's raw maps (one per scale) to final detections: `opforge.ops.yolo_postprocess`,
+    the same bits as every scale decoded with `opforge.ops.yolo_decode` (normalised xyxy boxes),
+    merged, then `opforge.ops.combined_non_max_suppression` per class, decoding only the boxes
+    whose objectness can reach score_threshold.
 
     Args:
       anchors: [K, 2] (width, height) in input pixels, e.g. the nine YOLO-v3 anchors.
@@ -150,19 +152,11 @@ class YoloPostprocess(keras.layers.Layer):
         if len(maps) != len(self.anchor_masks):
             raise ValueError(f"opforge.layers.YoloPostprocess: expected {len(self.anchor_masks)} head maps "
                              f"(one per anchor mask), got {len(maps)}")
-        boxes, scores = [], []
-        for features, mask in zip(maps, self.anchor_masks):
-            out = yolo_decode(features, tf.constant(self.anchors[mask], features.dtype), self.num_classes,
-                              self.input_size, box_format="xyxy", normalized=True)
-            boxes.append(out.boxes)
-            scores.append(out.class_scores)
-        boxes = tf.concat(boxes, axis=1)[:, :, None, :]
-        scores = tf.concat(scores, axis=1)
-        if boxes.dtype == tf.float64:  # the NMS op takes half, bfloat16 and float32
-            boxes, scores = tf.cast(boxes, tf.float32), tf.cast(scores, tf.float32)
-        return tuple(combined_non_max_suppression(
-            boxes, scores, self.max_detections_per_class, self.max_detections, self.iou_threshold,
-            self.score_threshold, soft_nms_sigma=self.soft_nms_sigma))
+        return tuple(yolo_postprocess(
+            maps, self.anchors, self.anchor_masks, self.num_classes, self.input_size,
+            max_detections=self.max_detections, max_detections_per_class=self.max_detections_per_class,
+            iou_threshold=self.iou_threshold, score_threshold=self.score_threshold,
+            soft_nms_sigma=self.soft_nms_sigma))
 
     def compute_output_spec(self, head_outputs):
         maps = list(head_outputs) if isinstance(head_outputs, (list, tuple)) else [head_outputs]

@@ -8,9 +8,11 @@ Rows:
     batch 8, YoloV3Tiny and YoloV3, both twins starting from the same weights. The full model
     takes seconds per step on a small CPU, so it is timed with at most 3 rounds (1 warm-up).
   - post: decode + NMS of the three head maps of a 416 YOLO-v3 (80 classes, objectness logits
-    mostly low as in a trained detector), `opforge.layers.YoloPostprocess` against
-    `tf_yolo_decode` per scale + `tf.image.combined_non_max_suppression`, batch 1 and 8; then
-    the decode alone and the NMS alone, to show where the time goes.
+    mostly low as in a trained detector: `opforge.ops.yolo_like_heads`),
+    `opforge.layers.YoloPostprocess` (the fused `yolo_postprocess` op) against
+    `tf_yolo_postprocess` (`tf_yolo_decode` per scale + `tf.image.combined_non_max_suppression`),
+    batch 1 and 8; the same maths as separate opforge ops (what the fused op saves); and an
+    untrained head, whose objectness lets half the boxes through the prefilter.
   - infer: the whole tiny detector (model + post-processing), batch 1 and 8.
 
 `sizes`: the input sizes of the train and infer rows (default [416]; post-processing is always
@@ -115,62 +117,25 @@ def train_rows(kind: str, size: int, repeats: int) -> List[Row]:
 # --- post-processing -----------------------------------------------------------------------------
 
 
-def yolo_like_heads(batch: int, size: int = 416, num_classes: int = NUM_CLASSES, seed: int = 0):
-    """Raw head maps [B, g, g, 3*(5+C)] of a YOLO-v3 at `size` (g = size/32, /16, /8), logits
-    shaped like a trained detector's: objectness mostly low, a few boxes above threshold (as
-    `yolo_like_detections` of the NMS benchmark)."""
-    import tensorflow as tf
-
-    c = num_classes
-    shift = tf.constant([0.0] * 4 + [-5.0] + [-3.0] * c)
-    scale = tf.constant([1.0] * 4 + [3.0] + [2.0] * c)
-    maps = []
-    for s, grid in enumerate((size // 32, size // 16, size // 8)):
-        f = tf.random.stateless_normal((batch, grid, grid, 3, 5 + c), seed=(seed, s)) * scale + shift
-        maps.append(tf.reshape(f, (batch, grid, grid, 3 * (5 + c))))
-    return maps
-
-
 class TfPostprocess:
     """YoloPostprocess written with TensorFlow ops (yolov3-tf2's yolo_boxes + yolo_nms):
-    `tf_yolo_decode` per scale, concatenated, `tf.image.combined_non_max_suppression`."""
+    `opforge.ops.tf_yolo_postprocess` with the layer's settings."""
 
-    def __init__(self, anchors, anchor_masks, num_classes: int, input_size: int, max_detections: int = 100,
-                 max_detections_per_class: int = 100, iou_threshold: float = 0.5, score_threshold: float = 0.5):
-        import numpy as np
-
-        self.anchors = np.asarray(anchors, np.float32)
-        self.masks = [list(m) for m in anchor_masks]
-        self.num_classes, self.input_size = num_classes, input_size
-        self._decode = importlib.import_module("opforge.ops.yolo_decode").tf_yolo_decode
-        self.kw = dict(max_output_size_per_class=max_detections_per_class, max_total_size=max_detections,
-                       iou_threshold=iou_threshold, score_threshold=score_threshold, clip_boxes=True)
-
-    def decode(self, maps):
-        import tensorflow as tf
-
-        boxes, scores = [], []
-        for f, m in zip(maps, self.masks):
-            out = self._decode(f, self.anchors[m], self.num_classes, self.input_size, box_format="xyxy",
-                                 normalized=True)
-            boxes.append(out.boxes)
-            scores.append(out.class_scores)
-        return tf.concat(boxes, 1)[:, :, None, :], tf.concat(scores, 1)
-
-    def nms(self, boxes, scores):
-        import tensorflow as tf
-
-        r = tf.image.combined_non_max_suppression(boxes, scores, **self.kw)
-        return r.nmsed_boxes, r.nmsed_scores, r.nmsed_classes, r.valid_detections
+    def __init__(self, anchors, anchor_masks, num_classes: int, input_size: int, **post):
+        self.kw = dict(anchors=anchors, anchor_masks=anchor_masks, num_classes=num_classes, input_size=input_size,
+                       **post)
 
     def __call__(self, maps):
-        return self.nms(*self.decode(maps))
+        from opforge.ops import tf_yolo_postprocess
+
+        return tuple(tf_yolo_postprocess(maps, **self.kw))
 
 
-def _opforge_decode(layer, maps):
+def _unfused(layer, maps):
+    """The layer's maths as separate ops: yolo_decode per scale, concat, combined NMS."""
     import tensorflow as tf
 
-    from opforge.ops import yolo_decode
+    from opforge.ops import combined_non_max_suppression, yolo_decode
 
     boxes, scores = [], []
     for f, m in zip(maps, layer.anchor_masks):
@@ -178,7 +143,9 @@ def _opforge_decode(layer, maps):
                           box_format="xyxy", normalized=True)
         boxes.append(out.boxes)
         scores.append(out.class_scores)
-    return tf.concat(boxes, 1)[:, :, None, :], tf.concat(scores, 1)
+    return tuple(combined_non_max_suppression(
+        tf.concat(boxes, 1)[:, :, None, :], tf.concat(scores, 1), layer.max_detections_per_class,
+        layer.max_detections, layer.iou_threshold, layer.score_threshold))
 
 
 def post_rows(repeats: int, batches: Sequence[int] = (1, 8)) -> List[Row]:
@@ -187,34 +154,35 @@ def post_rows(repeats: int, batches: Sequence[int] = (1, 8)) -> List[Row]:
 
     import opforge.models as M
     from opforge.layers import YoloPostprocess
-    from opforge.ops import combined_non_max_suppression
+    from opforge.ops import yolo_like_heads
 
     layer = YoloPostprocess(M.YOLOV3_ANCHORS, M.YOLOV3_MASKS, NUM_CLASSES, 416, **POST)
     theirs = TfPostprocess(M.YOLOV3_ANCHORS, M.YOLOV3_MASKS, NUM_CLASSES, 416, **POST)
     ours_post = tf.function(lambda maps: layer(maps))
     tf_post = tf.function(lambda maps: theirs(maps))
-    ours_decode = tf.function(lambda maps: _opforge_decode(layer, maps))
-    tf_decode = tf.function(lambda maps: theirs.decode(maps))
-    ours_nms = tf.function(lambda b, s: tuple(combined_non_max_suppression(
-        b, s, layer.max_detections_per_class, layer.max_detections, layer.iou_threshold, layer.score_threshold)))
-    tf_nms = tf.function(lambda b, s: theirs.nms(b, s))
+    unfused = tf.function(lambda maps: _unfused(layer, maps))
     rows = []
+
     for batch in batches:
         maps = yolo_like_heads(batch)
+        medians = _timed({"opforge": lambda: ours_post(maps), "tf": lambda: tf_post(maps),
+                          "unfused": lambda: unfused(maps)}, repeats)
         a, b = ours_post(maps), tf_post(maps)
-        valid_ours, valid_tf = a[3].numpy(), b[3].numpy()
-        note = f"detections/image {valid_ours.mean():.1f} (tf {valid_tf.mean():.1f})"
-        if not np.array_equal(valid_ours, valid_tf):
+        note = f"detections/image {a[3].numpy().mean():.1f} (tf {b[3].numpy().mean():.1f})"
+        if not np.array_equal(a[3].numpy(), b[3].numpy()):
             note += " [COUNTS DIFFER]"
-        rows.append(_row(f"post decode+NMS 3 scales 416 C=80 B={batch}", _timed(
-            {"opforge": lambda: ours_post(maps), "tf": lambda: tf_post(maps)}, repeats), note))
-        rows.append(_row(f"  of which: decode 3 scales + concat B={batch}", _timed(
-            {"opforge": lambda: ours_decode(maps), "tf": lambda: tf_decode(maps)}, repeats)))
-        boxes, scores = ours_decode(maps)
-        candidates = int(tf.reduce_sum(tf.cast(scores > POST["score_threshold"], tf.int32)))
-        rows.append(_row(f"  of which: NMS 10647 boxes x 80 B={batch}", _timed(
-            {"opforge": lambda: ours_nms(boxes, scores), "tf": lambda: tf_nms(boxes, scores)}, repeats),
-            f"{candidates / batch:.0f} (box, class) pairs above threshold/image"))
+        obj = tf.concat([tf.reshape(m, (batch, -1, 85))[..., 4] for m in maps], 1)
+        share = float(tf.reduce_mean(tf.cast(obj > -0.0308, tf.float32)))
+        rows.append(_row(f"post decode+NMS 3 scales 416 C=80 B={batch}", medians,
+                         note + f"; {share:.1%} of boxes decoded"))
+        rows.append(_row(f"  same maths as separate ops (yolo_decode + combined NMS) B={batch}",
+                         {"opforge": medians["unfused"], "tf": medians["tf"]}))
+    # An untrained head: objectness centred on 0, so half the boxes can reach the threshold.
+    batch = batches[-1]
+    maps = yolo_like_heads(batch, obj_mean=0.0)
+    medians = _timed({"opforge": lambda: ours_post(maps), "tf": lambda: tf_post(maps)}, repeats)
+    rows.append(_row(f"post, untrained head (objectness ~ N(0, 3)) B={batch}", medians,
+                     f"detections/image {ours_post(maps)[3].numpy().mean():.1f}"))
     return rows
 
 

@@ -29,25 +29,25 @@ tf.image.combined_non_max_suppression: nmsed_boxes [B, D, 4], nmsed_scores [B, D
 nmsed_classes [B, D] (float32), valid_detections [B] (int32)."""
 
 
-def _scalar(name: str, value, dtype):
+def _scalar(name: str, value, dtype, op: str = _OP):
     if isinstance(value, (tf.Tensor, tf.Variable, np.ndarray)):
         t = tf.convert_to_tensor(value)
         if dtype.is_integer and not t.dtype.is_integer:
-            raise invalid_argument(_OP, name, "an integer", t.dtype.name)
+            raise invalid_argument(op, name, "an integer", t.dtype.name)
         if dtype.is_integer and t.dtype != dtype:
             # A cast would wrap 2**32 + 10 to 10: values beyond int32 are an error instead.
             with tf.control_dependencies([tf.debugging.assert_equal(
-                    tf.cast(tf.cast(t, dtype), t.dtype), t, message=f"{_OP}: {name} must be an int32, got a "
+                    tf.cast(tf.cast(t, dtype), t.dtype), t, message=f"{op}: {name} must be an int32, got a "
                                                                   "value beyond int32")]):
                 return tf.cast(t, dtype)
         return tf.cast(t, dtype)
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise invalid_argument(_OP, name, "a number" if dtype.is_floating else "an int", repr(value))
+        raise invalid_argument(op, name, "a number" if dtype.is_floating else "an int", repr(value))
     if dtype.is_integer:
         if not isinstance(value, numbers.Integral):
-            raise invalid_argument(_OP, name, "an int", repr(value))
+            raise invalid_argument(op, name, "an int", repr(value))
         if abs(int(value)) > 2**31 - 1:
-            raise invalid_argument(_OP, name, "an int32", repr(value))
+            raise invalid_argument(op, name, "an int32", repr(value))
     return tf.constant(value, dtype)
 
 
