@@ -78,7 +78,8 @@ yolo-bench: build
 	$(VENV)/bin/opforge yolo bench
 
 yolo-parity: build
-	$(VENV)/bin/opforge yolo parity --size 416
+	$(VENV)/bin/opforge yolo parity --size 416 --dtype float64
+	$(VENV)/bin/opforge yolo parity --size 416 --dtype float32
 
 core-bench: deps
 	mkdir -p build

@@ -57,6 +57,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     yolo.add_parser("bench", help="training step and inference post-processing, opforge against TF built-ins")
     y_parity = yolo.add_parser("parity", help="ops='opforge' against ops='tf': first-step loss, gradients, 20 steps")
     y_parity.add_argument("--size", type=int, default=416)
+    y_parity.add_argument("--dtype", choices=("float32", "float64"), default="float32",
+                          help="float64 takes round-off out of the comparison")
+    y_parity.add_argument("--model", choices=("tiny", "full"), default="tiny")
     args = parser.parse_args(argv)
     if args.command == "yolo":
         return _yolo(args)
@@ -110,7 +113,7 @@ def _yolo(args) -> int:
         if args.yolo_command == "parity":
             from opforge.models import parity
 
-            return parity.run(size=args.size)
+            return parity.run(size=args.size, dtype=args.dtype, model=args.model)
         info = json.loads((Path(args.model) / "history.json").read_text())
         model = app.load_model(str(Path(args.model) / "model.keras"))
         names, size = info["class_names"], info["input_size"]
