@@ -17,7 +17,8 @@
 
 namespace opforge {
 
-// --- the matrix products (default build; the AVX2+FMA build is conv2d_transpose_fma_cpu.cc) ---
+// --- the matrix products (default build; AVX2+FMA: conv2d_transpose_fma_cpu.cc; AVX-512:
+// conv2d_transpose_avx512_cpu.cc) ---
 
 namespace conv2d_transpose_gemm {
 namespace default_build {
@@ -31,7 +32,9 @@ const Gemm<C>* DefaultGemm() {
 
 template <typename C>
 const Gemm<C>& BestGemm() {
-  static const Gemm<C>* best = FmaGemm<C>() != nullptr ? FmaGemm<C>() : DefaultGemm<C>();
+  static const Gemm<C>* best = Avx512Gemm<C>() != nullptr ? Avx512Gemm<C>()
+                               : FmaGemm<C>() != nullptr  ? FmaGemm<C>()
+                                                          : DefaultGemm<C>();
   return *best;
 }
 

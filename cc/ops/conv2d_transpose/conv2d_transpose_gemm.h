@@ -1,8 +1,10 @@
 // The three matrix products of the Conv2DTranspose CPU kernels, as a table of function
-// pointers with two builds: the default one (compiled like the rest of the core, AVX) and one
-// compiled for AVX2+FMA in conv2d_transpose_fma_cpu.cc, picked at run time on CPUs that have
-// both. TensorFlow's x86 wheels require only AVX, so FMA cannot be a compile-time assumption;
-// Eigen's GEMM with FMA is ~1.1-1.4x faster on this project's machines.
+// pointers with three builds: the default one (compiled like the rest of the core, AVX), one
+// compiled for AVX2+FMA in conv2d_transpose_fma_cpu.cc and one for AVX-512 in
+// conv2d_transpose_avx512_cpu.cc, the widest the CPU has picked at run time. TensorFlow's x86
+// wheels require only AVX, so neither can be a compile-time assumption; Eigen's GEMM with FMA
+// is ~1.1-1.4x faster than without, and with AVX-512 ~2x faster again on the AMD EPYC machines
+// of this project (full-width 512-bit FMA units).
 //
 // Every product is Eigen's (no hand-written GEMM). Both builds give results within rounding
 // of each other; on one machine the same build is always used, so results are reproducible
@@ -32,7 +34,11 @@ const Gemm<C>* DefaultGemm();
 // The AVX2+FMA build, or null where it was not compiled or the CPU lacks AVX2 or FMA.
 template <typename C>
 const Gemm<C>* FmaGemm();
-// FmaGemm() where available, else DefaultGemm(); decided once per process.
+// The AVX-512 build (conv2d_transpose_avx512_cpu.cc), or null where it was not compiled or the
+// CPU lacks AVX-512 F/DQ/VL/BW.
+template <typename C>
+const Gemm<C>* Avx512Gemm();
+// Avx512Gemm() where available, else FmaGemm(), else DefaultGemm(); decided once per process.
 template <typename C>
 const Gemm<C>& BestGemm();
 

@@ -455,7 +455,20 @@ TEST(Conv2DTransposeGemmTest, DefaultAndFmaBuildsAreCorrect) {
   }
   CheckGemm<float>(*FmaGemm<float>(), 1e-5);
   CheckGemm<double>(*FmaGemm<double>(), 1e-13);
-  EXPECT_EQ(&conv2d_transpose_gemm::BestGemm<float>(), FmaGemm<float>());
+  if (conv2d_transpose_gemm::Avx512Gemm<float>() == nullptr) {
+    EXPECT_EQ(&conv2d_transpose_gemm::BestGemm<float>(), FmaGemm<float>());
+  }
+}
+
+TEST(Conv2DTransposeGemmTest, Avx512BuildIsCorrectAndPreferred) {
+  using conv2d_transpose_gemm::Avx512Gemm;
+  if (Avx512Gemm<float>() == nullptr) {
+    GTEST_SKIP() << "no AVX-512 build or CPU";
+  }
+  CheckGemm<float>(*Avx512Gemm<float>(), 1e-5);
+  CheckGemm<double>(*Avx512Gemm<double>(), 1e-13);
+  EXPECT_EQ(&conv2d_transpose_gemm::BestGemm<float>(), Avx512Gemm<float>());
+  EXPECT_EQ(&conv2d_transpose_gemm::BestGemm<double>(), Avx512Gemm<double>());
 }
 
 }  // namespace

@@ -283,7 +283,9 @@ TEST(YoloPostprocess, ObjectnessBound) {
     const double logit = std::log(t / (1.0 - t));
     const double b = YoloObjectnessBound(t);
     EXPECT_LT(b, logit) << t;
-    if (t <= 0.9f) EXPECT_GT(b, logit - 0.2) << t;  // the margin widens toward t = 1
+    if (t <= 0.9f) {
+      EXPECT_GT(b, logit - 0.2) << t;  // the margin widens toward t = 1
+    }
   }
   // The bound keeps a box whose objectness gives a score just above the threshold: obj at
   // logit(t) + tiny, every class logit huge (sigmoid 1).
