@@ -94,14 +94,8 @@ Status ValidateYoloPostprocess(const std::vector<std::vector<int64_t>>& features
     return InvalidArgument(kOp, "features", "at most 2^31 - 1 boxes per image over all maps", n);
   }
   // The NMS shapes of the unfused path: boxes [B, N, 1, 4], scores [B, N, C].
-  Status nms =
-      ValidateCombinedNms({p.batch, n, 1, 4}, {p.batch, n, p.num_classes}, scalars, &p.nms);
-  if (!nms.ok()) {
-    std::string m = nms.message();
-    const size_t colon = m.find(": ");
-    return Status::Invalid(std::string(kOp) + m.substr(colon));
-  }
-  return Status::Ok();
+  return AsOwn(
+      ValidateCombinedNms({p.batch, n, 1, 4}, {p.batch, n, p.num_classes}, scalars, &p.nms));
 }
 
 Status ValidateYoloPostprocessValues(const YoloPostprocessParams& p) {
