@@ -1,6 +1,8 @@
 // TensorFlow binding of CombinedNonMaxSuppression: op registration with its shape function, and
 // the op struct that TfKernel (common/tf_kernel.h) runs. CPU only (in a CUDA build TensorFlow
 // places the op on the CPU, where its scalar inputs and the NMS loop belong).
+#include "ops/combined_non_max_suppression/combined_non_max_suppression_tf.h"
+
 #include <vector>
 
 #include "common/tf_kernel.h"
@@ -16,13 +18,6 @@ using shape_inference::ShapeHandle;
 namespace {
 
 constexpr char kOp[] = "CombinedNonMaxSuppression";
-
-// The value of scalar input i when it is a constant of the graph, else -1.
-int64_t ConstantScalar(InferenceContext* c, int i) {
-  const tensorflow::Tensor* t = c->input_tensor(i);
-  if (t == nullptr || t->NumElements() != 1) return -1;
-  return t->flat<int32_t>()(0);
-}
 
 absl::Status NmsShape(InferenceContext* c) {
   ShapeHandle boxes, scores;
@@ -48,25 +43,9 @@ absl::Status NmsShape(InferenceContext* c) {
   TF_RETURN_IF_ERROR(c->Merge(c->Dim(boxes, 0), c->Dim(scores, 0), &batch));
   bool pad_per_class = false;
   TF_RETURN_IF_ERROR(c->GetAttr("pad_per_class", &pad_per_class));
-  const int64_t per_class = ConstantScalar(c, 2);
-  const int64_t total = ConstantScalar(c, 3);
-  DimensionHandle detections = c->UnknownDim();
-  if (total > 0) {
-    if (!pad_per_class) {
-      detections = c->MakeDim(total);
-    } else if (per_class > 0 && c->ValueKnown(c->Dim(scores, 2))) {
-      CombinedNmsParams p;
-      p.pad_per_class = true;
-      p.max_output_size_per_class = per_class;
-      p.max_total_size = total;
-      p.num_classes = c->Value(c->Dim(scores, 2));
-      detections = c->MakeDim(p.max_detections());
-    }
-  }
-  c->set_output(0, c->MakeShape({batch, detections, c->MakeDim(4)}));
-  c->set_output(1, c->MakeShape({batch, detections}));
-  c->set_output(2, c->MakeShape({batch, detections}));
-  c->set_output(3, c->MakeShape({batch}));
+  const DimensionHandle classes = c->Dim(scores, 2);
+  nms_binding::SetOutputShapes(c, batch, pad_per_class, 2,
+                               c->ValueKnown(classes) ? c->Value(classes) : -1);
   return absl::OkStatus();
 }
 
@@ -88,8 +67,9 @@ REGISTER_OP("Opforge>CombinedNonMaxSuppression")
     .Attr("clip_boxes: bool = true")
     .Attr("T: {half, bfloat16, float} = DT_FLOAT")
     .SetShapeFn(NmsShape)
-    .Doc("Per-class NMS (hard, or Gaussian soft-NMS when soft_nms_sigma > 0) over a batch, the "
-         "classes merged by score: tf.image.combined_non_max_suppression's outputs.");
+    .Doc(
+        "Per-class NMS (hard, or Gaussian soft-NMS when soft_nms_sigma > 0) over a batch, the "
+        "classes merged by score: tf.image.combined_non_max_suppression's outputs.");
 
 namespace {
 
@@ -110,17 +90,9 @@ struct CombinedNmsOp {
     OPFORGE_RETURN_IF_ERROR(ValidateCombinedNms(
         call.shape(0), call.shape(1),
         {call.shape(2), call.shape(3), call.shape(4), call.shape(5), call.shape(6)}, p));
-    p->max_output_size_per_class = *call.in<int32_t>(2);
-    p->max_total_size = *call.in<int32_t>(3);
-    p->iou_threshold = *call.in<float>(4);
-    p->score_threshold = *call.in<float>(5);
-    p->soft_nms_sigma = *call.in<float>(6);
+    nms_binding::ReadScalars(call, 2, p);
     OPFORGE_RETURN_IF_ERROR(ValidateCombinedNmsValues(*p));
-    const int64_t d = p->max_detections();
-    call.Output(0, {p->batch, d, 4});
-    call.Output(1, {p->batch, d});
-    call.Output(2, {p->batch, d});
-    call.Output(3, {p->batch});
+    nms_binding::DeclareOutputs(call, p->batch, p->max_detections());
     return Status::Ok();
   }
   template <typename T>

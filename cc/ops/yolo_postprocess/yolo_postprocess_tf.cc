@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "common/tf_kernel.h"
+#include "ops/combined_non_max_suppression/combined_non_max_suppression_tf.h"
 #include "ops/yolo_postprocess/yolo_postprocess.h"
 
 namespace opforge {
@@ -100,30 +101,7 @@ absl::Status PostprocessShape(InferenceContext* c) {
     TF_RETURN_IF_ERROR(
         ToTfStatus(ValidateYoloPostprocess(features, anchors, {{}, {}, {}, {}, {}}, &full)));
   }
-  // The rows per image, when max_detections (and for pad_per_class the per-class size) is a
-  // constant of the graph.
-  auto constant = [&](int i) -> int64_t {
-    const tensorflow::Tensor* t = c->input_tensor(2 * k + i);
-    if (t == nullptr || t->NumElements() != 1) return -1;
-    return t->flat<int32_t>()(0);
-  };
-  const int64_t per_class = constant(0), total = constant(1);
-  DimensionHandle detections = c->UnknownDim();
-  if (total > 0) {
-    if (!p.nms.pad_per_class) {
-      detections = c->MakeDim(total);
-    } else if (per_class > 0) {
-      CombinedNmsParams q = p.nms;
-      q.max_output_size_per_class = per_class;
-      q.max_total_size = total;
-      q.num_classes = p.num_classes;
-      detections = c->MakeDim(q.max_detections());
-    }
-  }
-  c->set_output(0, c->MakeShape({batch, detections, c->MakeDim(4)}));
-  c->set_output(1, c->MakeShape({batch, detections}));
-  c->set_output(2, c->MakeShape({batch, detections}));
-  c->set_output(3, c->MakeShape({batch}));
+  nms_binding::SetOutputShapes(c, batch, p.nms.pad_per_class, 2 * k, p.num_classes);
   return absl::OkStatus();
 }
 
@@ -175,17 +153,9 @@ struct YoloPostprocessOp {
     }
     for (int i = 0; i < 5; ++i) scalars.push_back(call.shape(2 * k + i));
     OPFORGE_RETURN_IF_ERROR(ValidateYoloPostprocess(features, anchors, scalars, p));
-    p->nms.max_output_size_per_class = *call.in<int32_t>(2 * k);
-    p->nms.max_total_size = *call.in<int32_t>(2 * k + 1);
-    p->nms.iou_threshold = *call.in<float>(2 * k + 2);
-    p->nms.score_threshold = *call.in<float>(2 * k + 3);
-    p->nms.soft_nms_sigma = *call.in<float>(2 * k + 4);
+    nms_binding::ReadScalars(call, 2 * k, &p->nms);
     OPFORGE_RETURN_IF_ERROR(ValidateYoloPostprocessValues(*p));
-    const int64_t d = p->nms.max_detections();
-    call.Output(0, {p->batch, d, 4});
-    call.Output(1, {p->batch, d});
-    call.Output(2, {p->batch, d});
-    call.Output(3, {p->batch});
+    nms_binding::DeclareOutputs(call, p->batch, p->nms.max_detections());
     return Status::Ok();
   }
   template <typename T>
