@@ -13,36 +13,11 @@
 #include <vector>
 
 #include "ops/conv2d_transpose/conv2d_transpose.h"
-#include "ops/conv2d_transpose/conv2d_transpose_gemm.h"
+#include "common/conv2d_core.h"
+#include "common/gemm.h"
+#include "common/scratch.h"
 
 namespace opforge {
-
-// --- the matrix products (default build; AVX2+FMA: conv2d_transpose_fma_cpu.cc; AVX-512:
-// conv2d_transpose_avx512_cpu.cc) ---
-
-namespace conv2d_transpose_gemm {
-namespace default_build {
-#include "ops/conv2d_transpose/conv2d_transpose_gemm.inc"
-}  // namespace default_build
-
-template <typename C>
-const Gemm<C>* DefaultGemm() {
-  return &default_build::kGemm<C>;
-}
-
-template <typename C>
-const Gemm<C>& BestGemm() {
-  static const Gemm<C>* best = Avx512Gemm<C>() != nullptr ? Avx512Gemm<C>()
-                               : FmaGemm<C>() != nullptr  ? FmaGemm<C>()
-                                                          : DefaultGemm<C>();
-  return *best;
-}
-
-template const Gemm<float>* DefaultGemm<float>();
-template const Gemm<double>* DefaultGemm<double>();
-template const Gemm<float>& BestGemm<float>();
-template const Gemm<double>& BestGemm<double>();
-}  // namespace conv2d_transpose_gemm
 
 // --- shapes and validation --------------------------------------------------------------------
 
@@ -370,29 +345,6 @@ constexpr int64_t kColBlock = 1024;
 constexpr int64_t kFilterGradChunk = 2048;
 constexpr int64_t kFilterGradCoBlock = 64;
 
-// Scratch memory that every element of is written before it is read: a vector whose elements
-// are left uninitialised (std::vector<C>(n) would first zero megabytes of col buffer per call).
-template <typename C>
-struct UninitializedAllocator : std::allocator<C> {
-  template <typename U>
-  struct rebind {
-    using other = UninitializedAllocator<U>;
-  };
-  UninitializedAllocator() = default;
-  template <typename U>
-  UninitializedAllocator(const UninitializedAllocator<U>&) {}  // NOLINT: allocator conversion
-  template <typename U>
-  void construct(U* p) {
-    ::new (static_cast<void*>(p)) U;  // default-initialisation: no value for arithmetic types
-  }
-  template <typename U, typename... Args>
-  void construct(U* p, Args&&... args) {
-    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
-  }
-};
-template <typename C>
-using Scratch = std::vector<C, UninitializedAllocator<C>>;
-
 // A read-only NHWC view of an operand in the compute type: the operand itself when it already
 // is one, otherwise a converted (and, for NCHW, transposed) copy.
 template <typename C>
@@ -492,7 +444,7 @@ void ForwardNhwc(const Conv2DTransposeParams& p, const C* in, const C* filter, C
   const int64_t images_per_step =
       band_rows == p.in_h ? std::clamp<int64_t>(kColBudget / (p.in_h * row_cols), 1, p.batch) : 1;
   Scratch<C> col(static_cast<size_t>(images_per_step * band_rows * row_cols));
-  const auto& gemm = conv2d_transpose_gemm::BestGemm<C>();
+  const auto& gemm = gemm::BestGemm<C>();
   // Column blocks of the col matrix, so that a small image still gives every thread work.
   const int64_t col_blocks = (k + kColBlock - 1) / kColBlock;
 
@@ -564,54 +516,30 @@ void ForwardNhwc(const Conv2DTransposeParams& p, const C* in, const C* filter, C
   }
 }
 
-// im2col of the output gradient for input pixels [p0, p0 + rows) of image b: row r holds, for
-// every tap (fh, fw), the grad pixel that tap reads (zeros outside), out_c values each.
-template <typename C>
-void Im2Col(const Conv2DTransposeParams& p, const C* grad, int64_t b, int64_t p0, int64_t rows,
-            C* col) {
-  const int64_t k = p.filter_h * p.filter_w * p.out_c;
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t ih = (p0 + r) / p.in_w, iw = (p0 + r) % p.in_w;
-    C* dst = col + r * k;
-    for (int64_t fh = 0; fh < p.filter_h; ++fh) {
-      const int64_t h = ih * p.stride_h - p.pad_top + fh * p.dilation_h;
-      for (int64_t fw = 0; fw < p.filter_w; ++fw, dst += p.out_c) {
-        const int64_t w = iw * p.stride_w - p.pad_left + fw * p.dilation_w;
-        if (h < 0 || h >= p.out_h || w < 0 || w >= p.out_w) {
-          std::fill(dst, dst + p.out_c, C(0));
-        } else {
-          std::memcpy(dst, grad + ((b * p.out_h + h) * p.out_w + w) * p.out_c,
-                      sizeof(C) * static_cast<size_t>(p.out_c));
-        }
-      }
-    }
-  }
-}
-
+// The input gradient is the convolution of the output gradient with the filter (the
+// convolution core, common/conv2d_core.h): grad [B, out_h, out_w, out_c] convolved with
+// filter [fh, fw, out_c, in_c] gives [B, in_h, in_w, in_c].
 template <typename C>
 void InputGradNhwc(const Conv2DTransposeParams& p, const C* grad, const C* filter, C* grad_in,
                    const Parallel& parallel) {
-  const int64_t k = p.filter_h * p.filter_w * p.out_c;
-  const int64_t ci = p.in_c;
-  const int64_t pixels = p.in_h * p.in_w;
   if (p.InputSize() == 0) return;
-  if (p.OutputSize() == 0 || k == 0) {
-    std::fill(grad_in, grad_in + p.InputSize(), C(0));
-    return;
-  }
-  const int64_t tiles = (pixels + kTileRows - 1) / kTileRows;
-  const auto& gemm = conv2d_transpose_gemm::BestGemm<C>();
-  // grad_input[pixels of a tile, :] = im2col(grad)[tile] . filter: one product per tile.
-  parallel.For(p.batch * tiles, static_cast<double>(std::min(pixels, kTileRows) * ci * k),
-               [=, &p, &gemm](int64_t begin, int64_t end) {
-                 Scratch<C> col(static_cast<size_t>(std::min(pixels, kTileRows) * k));
-                 for (int64_t u = begin; u < end; ++u) {
-                   const int64_t b = u / tiles, t0 = (u % tiles) * kTileRows;
-                   const int64_t rows = std::min(kTileRows, pixels - t0);
-                   Im2Col(p, grad, b, t0, rows, col.data());
-                   gemm.a_b(col.data(), filter, grad_in + (b * pixels + t0) * ci, rows, k, ci);
-                 }
-               });
+  conv::Conv2DGeometry g;
+  g.batch = p.batch;
+  g.in_h = p.out_h;
+  g.in_w = p.out_w;
+  g.in_c = p.out_c;
+  g.out_h = p.in_h;
+  g.out_w = p.in_w;
+  g.out_c = p.in_c;
+  g.filter_h = p.filter_h;
+  g.filter_w = p.filter_w;
+  g.stride_h = p.stride_h;
+  g.stride_w = p.stride_w;
+  g.dilation_h = p.dilation_h;
+  g.dilation_w = p.dilation_w;
+  g.pad_top = p.pad_top;
+  g.pad_left = p.pad_left;
+  conv::Conv2DForward<C>(g, grad, filter, grad_in, nullptr, parallel);
 }
 
 template <typename C>
@@ -624,7 +552,7 @@ void FilterGradNhwc(const Conv2DTransposeParams& p, const C* in, const C* grad, 
   if (p.FilterSize() == 0 || total_pixels == 0 || p.OutputSize() == 0) return;
   const int64_t co_blocks = (p.out_c + kFilterGradCoBlock - 1) / kFilterGradCoBlock;
   const int64_t units = p.filter_h * p.filter_w * co_blocks;
-  const auto& gemm = conv2d_transpose_gemm::BestGemm<C>();
+  const auto& gemm = gemm::BestGemm<C>();
   // One unit per (tap, block of out_channels): grad_filter[fh, fw, block, :] =
   // shifted(grad)[all input pixels, block]^T . input, reduced over the pixels in fixed chunks
   // (the same chunks whatever the thread count, so the same sums).

@@ -408,13 +408,13 @@ TEST(Conv2DTransposeValidateTest, InputGradInfersTheInputSize) {
 }  // namespace
 }  // namespace opforge
 
-#include "ops/conv2d_transpose/conv2d_transpose_gemm.h"
+#include "common/gemm.h"
 
 namespace opforge {
 namespace {
 
 template <typename C>
-void CheckGemm(const conv2d_transpose_gemm::Gemm<C>& gemm, double tol) {
+void CheckGemm(const gemm::Gemm<C>& gemm, double tol) {
   std::mt19937_64 rng(9);
   const int64_t m = 37, k = 301, n = 70;  // odd sizes: every remainder path of the kernels
   const auto a = test::UniformVector<C>(rng, m * k, -2.0, 2.0),
@@ -446,8 +446,8 @@ void CheckGemm(const conv2d_transpose_gemm::Gemm<C>& gemm, double tol) {
 }
 
 TEST(Conv2DTransposeGemmTest, DefaultAndFmaBuildsAreCorrect) {
-  using conv2d_transpose_gemm::DefaultGemm;
-  using conv2d_transpose_gemm::FmaGemm;
+  using gemm::DefaultGemm;
+  using gemm::FmaGemm;
   CheckGemm<float>(*DefaultGemm<float>(), 1e-5);
   CheckGemm<double>(*DefaultGemm<double>(), 1e-13);
   if (FmaGemm<float>() == nullptr) {
@@ -455,20 +455,20 @@ TEST(Conv2DTransposeGemmTest, DefaultAndFmaBuildsAreCorrect) {
   }
   CheckGemm<float>(*FmaGemm<float>(), 1e-5);
   CheckGemm<double>(*FmaGemm<double>(), 1e-13);
-  if (conv2d_transpose_gemm::Avx512Gemm<float>() == nullptr) {
-    EXPECT_EQ(&conv2d_transpose_gemm::BestGemm<float>(), FmaGemm<float>());
+  if (gemm::Avx512Gemm<float>() == nullptr) {
+    EXPECT_EQ(&gemm::BestGemm<float>(), FmaGemm<float>());
   }
 }
 
 TEST(Conv2DTransposeGemmTest, Avx512BuildIsCorrectAndPreferred) {
-  using conv2d_transpose_gemm::Avx512Gemm;
+  using gemm::Avx512Gemm;
   if (Avx512Gemm<float>() == nullptr) {
     GTEST_SKIP() << "no AVX-512 build or CPU";
   }
   CheckGemm<float>(*Avx512Gemm<float>(), 1e-5);
   CheckGemm<double>(*Avx512Gemm<double>(), 1e-13);
-  EXPECT_EQ(&conv2d_transpose_gemm::BestGemm<float>(), Avx512Gemm<float>());
-  EXPECT_EQ(&conv2d_transpose_gemm::BestGemm<double>(), Avx512Gemm<double>());
+  EXPECT_EQ(&gemm::BestGemm<float>(), Avx512Gemm<float>());
+  EXPECT_EQ(&gemm::BestGemm<double>(), Avx512Gemm<double>());
 }
 
 }  // namespace

@@ -13,7 +13,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from opforge.layers import BilinearResize, Conv2DTranspose, LeakyReLU, YoloPostprocess
+from opforge.layers import BilinearResize, Conv2DTranspose, ConvBNLeaky, LeakyReLU, YoloPostprocess
 
 __all__ = ["YOLOV3_ANCHORS", "YOLOV3_MASKS", "YOLOV3_TINY_ANCHORS", "YOLOV3_TINY_MASKS", "YoloV3",
            "YoloV3Tiny", "YoloV3TinySubclassed", "detector"]
@@ -28,6 +28,17 @@ YOLOV3_TINY_MASKS = ((3, 4, 5), (0, 1, 2))
 
 UPSAMPLES = ("transpose", "bilinear", "nearest")
 OPS = ("opforge", "tf")
+
+
+def _check_fused(name: str, fused, ops: str, sync_batch_norm) -> None:
+    if not isinstance(fused, bool):
+        raise ValueError(f"opforge.models.{name}: fused must be a bool, got {fused!r}")
+    if fused and ops != "opforge":
+        raise ValueError(f"opforge.models.{name}: fused=True builds from opforge's fused ops; ops must be "
+                         f"'opforge', got {ops!r}")
+    if fused and sync_batch_norm:
+        raise ValueError(f"opforge.models.{name}: fused=True computes batch statistics per replica; "
+                         "sync_batch_norm=True needs the unfused model")
 
 
 def _check(name: str, upsample: str, ops: str, num_classes, input_size) -> None:
@@ -75,8 +86,9 @@ class _Builder:
     """Creates the layers of one network, in one order for both `ops` (so the variables of an
     `ops="opforge"` and an `ops="tf"` model line up one to one)."""
 
-    def __init__(self, ops: str, upsample: str, sync_batch_norm: bool = False):
+    def __init__(self, ops: str, upsample: str, sync_batch_norm: bool = False, fused: bool = False):
         self.ops, self.upsample, self.sync_batch_norm = ops, upsample, bool(sync_batch_norm)
+        self.fused = bool(fused)
         self.count = 0  # convolutions so far: layers are named conv_<k>, bn_<k>, leaky_<k>
 
     def leaky(self, name=None):
@@ -86,6 +98,10 @@ class _Builder:
         """The layers of one DarknetConv (its convolution, and batch norm and activation)."""
         k = self.count
         self.count += 1
+        if self.fused and batch_norm:
+            # One layer with the variables of the three (conv_k's kernel, bn_k's four).
+            return [ConvBNLeaky(filters, size, strides=strides, padding="same" if strides == 1 else "valid",
+                                alpha=0.1, kernel_regularizer=keras.regularizers.L2(0.0005), name=f"conv_{k}")]
         layers = [keras.layers.Conv2D(filters, size, strides=strides, padding="same" if strides == 1 else "valid",
                                       use_bias=not batch_norm,
                                       kernel_regularizer=keras.regularizers.L2(0.0005), name=f"conv_{k}")]
@@ -132,7 +148,8 @@ class _Builder:
 
 
 def YoloV3(num_classes: int = 80, input_size: Optional[int] = 416, upsample: str = "transpose",
-           ops: str = "opforge", name: str = "yolov3", sync_batch_norm: bool = False) -> keras.Model:
+           ops: str = "opforge", name: str = "yolov3", sync_batch_norm: bool = False,
+           fused: bool = False) -> keras.Model:
     """YOLO-v3 (Darknet-53 backbone, three heads) returning the raw head maps
     `[B, S/32, S/32, 3*(5+C)]`, `[B, S/16, ...]`, `[B, S/8, ...]` for an `S`x`S` input.
 
@@ -150,9 +167,15 @@ def YoloV3(num_classes: int = 80, input_size: Optional[int] = 416, upsample: str
         whole batch. Same variables and the same inference either way; in training it
         computes the variance as E[x^2] - E[x]^2 (Keras' synchronized path, also outside a
         strategy), which differs from the default in float32 rounding only.
+      fused: every Conv2D + BatchNormalization + LeakyReLU block as one
+        `opforge.layers.ConvBNLeaky` (named conv_k, with the same variables in the same order as
+        the unfused model, so weights move between the two with get_weights/set_weights):
+        training runs the fused batch norm + activation ops, inference the folded fused
+        convolution. ops="opforge" only.
     """
     _check("YoloV3", upsample, ops, num_classes, input_size)
-    b = _Builder(ops, upsample, sync_batch_norm)
+    _check_fused("YoloV3", fused, ops, sync_batch_norm)
+    b = _Builder(ops, upsample, sync_batch_norm, fused)
     out_channels = 3 * (5 + int(num_classes))
     inputs = keras.Input((input_size, input_size, 3), name="input")
     x = b.conv(inputs, 32, 3)
@@ -179,11 +202,13 @@ def YoloV3(num_classes: int = 80, input_size: Optional[int] = 416, upsample: str
 
 
 def YoloV3Tiny(num_classes: int = 80, input_size: Optional[int] = 416, upsample: str = "transpose",
-               ops: str = "opforge", name: str = "yolov3_tiny", sync_batch_norm: bool = False) -> keras.Model:
+               ops: str = "opforge", name: str = "yolov3_tiny", sync_batch_norm: bool = False,
+               fused: bool = False) -> keras.Model:
     """YOLO-v3-tiny (the 7-convolution backbone, two heads) returning `[B, S/32, S/32, 3*(5+C)]`
     and `[B, S/16, S/16, 3*(5+C)]`. Arguments as `YoloV3`."""
     _check("YoloV3Tiny", upsample, ops, num_classes, input_size)
-    b = _Builder(ops, upsample, sync_batch_norm)
+    _check_fused("YoloV3Tiny", fused, ops, sync_batch_norm)
+    b = _Builder(ops, upsample, sync_batch_norm, fused)
     inputs = keras.Input((input_size, input_size, 3), name="input")
     x = inputs
     for filters in (16, 32, 64, 128):

@@ -1,7 +1,7 @@
-// The three matrix products of the Conv2DTranspose CPU kernels, as a table of function
-// pointers with three builds: the default one (compiled like the rest of the core, AVX), one
-// compiled for AVX2+FMA in conv2d_transpose_fma_cpu.cc and one for AVX-512 in
-// conv2d_transpose_avx512_cpu.cc, the widest the CPU has picked at run time. TensorFlow's x86
+// The convolution core's matrix products (Conv2DTranspose, FusedConv2DBiasLeakyRelu), as a
+// table of function pointers with three builds: the default one (gemm.cc, compiled like the
+// rest of the core: AVX), one compiled for AVX2+FMA (gemm_fma_cpu.cc) and one for AVX-512
+// (gemm_avx512_cpu.cc), the widest the CPU has picked at run time. TensorFlow's x86
 // wheels require only AVX, so neither can be a compile-time assumption; Eigen's GEMM with FMA
 // is ~1.1-1.4x faster than without, and with AVX-512 ~2x faster again on the AMD EPYC machines
 // of this project (full-width 512-bit FMA units).
@@ -9,13 +9,13 @@
 // Every product is Eigen's (no hand-written GEMM). Both builds give results within rounding
 // of each other; on one machine the same build is always used, so results are reproducible
 // and independent of the thread count.
-#ifndef OPFORGE_OPS_CONV2D_TRANSPOSE_CONV2D_TRANSPOSE_GEMM_H_
-#define OPFORGE_OPS_CONV2D_TRANSPOSE_CONV2D_TRANSPOSE_GEMM_H_
+#ifndef OPFORGE_COMMON_GEMM_H_
+#define OPFORGE_COMMON_GEMM_H_
 
 #include <cstdint>
 
 namespace opforge {
-namespace conv2d_transpose_gemm {
+namespace gemm {
 
 // All matrices row-major and contiguous.
 template <typename C>
@@ -34,7 +34,7 @@ const Gemm<C>* DefaultGemm();
 // The AVX2+FMA build, or null where it was not compiled or the CPU lacks AVX2 or FMA.
 template <typename C>
 const Gemm<C>* FmaGemm();
-// The AVX-512 build (conv2d_transpose_avx512_cpu.cc), or null where it was not compiled or the
+// The AVX-512 build (gemm_avx512_cpu.cc), or null where it was not compiled or the
 // CPU lacks AVX-512 F/DQ/VL/BW.
 template <typename C>
 const Gemm<C>* Avx512Gemm();
@@ -42,7 +42,7 @@ const Gemm<C>* Avx512Gemm();
 template <typename C>
 const Gemm<C>& BestGemm();
 
-}  // namespace conv2d_transpose_gemm
+}  // namespace gemm
 }  // namespace opforge
 
-#endif  // OPFORGE_OPS_CONV2D_TRANSPOSE_CONV2D_TRANSPOSE_GEMM_H_
+#endif  // OPFORGE_COMMON_GEMM_H_

@@ -1,4 +1,4 @@
-// The AVX2+FMA build of the Conv2DTranspose matrix products (see conv2d_transpose_gemm.h).
+// The AVX2+FMA build of the convolution core's matrix products (see gemm.h).
 // CMakeLists.txt compiles this one file with -mavx2 -mfma on x86-64; it is called only after
 // the CPU reported both features.
 //
@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #include "common/cpu_features.h"
-#include "ops/conv2d_transpose/conv2d_transpose_gemm.h"
+#include "common/gemm.h"
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)
 #define OPFORGE_CONV_FMA_BUILD 1
@@ -18,11 +18,11 @@
 #endif
 
 namespace opforge {
-namespace conv2d_transpose_gemm {
+namespace gemm {
 
 #if OPFORGE_CONV_FMA_BUILD
 namespace fma_build {
-#include "ops/conv2d_transpose/conv2d_transpose_gemm.inc"
+#include "common/gemm.inc"
 }  // namespace fma_build
 
 template <>
@@ -44,5 +44,5 @@ const Gemm<double>* FmaGemm<double>() {
 }
 #endif
 
-}  // namespace conv2d_transpose_gemm
+}  // namespace gemm
 }  // namespace opforge

@@ -1,16 +1,16 @@
-// The AVX-512 build of the Conv2DTranspose matrix products (see conv2d_transpose_gemm.h).
+// The AVX-512 build of the convolution core's matrix products (see gemm.h).
 // CMakeLists.txt compiles the *_avx512_cpu.cc files with -mavx512f -mavx512dq -mavx512vl
 // -mavx512bw (and AVX2+FMA) on x86-64; this build is called only after the CPU reported all of
 // them. Eigen's GEMM on 16-lane vectors runs twice as fast as on 8-lane ones on the 2-core
 // AMD EPYC this project is measured on (one thread, float: ~250 against ~124 GFLOP/s for
 // 1352x128x2048 and 2048^3).
 //
-// Eigen's namespace is renamed for this file, as in conv2d_transpose_fma_cpu.cc, so that its
+// Eigen's namespace is renamed for this file, as in gemm_fma_cpu.cc, so that its
 // templates do not merge with another build's.
 #include <cstdint>
 
 #include "common/cpu_features.h"
-#include "ops/conv2d_transpose/conv2d_transpose_gemm.h"
+#include "common/gemm.h"
 
 #if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512DQ__) && \
     defined(__AVX512VL__) && defined(__AVX512BW__) && defined(__FMA__)
@@ -20,11 +20,11 @@
 #endif
 
 namespace opforge {
-namespace conv2d_transpose_gemm {
+namespace gemm {
 
 #if OPFORGE_CONV_AVX512_BUILD
 namespace avx512_build {
-#include "ops/conv2d_transpose/conv2d_transpose_gemm.inc"
+#include "common/gemm.inc"
 }  // namespace avx512_build
 
 template <>
@@ -46,5 +46,5 @@ const Gemm<double>* Avx512Gemm<double>() {
 }
 #endif
 
-}  // namespace conv2d_transpose_gemm
+}  // namespace gemm
 }  // namespace opforge

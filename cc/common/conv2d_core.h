@@ -1,0 +1,55 @@
+// The convolution core: a 2-D convolution (NHWC input, HWIO filter, in the compute type C:
+// float or double) as im2col in tiles of output pixels and one matrix product per tile
+// (common/gemm.h, the widest build the CPU has), with an optional epilogue run on each tile of
+// output rows right after its product, while the tile is still in cache (FusedConv2DBiasLeakyRelu
+// adds its bias and applies its activation there). Conv2DTranspose's input gradient is this
+// convolution.
+//
+// Tiles never cross images and hold at most kConvTileRows output pixels; the partition is fixed
+// (the same for any thread count), so results are the same bits for any number of threads.
+#ifndef OPFORGE_COMMON_CONV2D_CORE_H_
+#define OPFORGE_COMMON_CONV2D_CORE_H_
+
+#include <cstdint>
+#include <functional>
+
+#include "common/parallel.h"
+
+namespace opforge {
+namespace conv {
+
+constexpr int64_t kConvTileRows = 256;
+
+struct Conv2DGeometry {
+  int64_t batch = 0;
+  int64_t in_h = 0, in_w = 0, in_c = 0;
+  int64_t out_h = 0, out_w = 0, out_c = 0;
+  int64_t filter_h = 0, filter_w = 0;
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t dilation_h = 1, dilation_w = 1;
+  int64_t pad_top = 0, pad_left = 0;
+
+  int64_t InputSize() const { return batch * in_h * in_w * in_c; }
+  int64_t OutputSize() const { return batch * out_h * out_w * out_c; }
+  // Rows of the product's right operand (the filter as [filter_h * filter_w * in_c, out_c]).
+  int64_t Depth() const { return filter_h * filter_w * in_c; }
+};
+
+// Called with a tile of `rows` output pixels (rows x out_c values, contiguous) and the index of
+// its first pixel in the batch.
+template <typename C>
+using Epilogue = std::function<void(C* rows, int64_t count, int64_t first_pixel)>;
+
+// out[b, oh, ow, co] = sum over (kh, kw, ci) of
+//   in[b, oh * stride_h - pad_top + kh * dilation_h, ow * stride_w - pad_left + kw * dilation_w, ci]
+//   * filter[kh, kw, ci, co], positions outside the input contributing 0;
+// then epilogue(tile) when given. in [batch, in_h, in_w, in_c], filter [filter_h, filter_w, in_c,
+// out_c], out [batch, out_h, out_w, out_c], all contiguous.
+template <typename C>
+void Conv2DForward(const Conv2DGeometry& g, const C* in, const C* filter, C* out,
+                   const Epilogue<C>* epilogue, const Parallel& parallel);
+
+}  // namespace conv
+}  // namespace opforge
+
+#endif  // OPFORGE_COMMON_CONV2D_CORE_H_

@@ -1,0 +1,266 @@
+// FusedBatchNormLeakyRelu and its gradient on the CPU: per-channel sums over fixed chunks of rows
+// in double (the chunks' partial sums are added in chunk order, so any thread count gives the
+// same bits), then one element-wise pass.
+#include "ops/fused_batch_norm_leaky_relu/fused_batch_norm_leaky_relu.h"
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <type_traits>
+
+namespace opforge {
+
+namespace {
+
+constexpr char kOp[] = "FusedBatchNormLeakyRelu";
+constexpr char kGradOp[] = "FusedBatchNormLeakyReluGrad";
+// Rows per chunk of the per-channel sums.
+constexpr int64_t kChunkRows = 256;
+
+// The compute type: float for half, bfloat16 and float; double for double.
+template <typename T>
+using Compute = BnParamType<T>;
+
+template <typename T>
+inline Compute<T> Load(T v) {
+  return static_cast<Compute<T>>(v);
+}
+
+// Per channel: scale = rsqrt(variance + epsilon) * gamma and shift = beta - mean * scale, in the
+// compute type, as tf.nn.batch_normalization computes them.
+template <typename C>
+void ScaleShift(const BatchNormLeakyParams& p, const C* gamma, const C* beta, const C* mean,
+                const C* variance, std::vector<C>* scale, std::vector<C>* shift,
+                std::vector<C>* inv) {
+  const int64_t ch = p.channels;
+  scale->resize(static_cast<size_t>(ch));
+  shift->resize(static_cast<size_t>(ch));
+  inv->resize(static_cast<size_t>(ch));
+  for (int64_t c = 0; c < ch; ++c) {
+    const C r = C(1) / std::sqrt(variance[c] + static_cast<C>(p.epsilon));
+    (*inv)[static_cast<size_t>(c)] = r;
+    const C s = r * gamma[c];
+    (*scale)[static_cast<size_t>(c)] = s;
+    (*shift)[static_cast<size_t>(c)] = beta[c] - mean[c] * s;
+  }
+}
+
+// Adds chunk partial sums [chunks, width] into out[width] in chunk order.
+void ReduceChunks(const std::vector<double>& partial, int64_t chunks, int64_t width,
+                  double* out) {
+  std::fill(out, out + width, 0.0);
+  for (int64_t k = 0; k < chunks; ++k) {
+    const double* src = partial.data() + k * width;
+    for (int64_t c = 0; c < width; ++c) out[c] += src[c];
+  }
+}
+
+Status Named(const Status& s, const char* op) {
+  if (s.ok()) return s;
+  const std::string& m = s.message();
+  return Status::Invalid(op + m.substr(m.find(':')));
+}
+
+}  // namespace
+
+Status ValidateBatchNormLeakyAttrs(const BatchNormLeakyParams& p, const char* op) {
+  if (!std::isfinite(p.epsilon) || !(p.epsilon > 0.0f)) {
+    return InvalidArgument(op, "epsilon", "finite and > 0", p.epsilon);
+  }
+  if (!std::isfinite(p.alpha) || p.alpha < 0.0f) {
+    return InvalidArgument(op, "alpha", "finite and >= 0", p.alpha);
+  }
+  return Status::Ok();
+}
+
+Status ValidateBatchNormLeaky(const std::vector<int64_t>& x, const std::vector<int64_t>& gamma,
+                              const std::vector<int64_t>& beta, BatchNormLeakyParams* params) {
+  BatchNormLeakyParams& p = *params;
+  OPFORGE_RETURN_IF_ERROR(ValidateBatchNormLeakyAttrs(p, kOp));
+  if (x.empty()) {
+    return InvalidArgument(kOp, "x", "at least 1-D [..., channels]", ShapeString(x));
+  }
+  const int64_t c = x.back();
+  const std::vector<int64_t> channels{c};
+  if (gamma != channels) {
+    return InvalidArgument(kOp, "scale", "[" + std::to_string(c) + "] (the channels of x, its last axis)",
+                           ShapeString(gamma));
+  }
+  if (beta != channels) {
+    return InvalidArgument(kOp, "offset", "[" + std::to_string(c) + "] (the channels of x, its last axis)",
+                           ShapeString(beta));
+  }
+  int64_t rows = 1;
+  for (size_t i = 0; i + 1 < x.size(); ++i) {
+    if (x[i] < 0) return InvalidArgument(kOp, "x", "non-negative dimensions", ShapeString(x));
+    rows *= x[i];
+  }
+  p.rows = rows;
+  p.channels = c;
+  return Status::Ok();
+}
+
+Status ValidateBatchNormLeakyGrad(const std::vector<int64_t>& dy, const std::vector<int64_t>& x,
+                                  const std::vector<int64_t>& gamma,
+                                  const std::vector<int64_t>& beta,
+                                  const std::vector<int64_t>& mean,
+                                  const std::vector<int64_t>& variance,
+                                  BatchNormLeakyParams* params) {
+  OPFORGE_RETURN_IF_ERROR(Named(ValidateBatchNormLeaky(x, gamma, beta, params), kGradOp));
+  if (dy != x) {
+    return InvalidArgument(kGradOp, "grad", "the shape of x, " + ShapeString(x), ShapeString(dy));
+  }
+  if (mean != gamma) {
+    return InvalidArgument(kGradOp, "batch_mean", "the shape of scale, " + ShapeString(gamma),
+                           ShapeString(mean));
+  }
+  if (variance != gamma) {
+    return InvalidArgument(kGradOp, "batch_variance", "the shape of scale, " + ShapeString(gamma),
+                           ShapeString(variance));
+  }
+  return Status::Ok();
+}
+
+template <typename T>
+void BatchNormLeakyForward(const BatchNormLeakyParams& p, const T* x, const BnParamType<T>* gamma,
+                           const BnParamType<T>* beta, T* y, BnParamType<T>* mean,
+                           BnParamType<T>* variance, const Parallel& parallel) {
+  using C = Compute<T>;
+  const int64_t rows = p.rows, ch = p.channels;
+  if (ch == 0) return;
+  // 1. Sums and sums of squared deviations from a per-channel pivot (the first row's values),
+  // which keeps the one-pass variance accurate when the mean is large against the spread.
+  const int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
+  std::vector<double> pivot(static_cast<size_t>(ch), 0.0);
+  if (rows > 0) {
+    for (int64_t c = 0; c < ch; ++c) pivot[static_cast<size_t>(c)] = static_cast<double>(Load(x[c]));
+  }
+  std::vector<double> partial(static_cast<size_t>(chunks * 2 * ch));
+  parallel.For(chunks, static_cast<double>(kChunkRows * ch) * 2, [&](int64_t begin, int64_t end) {
+    for (int64_t k = begin; k < end; ++k) {
+      double* s = partial.data() + k * 2 * ch;
+      double* q = s + ch;
+      std::fill(s, s + 2 * ch, 0.0);
+      const int64_t r1 = std::min(rows, (k + 1) * kChunkRows);
+      for (int64_t r = k * kChunkRows; r < r1; ++r) {
+        const T* row = x + r * ch;
+        for (int64_t c = 0; c < ch; ++c) {
+          const double d = static_cast<double>(Load(row[c])) - pivot[static_cast<size_t>(c)];
+          s[c] += d;
+          q[c] += d * d;
+        }
+      }
+    }
+  });
+  std::vector<double> sums(static_cast<size_t>(2 * ch));
+  ReduceChunks(partial, chunks, 2 * ch, sums.data());
+  const double n = static_cast<double>(rows);
+  for (int64_t c = 0; c < ch; ++c) {
+    if (rows == 0) {
+      // Keras's moments of an empty batch: NaN (0 / 0).
+      mean[c] = variance[c] = std::numeric_limits<C>::quiet_NaN();
+      continue;
+    }
+    const double d = sums[static_cast<size_t>(c)] / n;
+    const double var = std::max(sums[static_cast<size_t>(ch + c)] / n - d * d, 0.0);
+    mean[c] = static_cast<C>(pivot[static_cast<size_t>(c)] + d);
+    variance[c] = static_cast<C>(var);
+  }
+  if (rows == 0) return;
+  // 2. y = leaky(x * scale + shift).
+  std::vector<C> scale, shift, inv;
+  ScaleShift<C>(p, gamma, beta, mean, variance, &scale, &shift, &inv);
+  const C alpha = static_cast<C>(p.alpha);
+  parallel.For(rows, static_cast<double>(ch) * 2, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const T* in = x + r * ch;
+      T* out = y + r * ch;
+      for (int64_t c = 0; c < ch; ++c) {
+        const C z = Load(in[c]) * scale[static_cast<size_t>(c)] + shift[static_cast<size_t>(c)];
+        out[c] = static_cast<T>(z > C(0) ? z : z * alpha);
+      }
+    }
+  });
+}
+
+template <typename T>
+void BatchNormLeakyBackward(const BatchNormLeakyParams& p, const T* dy, const T* x,
+                            const BnParamType<T>* gamma, const BnParamType<T>* beta,
+                            const BnParamType<T>* mean, const BnParamType<T>* variance, T* dx,
+                            BnParamType<T>* dgamma, BnParamType<T>* dbeta,
+                            const Parallel& parallel) {
+  using C = Compute<T>;
+  const int64_t rows = p.rows, ch = p.channels;
+  if (ch == 0) return;
+  std::vector<C> scale, shift, inv;
+  ScaleShift<C>(p, gamma, beta, mean, variance, &scale, &shift, &inv);
+  const C alpha = static_cast<C>(p.alpha);
+  // 1. Per channel sum(g) and sum(g * xhat).
+  const int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
+  std::vector<double> partial(static_cast<size_t>(chunks * 2 * ch));
+  parallel.For(chunks, static_cast<double>(kChunkRows * ch) * 3, [&](int64_t begin, int64_t end) {
+    for (int64_t k = begin; k < end; ++k) {
+      double* s = partial.data() + k * 2 * ch;
+      double* q = s + ch;
+      std::fill(s, s + 2 * ch, 0.0);
+      const int64_t r1 = std::min(rows, (k + 1) * kChunkRows);
+      for (int64_t r = k * kChunkRows; r < r1; ++r) {
+        const T* xr = x + r * ch;
+        const T* gr = dy + r * ch;
+        for (int64_t c = 0; c < ch; ++c) {
+          const size_t i = static_cast<size_t>(c);
+          const C xv = Load(xr[c]);
+          const C z = xv * scale[i] + shift[i];
+          const C g = z > C(0) ? Load(gr[c]) : Load(gr[c]) * alpha;
+          const C xhat = (xv - mean[c]) * inv[i];
+          s[c] += static_cast<double>(g);
+          q[c] += static_cast<double>(g) * static_cast<double>(xhat);
+        }
+      }
+    }
+  });
+  std::vector<double> sums(static_cast<size_t>(2 * ch));
+  ReduceChunks(partial, chunks, 2 * ch, sums.data());
+  const double n = static_cast<double>(rows);
+  std::vector<C> a(static_cast<size_t>(ch)), mg(static_cast<size_t>(ch)),
+      mgx(static_cast<size_t>(ch));
+  for (int64_t c = 0; c < ch; ++c) {
+    const size_t i = static_cast<size_t>(c);
+    dbeta[c] = static_cast<C>(sums[i]);
+    dgamma[c] = static_cast<C>(sums[static_cast<size_t>(ch) + i]);
+    a[i] = gamma[c] * inv[i];
+    mg[i] = static_cast<C>(sums[i] / n);
+    mgx[i] = static_cast<C>(sums[static_cast<size_t>(ch) + i] / n);
+  }
+  // 2. dx = gamma * inv * (g - mean(g) - xhat * mean(g * xhat)).
+  parallel.For(rows, static_cast<double>(ch) * 4, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const T* xr = x + r * ch;
+      const T* gr = dy + r * ch;
+      T* out = dx + r * ch;
+      for (int64_t c = 0; c < ch; ++c) {
+        const size_t i = static_cast<size_t>(c);
+        const C xv = Load(xr[c]);
+        const C z = xv * scale[i] + shift[i];
+        const C g = z > C(0) ? Load(gr[c]) : Load(gr[c]) * alpha;
+        const C xhat = (xv - mean[c]) * inv[i];
+        out[c] = static_cast<T>(a[i] * (g - mg[i] - xhat * mgx[i]));
+      }
+    }
+  });
+}
+
+#define OPFORGE_INSTANTIATE_BN_(T, ...)                                                      \
+  template void BatchNormLeakyForward<T>(const BatchNormLeakyParams&, const T*,             \
+                                         const BnParamType<T>*, const BnParamType<T>*, T*,  \
+                                         BnParamType<T>*, BnParamType<T>*, const Parallel&); \
+  template void BatchNormLeakyBackward<T>(                                                   \
+      const BatchNormLeakyParams&, const T*, const T*, const BnParamType<T>*,                \
+      const BnParamType<T>*, const BnParamType<T>*, const BnParamType<T>*, T*,               \
+      BnParamType<T>*, BnParamType<T>*, const Parallel&);
+OPFORGE_FLOAT_TYPES(OPFORGE_INSTANTIATE_BN_)
+#undef OPFORGE_INSTANTIATE_BN_
+
+}  // namespace opforge

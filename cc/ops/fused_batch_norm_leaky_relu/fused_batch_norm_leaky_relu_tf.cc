@@ -1,0 +1,185 @@
+// TensorFlow binding of FusedBatchNormLeakyRelu and its gradient: op registration with shape
+// functions, and the op structs that TfKernel (common/tf_kernel.h) runs. CPU kernels here; the
+// GPU ones come with the CUDA kernels.
+#include <string>
+#include <vector>
+
+#include "common/tf_kernel.h"
+#include "ops/fused_batch_norm_leaky_relu/fused_batch_norm_leaky_relu.h"
+
+namespace opforge {
+
+namespace shape_inference = tensorflow::shape_inference;
+using shape_inference::DimensionHandle;
+using shape_inference::InferenceContext;
+using shape_inference::ShapeHandle;
+
+namespace {
+
+template <typename Context>
+absl::Status ReadAttrs(Context* c, BatchNormLeakyParams* p) {
+  TF_RETURN_IF_ERROR(c->GetAttr("epsilon", &p->epsilon));
+  TF_RETURN_IF_ERROR(c->GetAttr("alpha", &p->alpha));
+  return absl::OkStatus();
+}
+
+// Checks ranks and merges the channel dimension of x (input `x`) with inputs `vectors`.
+absl::Status Channels(InferenceContext* c, const char* op, int x,
+                      const std::vector<std::pair<int, const char*>>& vectors,
+                      DimensionHandle* channels) {
+  BatchNormLeakyParams p;
+  TF_RETURN_IF_ERROR(ReadAttrs(c, &p));
+  TF_RETURN_IF_ERROR(ToTfStatus(ValidateBatchNormLeakyAttrs(p, op)));
+  ShapeHandle xs;
+  if (c->RankKnown(c->input(x)) && c->Rank(c->input(x)) < 1) {
+    return ToTfStatus(InvalidArgument(op, "x", "at least 1-D [..., channels]", "rank 0"));
+  }
+  TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(x), 1, &xs));
+  *channels = c->RankKnown(xs) ? c->Dim(xs, c->Rank(xs) - 1) : c->UnknownDim();
+  for (const auto& [i, name] : vectors) {
+    if (c->RankKnown(c->input(i)) && c->Rank(c->input(i)) != 1) {
+      return ToTfStatus(InvalidArgument(op, name, "1-D [channels]",
+                                        "rank " + std::to_string(c->Rank(c->input(i)))));
+    }
+    ShapeHandle v;
+    TF_RETURN_IF_ERROR(c->WithRank(c->input(i), 1, &v));
+    DimensionHandle merged;
+    if (!c->Merge(*channels, c->Dim(v, 0), &merged).ok()) {
+      return ToTfStatus(InvalidArgument(op, name, "[channels] of x, the size of its last axis",
+                                        "[" + std::to_string(c->Value(c->Dim(v, 0))) + "]"));
+    }
+    *channels = merged;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ForwardShape(InferenceContext* c) {
+  DimensionHandle channels;
+  TF_RETURN_IF_ERROR(
+      Channels(c, "FusedBatchNormLeakyRelu", 0, {{1, "scale"}, {2, "offset"}}, &channels));
+  c->set_output(0, c->input(0));
+  c->set_output(1, c->MakeShape({channels}));
+  c->set_output(2, c->MakeShape({channels}));
+  return absl::OkStatus();
+}
+
+absl::Status GradShape(InferenceContext* c) {
+  DimensionHandle channels;
+  TF_RETURN_IF_ERROR(Channels(
+      c, "FusedBatchNormLeakyReluGrad", 1,
+      {{2, "scale"}, {3, "offset"}, {4, "batch_mean"}, {5, "batch_variance"}}, &channels));
+  ShapeHandle dx;
+  if (!c->Merge(c->input(0), c->input(1), &dx).ok()) {
+    return ToTfStatus(InvalidArgument("FusedBatchNormLeakyReluGrad", "grad", "the shape of x",
+                                      c->DebugString(c->input(0))));
+  }
+  c->set_output(0, dx);
+  c->set_output(1, c->MakeShape({channels}));
+  c->set_output(2, c->MakeShape({channels}));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+REGISTER_OP("Opforge>FusedBatchNormLeakyRelu")
+    .Input("x: T")
+    .Input("scale: U")
+    .Input("offset: U")
+    .Output("y: T")
+    .Output("batch_mean: U")
+    .Output("batch_variance: U")
+    .Attr("T: {half, bfloat16, float, double} = DT_FLOAT")
+    .Attr("U: {float, double} = DT_FLOAT")
+    .Attr("epsilon: float = 0.001")
+    .Attr("alpha: float = 0.2")
+    .SetShapeFn(ForwardShape)
+    .Doc("Keras BatchNormalization in training mode (batch statistics) then leaky_relu, in two "
+         "passes over x; channels last.");
+
+REGISTER_OP("Opforge>FusedBatchNormLeakyReluGrad")
+    .Input("grad: T")
+    .Input("x: T")
+    .Input("scale: U")
+    .Input("offset: U")
+    .Input("batch_mean: U")
+    .Input("batch_variance: U")
+    .Output("dx: T")
+    .Output("dscale: U")
+    .Output("doffset: U")
+    .Attr("T: {half, bfloat16, float, double} = DT_FLOAT")
+    .Attr("U: {float, double} = DT_FLOAT")
+    .Attr("epsilon: float = 0.001")
+    .Attr("alpha: float = 0.2")
+    .SetShapeFn(GradShape)
+    .Doc("The gradient of FusedBatchNormLeakyRelu with respect to x, scale and offset.");
+
+namespace {
+
+struct BatchNormLeakyOp {
+  using Params = BatchNormLeakyParams;
+  BatchNormLeakyParams attrs;
+
+  Status Init(AttrReader& reader) {
+    if (!ReadAttrs(&reader, &attrs).ok()) return Status::Ok();  // reported by TfKernel
+    return ValidateBatchNormLeakyAttrs(attrs, "FusedBatchNormLeakyRelu");
+  }
+  Status Validate(TfCall& call, Params* p) const {
+    *p = attrs;
+    OPFORGE_RETURN_IF_ERROR(ValidateBatchNormLeaky(call.shape(0), call.shape(1), call.shape(2), p));
+    call.Output(0, call.shape(0), {0});
+    call.Output(1, {p->channels});
+    call.Output(2, {p->channels});
+    return Status::Ok();
+  }
+  template <typename T>
+  void Cpu(const Params& p, const TfCall& call, const Parallel& parallel) const {
+    using U = BnParamType<T>;
+    BatchNormLeakyForward<T>(p, call.in<T>(0), call.in<U>(1), call.in<U>(2), call.out<T>(0),
+                             call.out<U>(1), call.out<U>(2), parallel);
+  }
+  Status Gpu(DType, const Params&, const TfCall&, void*) const {
+    return Status::Internal("FusedBatchNormLeakyRelu: no GPU kernel in this build");
+  }
+};
+
+struct BatchNormLeakyGradOp {
+  using Params = BatchNormLeakyParams;
+  BatchNormLeakyParams attrs;
+
+  Status Init(AttrReader& reader) {
+    if (!ReadAttrs(&reader, &attrs).ok()) return Status::Ok();  // reported by TfKernel
+    return ValidateBatchNormLeakyAttrs(attrs, "FusedBatchNormLeakyReluGrad");
+  }
+  Status Validate(TfCall& call, Params* p) const {
+    *p = attrs;
+    OPFORGE_RETURN_IF_ERROR(ValidateBatchNormLeakyGrad(call.shape(0), call.shape(1),
+                                                       call.shape(2), call.shape(3),
+                                                       call.shape(4), call.shape(5), p));
+    call.Output(0, call.shape(1), {0});
+    call.Output(1, {p->channels});
+    call.Output(2, {p->channels});
+    return Status::Ok();
+  }
+  template <typename T>
+  void Cpu(const Params& p, const TfCall& call, const Parallel& parallel) const {
+    using U = BnParamType<T>;
+    BatchNormLeakyBackward<T>(p, call.in<T>(0), call.in<T>(1), call.in<U>(2), call.in<U>(3),
+                              call.in<U>(4), call.in<U>(5), call.out<T>(0), call.out<U>(1),
+                              call.out<U>(2), parallel);
+  }
+  Status Gpu(DType, const Params&, const TfCall&, void*) const {
+    return Status::Internal("FusedBatchNormLeakyReluGrad: no GPU kernel in this build");
+  }
+};
+
+OPFORGE_REGISTER_KERNELS(Name("Opforge>FusedBatchNormLeakyRelu").TypeConstraint<float>("U"),
+                         BatchNormLeakyOp, OPFORGE_BN_FLOAT_U_TYPES, OPFORGE_NO_TYPES)
+OPFORGE_REGISTER_KERNELS(Name("Opforge>FusedBatchNormLeakyRelu").TypeConstraint<double>("U"),
+                         BatchNormLeakyOp, OPFORGE_BN_DOUBLE_U_TYPES, OPFORGE_NO_TYPES)
+OPFORGE_REGISTER_KERNELS(Name("Opforge>FusedBatchNormLeakyReluGrad").TypeConstraint<float>("U"),
+                         BatchNormLeakyGradOp, OPFORGE_BN_FLOAT_U_TYPES, OPFORGE_NO_TYPES)
+OPFORGE_REGISTER_KERNELS(Name("Opforge>FusedBatchNormLeakyReluGrad").TypeConstraint<double>("U"),
+                         BatchNormLeakyGradOp, OPFORGE_BN_DOUBLE_U_TYPES, OPFORGE_NO_TYPES)
+
+}  // namespace
+}  // namespace opforge

@@ -1,0 +1,205 @@
+// Tests of the FusedConv2DBiasLeakyRelu core against a naive direct convolution written here
+// from the header's formula (double accumulation): SAME, VALID and EXPLICIT padding, strides,
+// dilations, 1x1 pointwise, tiles that span rows and images, empty shapes; float exact on
+// integer-valued data, within rounding on random data; half and bfloat16; the same bits for
+// every thread count; validation messages.
+#include "ops/fused_conv2d_bias_leaky_relu/fused_conv2d_bias_leaky_relu.h"
+
+#include <gtest/gtest.h>
+
+#include <Eigen/Core>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/parallel.h"
+#include "common/status.h"
+#include "common/test_util.h"
+
+namespace opforge {
+namespace {
+
+using test::Contains;
+
+struct Shape {
+  std::vector<int64_t> input, filter;
+  std::vector<int64_t> strides{1, 1, 1, 1}, dilations{1, 1, 1, 1};
+  std::string padding = "SAME";
+  std::vector<int64_t> explicit_paddings;
+  float alpha = 0.1f;
+};
+
+FusedConv2DParams Params(const Shape& s) {
+  FusedConv2DParams p;
+  p.strides = s.strides;
+  p.dilations = s.dilations;
+  p.padding = s.padding;
+  p.explicit_paddings = s.explicit_paddings;
+  p.alpha = s.alpha;
+  const Status st = ValidateFusedConv2D(s.input, s.filter, {s.filter[3]}, &p);
+  EXPECT_TRUE(st.ok()) << st.message();
+  return p;
+}
+
+std::vector<double> Naive(const FusedConv2DParams& p, const std::vector<double>& in,
+                          const std::vector<double>& f, const std::vector<double>& b) {
+  const conv::Conv2DGeometry& g = p.g;
+  std::vector<double> out(static_cast<size_t>(g.OutputSize()));
+  for (int64_t n = 0; n < g.batch; ++n)
+    for (int64_t oh = 0; oh < g.out_h; ++oh)
+      for (int64_t ow = 0; ow < g.out_w; ++ow)
+        for (int64_t co = 0; co < g.out_c; ++co) {
+          double z = 0;
+          for (int64_t kh = 0; kh < g.filter_h; ++kh)
+            for (int64_t kw = 0; kw < g.filter_w; ++kw) {
+              const int64_t h = oh * g.stride_h - g.pad_top + kh * g.dilation_h;
+              const int64_t w = ow * g.stride_w - g.pad_left + kw * g.dilation_w;
+              if (h < 0 || h >= g.in_h || w < 0 || w >= g.in_w) continue;
+              for (int64_t ci = 0; ci < g.in_c; ++ci) {
+                z += in[static_cast<size_t>(((n * g.in_h + h) * g.in_w + w) * g.in_c + ci)] *
+                     f[static_cast<size_t>(((kh * g.filter_w + kw) * g.in_c + ci) * g.out_c + co)];
+              }
+            }
+          z += b[static_cast<size_t>(co)];
+          out[static_cast<size_t>(((n * g.out_h + oh) * g.out_w + ow) * g.out_c + co)] =
+              z > 0 ? z : z * static_cast<double>(p.alpha);
+        }
+  return out;
+}
+
+std::vector<double> Random(size_t n, unsigned seed, bool integer) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::uniform_int_distribution<int> ints(-3, 3);
+  std::vector<double> v(n);
+  for (auto& x : v) x = integer ? ints(rng) : normal(rng);
+  return v;
+}
+
+template <typename T>
+std::vector<T> As(const std::vector<double>& v) {
+  std::vector<T> out;
+  for (double x : v) out.push_back(static_cast<T>(x));
+  return out;
+}
+
+const std::vector<Shape>& Shapes() {
+  static const std::vector<Shape> shapes = [] {
+    std::vector<Shape> s;
+    s.push_back({{2, 7, 6, 5}, {3, 3, 5, 4}});
+    s.push_back({{2, 9, 8, 6}, {3, 3, 6, 7}, {1, 2, 2, 1}});
+    s.push_back({{2, 5, 5, 8}, {1, 1, 8, 6}, {1, 1, 1, 1}, {1, 1, 1, 1}, "VALID"});
+    s.push_back({{1, 11, 9, 3}, {5, 3, 3, 4}, {1, 1, 1, 1}, {1, 2, 2, 1}, "VALID", {}, 0.3f});
+    s.push_back({{2, 6, 7, 2}, {2, 3, 2, 3}, {1, 2, 1, 1}, {1, 1, 1, 1}, "EXPLICIT",
+                 {0, 0, 1, 2, 0, 1, 0, 0}, 0.0f});
+    s.push_back({{1, 40, 40, 4}, {3, 3, 4, 5}});                         // tiles span rows
+    s.push_back({{3, 17, 19, 3}, {1, 1, 3, 9}, {1, 1, 1, 1}, {1, 1, 1, 1}, "SAME"});  // pointwise
+    s.push_back({{2, 8, 8, 3}, {4, 4, 3, 2}, {1, 3, 3, 1}});             // even filter, SAME
+    return s;
+  }();
+  return shapes;
+}
+
+TEST(FusedConv2DTest, FloatExactOnIntegerValuedData) {
+  unsigned seed = 1;
+  for (const Shape& s : Shapes()) {
+    const FusedConv2DParams p = Params(s);
+    const auto in = Random(static_cast<size_t>(p.g.InputSize()), seed++, true);
+    const auto f = Random(static_cast<size_t>(s.filter[0] * s.filter[1] * s.filter[2] * s.filter[3]),
+                          seed++, true);
+    auto b = Random(static_cast<size_t>(s.filter[3]), seed++, true);
+    // alpha * z stays exact for integers z when alpha is a power of two or zero: use 0.25.
+    FusedConv2DParams q = p;
+    if (q.alpha != 0.0f) q.alpha = 0.25f;
+    const auto want = Naive(q, in, f, b);
+    std::vector<float> out(want.size());
+    FusedConv2DBiasLeakyRelu<float>(q, As<float>(in).data(), As<float>(f).data(), As<float>(b).data(),
+                                    out.data(), SerialParallel());
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(out[i], static_cast<float>(want[i])) << i;
+  }
+}
+
+template <typename T>
+void CheckRandom(double rtol) {
+  unsigned seed = 100;
+  for (const Shape& s : Shapes()) {
+    const FusedConv2DParams p = Params(s);
+    auto in = Random(static_cast<size_t>(p.g.InputSize()), seed++, false);
+    auto f = Random(static_cast<size_t>(s.filter[0] * s.filter[1] * s.filter[2] * s.filter[3]),
+                    seed++, false);
+    auto b = Random(static_cast<size_t>(s.filter[3]), seed++, false);
+    // The reference sees the values as T holds them.
+    for (auto* v : {&in, &f, &b})
+      for (auto& x : *v) x = static_cast<double>(static_cast<T>(x));
+    const auto want = Naive(p, in, f, b);
+    std::vector<T> out(want.size());
+    FusedConv2DBiasLeakyRelu<T>(p, As<T>(in).data(), As<T>(f).data(), As<T>(b).data(), out.data(),
+                                ThreadParallel(2));
+    const double scale = std::sqrt(static_cast<double>(p.g.Depth())) * 3.0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_NEAR(static_cast<double>(out[i]), want[i], rtol * (std::abs(want[i]) + scale)) << i;
+    }
+  }
+}
+
+TEST(FusedConv2DTest, FloatDoubleHalfBfloat16OnRandomData) {
+  CheckRandom<double>(1e-13);
+  CheckRandom<float>(1e-6);
+  CheckRandom<Eigen::half>(2e-3);
+  CheckRandom<Eigen::bfloat16>(2e-2);
+}
+
+TEST(FusedConv2DTest, SameBitsForEveryThreadCount) {
+  const Shape s{{3, 33, 31, 16}, {3, 3, 16, 24}, {1, 1, 1, 1}};
+  const FusedConv2DParams p = Params(s);
+  const auto in = As<float>(Random(static_cast<size_t>(p.g.InputSize()), 7, false));
+  const auto f = As<float>(Random(3 * 3 * 16 * 24, 8, false));
+  const auto b = As<float>(Random(24, 9, false));
+  std::vector<float> one(static_cast<size_t>(p.g.OutputSize())), many(one.size());
+  FusedConv2DBiasLeakyRelu<float>(p, in.data(), f.data(), b.data(), one.data(), SerialParallel());
+  for (int threads : {2, 3, 5}) {
+    FusedConv2DBiasLeakyRelu<float>(p, in.data(), f.data(), b.data(), many.data(),
+                                    ThreadParallel(threads));
+    EXPECT_TRUE(test::SameBits(many, one)) << threads << " threads";
+  }
+}
+
+TEST(FusedConv2DTest, EmptyShapes) {
+  // Empty batch: nothing written. No input channels: the output is leaky(bias).
+  FusedConv2DParams p = Params({{0, 5, 5, 2}, {3, 3, 2, 2}});
+  FusedConv2DBiasLeakyRelu<float>(p, nullptr, nullptr, nullptr, nullptr, SerialParallel());
+  p = Params({{1, 2, 2, 0}, {3, 3, 0, 2}});
+  const std::vector<float> bias{1.5f, -2.0f};
+  std::vector<float> out(8, 7.0f);
+  FusedConv2DBiasLeakyRelu<float>(p, nullptr, nullptr, bias.data(), out.data(), SerialParallel());
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(out[2 * i], 1.5f);
+    EXPECT_EQ(out[2 * i + 1], -2.0f * 0.1f);
+  }
+}
+
+TEST(FusedConv2DTest, Validation) {
+  FusedConv2DParams p;
+  auto msg = [&](std::vector<int64_t> in, std::vector<int64_t> f, std::vector<int64_t> b) {
+    return ValidateFusedConv2D(in, f, b, &p).message();
+  };
+  EXPECT_TRUE(Contains(msg({1, 5, 5}, {3, 3, 5, 2}, {2}), "FusedConv2DBiasLeakyRelu: input must be 4-D"));
+  EXPECT_TRUE(Contains(msg({1, 5, 5, 4}, {3, 3, 5, 2}, {2}), "filter must be [filter_height, filter_width, 4"));
+  EXPECT_TRUE(Contains(msg({1, 5, 5, 5}, {3, 3, 5, 2}, {3}), "bias must be [2] (out_channels), got [3]"));
+  p.padding = "VALID";
+  EXPECT_TRUE(Contains(msg({1, 2, 2, 1}, {3, 3, 1, 1}, {1}), "input must be at least the dilated filter size 3x3"));
+  p = FusedConv2DParams();
+  p.strides = {1, 0, 1, 1};
+  EXPECT_TRUE(Contains(msg({1, 5, 5, 1}, {3, 3, 1, 1}, {1}), "strides must be 4 values"));
+  p = FusedConv2DParams();
+  p.alpha = -1.0f;
+  EXPECT_TRUE(Contains(msg({1, 5, 5, 1}, {3, 3, 1, 1}, {1}), "alpha must be finite and >= 0, got -1"));
+  p = FusedConv2DParams();
+  p.padding = "EXPLICIT";
+  p.explicit_paddings = {0, 0, 1, 1};
+  EXPECT_TRUE(Contains(msg({1, 5, 5, 1}, {3, 3, 1, 1}, {1}), "explicit_paddings must be 8 values"));
+}
+
+}  // namespace
+}  // namespace opforge

@@ -1,0 +1,148 @@
+// TensorFlow binding of FusedConv2DBiasLeakyRelu: op registration with its shape function, and
+// the op struct that TfKernel (common/tf_kernel.h) runs. CPU only: on a GPU the layers run
+// TensorFlow's convolution (cuDNN) and opforge's bias + leaky_relu kernel.
+#include <string>
+#include <vector>
+
+#include "common/tf_kernel.h"
+#include "ops/fused_conv2d_bias_leaky_relu/fused_conv2d_bias_leaky_relu.h"
+
+namespace opforge {
+
+namespace shape_inference = tensorflow::shape_inference;
+using shape_inference::DimensionHandle;
+using shape_inference::InferenceContext;
+using shape_inference::ShapeHandle;
+
+namespace {
+
+constexpr char kOp[] = "FusedConv2DBiasLeakyRelu";
+
+template <typename Context>
+absl::Status ReadAttrs(Context* c, FusedConv2DParams* p) {
+  std::vector<int64_t> strides, dilations, pads;
+  TF_RETURN_IF_ERROR(c->GetAttr("strides", &strides));
+  TF_RETURN_IF_ERROR(c->GetAttr("dilations", &dilations));
+  TF_RETURN_IF_ERROR(c->GetAttr("explicit_paddings", &pads));
+  TF_RETURN_IF_ERROR(c->GetAttr("padding", &p->padding));
+  TF_RETURN_IF_ERROR(c->GetAttr("alpha", &p->alpha));
+  p->strides = strides;
+  p->dilations = dilations;
+  p->explicit_paddings = pads;
+  return absl::OkStatus();
+}
+
+std::vector<int64_t> Dims(InferenceContext* c, ShapeHandle s) {
+  std::vector<int64_t> d;
+  for (int i = 0; i < c->Rank(s); ++i) d.push_back(c->Value(c->Dim(s, i)));
+  return d;
+}
+
+absl::Status Shape(InferenceContext* c) {
+  FusedConv2DParams p;
+  TF_RETURN_IF_ERROR(ReadAttrs(c, &p));
+  TF_RETURN_IF_ERROR(ToTfStatus(ValidateFusedConv2DAttrs(p)));
+  static const char* const kNames[] = {"input", "filter", "bias"};
+  static const int kRanks[] = {4, 4, 1};
+  for (int i = 0; i < 3; ++i) {
+    if (c->RankKnown(c->input(i)) && c->Rank(c->input(i)) != kRanks[i]) {
+      return ToTfStatus(InvalidArgument(kOp, kNames[i], std::to_string(kRanks[i]) + "-D",
+                                        "rank " + std::to_string(c->Rank(c->input(i)))));
+    }
+  }
+  ShapeHandle input, filter, bias;
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, &input));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 4, &filter));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 1, &bias));
+  if (c->FullyDefined(input) && c->FullyDefined(filter) && c->FullyDefined(bias)) {
+    FusedConv2DParams full = p;
+    TF_RETURN_IF_ERROR(
+        ToTfStatus(ValidateFusedConv2D(Dims(c, input), Dims(c, filter), Dims(c, bias), &full)));
+    std::vector<DimensionHandle> out;
+    for (int64_t d : full.OutputShape()) out.push_back(c->MakeDim(d));
+    c->set_output(0, c->MakeShape(out));
+    return absl::OkStatus();
+  }
+  DimensionHandle channels;
+  if (!c->Merge(c->Dim(filter, 3), c->Dim(bias, 0), &channels).ok()) {
+    return ToTfStatus(InvalidArgument(kOp, "bias", "[out_channels] of the filter",
+                                      "[" + std::to_string(c->Value(c->Dim(bias, 0))) + "]"));
+  }
+  DimensionHandle in_channels;
+  if (!c->Merge(c->Dim(input, 3), c->Dim(filter, 2), &in_channels).ok()) {
+    return ToTfStatus(InvalidArgument(kOp, "filter", "in_channels equal to the input's channels",
+                                      std::to_string(c->Value(c->Dim(filter, 2)))));
+  }
+  // Each spatial size is known when the input's size and the filter's are.
+  DimensionHandle spatial[2] = {c->UnknownDim(), c->UnknownDim()};
+  for (int d = 0; d < 2; ++d) {
+    DimensionHandle in = c->Dim(input, 1 + d), k = c->Dim(filter, d);
+    if (c->ValueKnown(in) && c->ValueKnown(k)) {
+      const bool expl = p.padding == "EXPLICIT";
+      int64_t out = 0, pad = 0;
+      FusedConv2DOutputSize(p.padding, c->Value(in), c->Value(k), p.dilations[1 + d],
+                            p.strides[1 + d], expl ? p.explicit_paddings[2 + 2 * d] : 0,
+                            expl ? p.explicit_paddings[3 + 2 * d] : 0, &out, &pad);
+      if (out == 0 && c->Value(in) > 0) {
+        return ToTfStatus(InvalidArgument(
+            kOp, "input",
+            std::string(d == 0 ? "a height" : "a width") + " of at least the dilated filter's " +
+                std::to_string((c->Value(k) - 1) * p.dilations[1 + d] + 1) + " with " +
+                p.padding + " padding",
+            c->Value(in)));
+      }
+      spatial[d] = c->MakeDim(out);
+    }
+  }
+  c->set_output(0, c->MakeShape({c->Dim(input, 0), spatial[0], spatial[1], channels}));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+REGISTER_OP("Opforge>FusedConv2DBiasLeakyRelu")
+    .Input("input: T")
+    .Input("filter: T")
+    .Input("bias: T")
+    .Output("output: T")
+    .Attr("T: {half, bfloat16, float, double} = DT_FLOAT")
+    .Attr("strides: list(int)")
+    .Attr("padding: {'SAME', 'VALID', 'EXPLICIT'}")
+    .Attr("explicit_paddings: list(int) = []")
+    .Attr("dilations: list(int) = [1, 1, 1, 1]")
+    .Attr("alpha: float = 0.2")
+    .SetShapeFn(Shape)
+    .Doc("leaky_relu(conv2d(input, filter) + bias), NHWC, the bias and activation applied to "
+         "each tile of the convolution's output while it is in cache.");
+
+namespace {
+
+struct FusedConv2DOp {
+  using Params = FusedConv2DParams;
+  FusedConv2DParams attrs;
+
+  Status Init(AttrReader& reader) {
+    if (!ReadAttrs(&reader, &attrs).ok()) return Status::Ok();  // reported by TfKernel
+    return ValidateFusedConv2DAttrs(attrs);
+  }
+  Status Validate(TfCall& call, Params* p) const {
+    *p = attrs;
+    OPFORGE_RETURN_IF_ERROR(ValidateFusedConv2D(call.shape(0), call.shape(1), call.shape(2), p));
+    call.Output(0, p->OutputShape());
+    return Status::Ok();
+  }
+  template <typename T>
+  void Cpu(const Params& p, const TfCall& call, const Parallel& parallel) const {
+    FusedConv2DBiasLeakyRelu<T>(p, call.in<T>(0), call.in<T>(1), call.in<T>(2), call.out<T>(0),
+                                parallel);
+  }
+  Status Gpu(DType, const Params&, const TfCall&, void*) const {
+    return Status::Internal("FusedConv2DBiasLeakyRelu has no GPU kernel");
+  }
+};
+
+OPFORGE_REGISTER_KERNELS(Name("Opforge>FusedConv2DBiasLeakyRelu"), FusedConv2DOp,
+                         OPFORGE_FLOAT_TYPES, OPFORGE_NO_TYPES)
+
+}  // namespace
+}  // namespace opforge

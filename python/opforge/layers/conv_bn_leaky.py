@@ -1,0 +1,158 @@
+"""`opforge.layers.ConvBNLeaky`: a Darknet block (Conv2D without bias -> BatchNormalization ->
+LeakyReLU) as one layer with the same variables, on opforge's fused ops."""
+from __future__ import annotations
+
+from typing import Any, Dict
+
+import keras
+import tensorflow as tf
+
+from opforge.ops.fused_batch_norm_leaky_relu import fused_batch_norm_leaky_relu
+from opforge.ops.fused_conv2d_bias_leaky_relu import fused_conv2d_bias_leaky_relu
+
+__all__ = ["ConvBNLeaky"]
+
+
+def _pair(name: str, value) -> tuple:
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = (value, value)
+    try:
+        pair = tuple(int(v) for v in value)
+    except (TypeError, ValueError):
+        pair = ()
+    if len(pair) != 2 or any(v < 1 for v in pair) or any(isinstance(v, bool) for v in value):
+        raise ValueError(f"opforge.layers.ConvBNLeaky: {name} must be a positive int or two, got {value!r}")
+    return pair
+
+
+def _gpu_present() -> bool:
+    return bool(tf.config.list_logical_devices("GPU"))
+
+
+@keras.saving.register_keras_serializable(package="opforge")
+class ConvBNLeaky(keras.layers.Layer):
+    """`Conv2D(filters, kernel_size, strides, padding, use_bias=False)` ->
+    `BatchNormalization(momentum, epsilon)` -> `LeakyReLU(alpha)` in one layer.
+
+    The variables are those of the unfused chain, in its order and with its shapes (kernel
+    [kh, kw, C_in, filters], gamma, beta, moving_mean, moving_variance), so `get_weights()` /
+    `set_weights()` move weights between this layer and a Conv2D + BatchNormalization pair.
+
+    - training=True: TensorFlow's convolution, then `opforge.ops.fused_batch_norm_leaky_relu`
+      (batch statistics, normalisation and activation in two passes, gradient in two more); the
+      moving statistics update as Keras's BatchNormalization updates them
+      (`moving = moving * momentum + batch * (1 - momentum)`, the biased batch variance).
+    - otherwise: the batch norm folded into the kernel and a bias
+      (`W' = W * gamma / sqrt(var + eps)`, `b' = beta - mean * gamma / sqrt(var + eps)`) and
+      `opforge.ops.fused_conv2d_bias_leaky_relu` (bias and activation applied while each output
+      tile is in cache). On a machine with a GPU, TensorFlow's conv2d + bias_add + leaky_relu.
+
+    Args as Conv2D / BatchNormalization / LeakyReLU: filters, kernel_size, strides=1,
+    padding ("same" or "valid"), alpha (LeakyReLU's negative slope, >= 0; YOLO uses 0.1),
+    momentum, epsilon, dilation_rate, and the initializers and regularizer of the kernel and of
+    the batch norm's variables.
+    """
+
+    def __init__(self, filters: int, kernel_size, strides=1, padding: str = "same", alpha: float = 0.1,
+                 momentum: float = 0.99, epsilon: float = 1e-3, dilation_rate=1,
+                 kernel_initializer="glorot_uniform", kernel_regularizer=None, gamma_initializer="ones",
+                 beta_initializer="zeros", moving_mean_initializer="zeros", moving_variance_initializer="ones",
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if isinstance(filters, bool) or not isinstance(filters, int) or filters < 1:
+            raise ValueError(f"opforge.layers.ConvBNLeaky: filters must be a positive int, got {filters!r}")
+        if not isinstance(padding, str) or padding.lower() not in ("same", "valid"):
+            raise ValueError(f"opforge.layers.ConvBNLeaky: padding must be 'same' or 'valid', got {padding!r}")
+        for name, value, low in (("alpha", alpha, 0.0), ("epsilon", epsilon, 1e-12), ("momentum", momentum, 0.0)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= low:
+                raise ValueError(f"opforge.layers.ConvBNLeaky: {name} must be a number >= {low:g}, got {value!r}")
+        if momentum > 1:
+            raise ValueError(f"opforge.layers.ConvBNLeaky: momentum must be in [0, 1], got {momentum!r}")
+        self.filters = filters
+        self.kernel_size = _pair("kernel_size", kernel_size)
+        self.strides = _pair("strides", strides)
+        self.dilation_rate = _pair("dilation_rate", dilation_rate)
+        self.padding = padding.lower()
+        self.alpha = float(alpha)
+        self.momentum = float(momentum)
+        self.epsilon = float(epsilon)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
+        self.gamma_initializer = keras.initializers.get(gamma_initializer)
+        self.beta_initializer = keras.initializers.get(beta_initializer)
+        self.moving_mean_initializer = keras.initializers.get(moving_mean_initializer)
+        self.moving_variance_initializer = keras.initializers.get(moving_variance_initializer)
+        self.supports_jit = False
+
+    def build(self, input_shape):
+        channels = input_shape[-1]
+        if channels is None:
+            raise ValueError("opforge.layers.ConvBNLeaky: the input's channels (last axis) must be known")
+        self.kernel = self.add_weight(name="kernel", shape=(*self.kernel_size, channels, self.filters),
+                                      initializer=self.kernel_initializer, regularizer=self.kernel_regularizer)
+        # Batch norm variables in float32 (or float64) whatever the compute dtype, as Keras keeps them.
+        bn_dtype = "float64" if self.variable_dtype == "float64" else "float32"
+        self.gamma = self.add_weight(name="gamma", shape=(self.filters,), initializer=self.gamma_initializer,
+                                     dtype=bn_dtype)
+        self.beta = self.add_weight(name="beta", shape=(self.filters,), initializer=self.beta_initializer,
+                                    dtype=bn_dtype)
+        self.moving_mean = self.add_weight(name="moving_mean", shape=(self.filters,), trainable=False,
+                                           initializer=self.moving_mean_initializer, dtype=bn_dtype)
+        self.moving_variance = self.add_weight(name="moving_variance", shape=(self.filters,), trainable=False,
+                                               initializer=self.moving_variance_initializer, dtype=bn_dtype)
+
+    def _conv_args(self):
+        return dict(strides=[1, *self.strides, 1], padding=self.padding.upper(),
+                    dilations=[1, *self.dilation_rate, 1])
+
+    def call(self, inputs, training=None):
+        kernel = tf.cast(self.kernel, inputs.dtype)
+        if training:
+            z = tf.nn.conv2d(inputs, kernel, **self._conv_args())
+            y, mean, variance = fused_batch_norm_leaky_relu(z, self.gamma, self.beta, epsilon=self.epsilon,
+                                                            alpha=self.alpha)
+            m = tf.cast(self.momentum, mean.dtype)
+            self.moving_mean.assign(self.moving_mean * m + mean * (1.0 - m))
+            self.moving_variance.assign(self.moving_variance * m + variance * (1.0 - m))
+            return y
+        weights, bias = self.folded_weights()
+        weights, bias = tf.cast(weights, inputs.dtype), tf.cast(bias, inputs.dtype)
+        if _gpu_present():
+            z = tf.nn.bias_add(tf.nn.conv2d(inputs, weights, **self._conv_args()), bias)
+            return tf.nn.leaky_relu(z, self.alpha)
+        args = self._conv_args()
+        return fused_conv2d_bias_leaky_relu(inputs, weights, bias, args["strides"], args["padding"],
+                                            alpha=self.alpha, dilations=args["dilations"])
+
+    def folded_weights(self):
+        """The kernel and bias with the inference-mode batch norm folded in (in the variables'
+        dtype): `W * gamma / sqrt(var + eps)`, `beta - mean * gamma / sqrt(var + eps)`."""
+        dtype = self.gamma.dtype
+        scale = self.gamma * tf.math.rsqrt(self.moving_variance + tf.cast(self.epsilon, dtype))
+        weights = tf.cast(self.kernel, dtype) * scale
+        return weights, self.beta - self.moving_mean * scale
+
+    def compute_output_shape(self, input_shape):
+        def size(n, k, s, d):
+            if n is None:
+                return None
+            eff = (k - 1) * d + 1
+            return (n + s - 1) // s if self.padding == "same" else max((n - eff) // s + 1, 0)
+
+        b, h, w, _ = input_shape
+        return (b, size(h, self.kernel_size[0], self.strides[0], self.dilation_rate[0]),
+                size(w, self.kernel_size[1], self.strides[1], self.dilation_rate[1]), self.filters)
+
+    def get_config(self) -> Dict[str, Any]:
+        config = super().get_config()
+        config.update(
+            filters=self.filters, kernel_size=list(self.kernel_size), strides=list(self.strides),
+            padding=self.padding, alpha=self.alpha, momentum=self.momentum, epsilon=self.epsilon,
+            dilation_rate=list(self.dilation_rate),
+            kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+            kernel_regularizer=keras.regularizers.serialize(self.kernel_regularizer),
+            gamma_initializer=keras.initializers.serialize(self.gamma_initializer),
+            beta_initializer=keras.initializers.serialize(self.beta_initializer),
+            moving_mean_initializer=keras.initializers.serialize(self.moving_mean_initializer),
+            moving_variance_initializer=keras.initializers.serialize(self.moving_variance_initializer))
+        return config

@@ -1,0 +1,180 @@
+"""The fused Darknet block: fused_conv2d_bias_leaky_relu and fused_batch_norm_leaky_relu against
+TensorFlow's and Keras's unfused compositions, ConvBNLeaky against Conv2D + BatchNormalization +
+LeakyReLU (same variables, training statistics, moving averages, inference), fold_batch_norm on
+a trained small model and on YOLO-tiny, saving and loading. The generic op checks (references
+over dtypes, float64 numerical gradients, bad inputs in a child process, determinism) come from
+the ops' specs in tests/test_specs.py."""
+import numpy as np
+import pytest
+import tensorflow as tf
+import keras
+
+import opforge
+from opforge.fuse import find_conv_bn_leaky_chains, fold_batch_norm
+from opforge.layers import ConvBNLeaky
+
+
+def unfused_block(filters, k, strides=1, padding="same", alpha=0.1, name="b"):
+    return [keras.layers.Conv2D(filters, k, strides=strides, padding=padding, use_bias=False, name=f"{name}_conv"),
+            keras.layers.BatchNormalization(name=f"{name}_bn"), keras.layers.LeakyReLU(alpha, name=f"{name}_leaky")]
+
+
+@pytest.mark.parametrize("strides,padding,k", [(1, "same", 3), (2, "valid", 3), (1, "valid", 1), (2, "same", 4)])
+@pytest.mark.parametrize("alpha", [0.1, 0.0])
+def test_fused_conv_matches_conv_bias_leaky(strides, padding, k, alpha):
+    rng = np.random.default_rng(k + strides)
+    x = tf.constant(rng.normal(size=(2, 13, 11, 6)), tf.float32)
+    w = tf.constant(rng.normal(size=(k, k, 6, 8)) * 0.3, tf.float32)
+    b = tf.constant(rng.normal(size=8), tf.float32)
+    ours = opforge.ops.fused_conv2d_bias_leaky_relu(x, w, b, strides, padding.upper(), alpha=alpha)
+    theirs = tf.nn.leaky_relu(tf.nn.bias_add(tf.nn.conv2d(x, w, strides, padding.upper()), b), alpha)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
+
+
+def test_fused_conv_gradients_match_tensorflow():
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.normal(size=(2, 9, 9, 4)), tf.float32)
+    w = tf.constant(rng.normal(size=(3, 3, 4, 5)) * 0.3, tf.float32)
+    b = tf.constant(rng.normal(size=5), tf.float32)
+    dy = tf.constant(rng.normal(size=(2, 5, 5, 5)), tf.float32)
+
+    def grads(fn):
+        with tf.GradientTape() as tape:
+            tape.watch([x, w, b])
+            y = fn()
+        return tape.gradient(y, [x, w, b], output_gradients=dy)
+
+    ours = grads(lambda: opforge.ops.fused_conv2d_bias_leaky_relu(x, w, b, 2, "SAME", alpha=0.1))
+    theirs = grads(lambda: tf.nn.leaky_relu(tf.nn.bias_add(tf.nn.conv2d(x, w, 2, "SAME"), b), 0.1))
+    for o, t in zip(ours, theirs):
+        np.testing.assert_allclose(o, t, rtol=1e-5, atol=1e-5)
+
+
+def test_fused_batch_norm_matches_keras_forward_and_gradients():
+    rng = np.random.default_rng(1)
+    x = tf.constant(rng.normal(0.5, 2.0, size=(4, 6, 6, 7)), tf.float32)
+    gamma = tf.constant(rng.uniform(0.5, 1.5, 7), tf.float32)
+    beta = tf.constant(rng.normal(size=7), tf.float32)
+    dy = tf.constant(rng.normal(size=x.shape), tf.float32)
+    bn = keras.layers.BatchNormalization()
+    bn.build(x.shape)
+    bn.gamma.assign(gamma)
+    bn.beta.assign(beta)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        theirs = tf.nn.leaky_relu(bn(x, training=True), 0.1)
+    t_grads = tape.gradient(theirs, [x, bn.gamma, bn.beta], output_gradients=dy)
+    with tf.GradientTape() as tape:
+        tape.watch([x, gamma, beta])
+        ours, mean, var = opforge.ops.fused_batch_norm_leaky_relu(x, gamma, beta, alpha=0.1)
+    o_grads = tape.gradient(ours, [x, gamma, beta], output_gradients=dy)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
+    m, v = tf.nn.moments(x, [0, 1, 2])
+    np.testing.assert_allclose(mean, m, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(var, v, rtol=1e-5)
+    for o, t in zip(o_grads, t_grads):
+        np.testing.assert_allclose(o, t, rtol=1e-4, atol=1e-4)
+
+
+def small_unfused_model():
+    inputs = keras.Input((16, 16, 3))
+    x = inputs
+    for i, (f, k, s, p) in enumerate([(8, 3, 1, "same"), (16, 3, 2, "valid"), (8, 1, 1, "same")]):
+        for layer in unfused_block(f, k, s, p, name=f"b{i}"):
+            x = layer(x)
+    skip = x
+    x = keras.layers.Conv2D(8, 3, padding="same", use_bias=False)(x)
+    x = keras.layers.BatchNormalization()(x)
+    x = opforge.layers.LeakyReLU(0.2)(x)
+    x = keras.layers.Add()([x, skip])
+    outputs = keras.layers.Conv2D(4, 1)(x)  # a head: conv with bias, no batch norm
+    return keras.Model(inputs, outputs)
+
+
+def test_conv_bn_leaky_layer_equals_unfused_chain_in_training_and_inference():
+    rng = np.random.default_rng(2)
+    x = tf.constant(rng.normal(size=(4, 10, 10, 3)), tf.float32)
+    fused = ConvBNLeaky(6, 3, strides=2, padding="same", alpha=0.1, momentum=0.9)
+    chain = unfused_block(6, 3, 2, "same")
+    chain[1].momentum = 0.9
+    y = x
+    for layer in chain:
+        y = layer(y, training=False) if isinstance(layer, keras.layers.BatchNormalization) else layer(y)
+    fused(x)
+    assert [w.shape for w in fused.get_weights()] == [w.shape for layer in chain for w in layer.get_weights()]
+    weights = [w for layer in chain for w in layer.get_weights()]
+    weights[3] = rng.normal(size=6).astype(np.float32)  # moving mean
+    weights[4] = rng.uniform(0.5, 2.0, 6).astype(np.float32)  # moving variance
+    chain[0].set_weights(weights[:1])
+    chain[1].set_weights(weights[1:])
+    fused.set_weights(weights)
+
+    def run_chain(training):
+        y = x
+        for layer in chain:
+            y = layer(y, training=training) if isinstance(layer, keras.layers.BatchNormalization) else layer(y)
+        return y
+
+    np.testing.assert_allclose(fused(x, training=False), run_chain(False), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(fused(x, training=True), run_chain(True), rtol=1e-5, atol=1e-5)
+    # One training call each: the moving statistics moved the same way.
+    np.testing.assert_allclose(fused.moving_mean, chain[1].moving_mean, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(fused.moving_variance, chain[1].moving_variance, rtol=1e-5, atol=1e-6)
+
+
+def test_fold_batch_norm_on_a_trained_small_model_and_round_trips(tmp_path):
+    keras.utils.set_random_seed(3)
+    model = small_unfused_model()
+    x = np.random.default_rng(4).normal(size=(32, 16, 16, 3)).astype(np.float32)
+    y = np.random.default_rng(5).normal(size=(32, 8, 8, 4)).astype(np.float32)
+    model.compile("adam", "mse")
+    model.fit(x, y, epochs=2, batch_size=8, verbose=0)  # moving statistics away from 0 / 1
+    assert len(find_conv_bn_leaky_chains(model)) == 4
+    folded = fold_batch_norm(model)
+    assert sum(isinstance(layer, ConvBNLeaky) for layer in folded.layers) == 4
+    assert not any(isinstance(layer, keras.layers.BatchNormalization) for layer in folded.layers)
+    want = model.predict(x, verbose=0)
+    got = folded.predict(x, verbose=0)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+    path = tmp_path / "folded.keras"
+    folded.save(path)
+    np.testing.assert_array_equal(keras.models.load_model(path).predict(x, verbose=0), got)
+    folded.export(tmp_path / "saved", verbose=False)
+    reloaded = tf.saved_model.load(str(tmp_path / "saved"))
+    np.testing.assert_allclose(reloaded.serve(x).numpy(), got, rtol=1e-6, atol=1e-6)
+
+
+def test_fold_batch_norm_on_yolo_tiny_and_fused_builder():
+    import opforge.models as M
+
+    keras.utils.set_random_seed(6)
+    model = M.YoloV3Tiny(5, 64, upsample="nearest")
+    # Non-trivial statistics, as after training.
+    rng = np.random.default_rng(7)
+    for layer in model.layers:
+        if isinstance(layer, keras.layers.BatchNormalization):
+            layer.moving_mean.assign(rng.normal(0, 0.1, layer.moving_mean.shape))
+            layer.moving_variance.assign(rng.uniform(0.5, 1.5, layer.moving_variance.shape))
+    x = rng.uniform(size=(2, 64, 64, 3)).astype(np.float32)
+    folded = fold_batch_norm(model)
+    for a, b in zip(folded.predict(x, verbose=0), model.predict(x, verbose=0)):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4 * np.abs(b).max())
+    fused = M.YoloV3Tiny(5, 64, upsample="nearest", fused=True)
+    assert len(fused.weights) == len(model.weights)
+    fused.set_weights(model.get_weights())
+    for a, b in zip(fused(x, training=False), model(x, training=False)):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4 * np.abs(b).max())
+    for a, b in zip(fused(x, training=True), model(x, training=True)):
+        np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-3 * np.abs(b).max())
+
+
+def test_bad_layer_arguments():
+    for kwargs, fragment in ((dict(filters=0, kernel_size=3), "filters"), (dict(filters=4, kernel_size=0), "kernel_size"),
+                             (dict(filters=4, kernel_size=3, padding="full"), "padding"),
+                             (dict(filters=4, kernel_size=3, alpha=-1.0), "alpha")):
+        with pytest.raises(ValueError, match=fragment):
+            ConvBNLeaky(**kwargs)
+    import opforge.models as M
+
+    with pytest.raises(ValueError, match="fused"):
+        M.YoloV3Tiny(5, 64, ops="tf", fused=True)
