@@ -10,6 +10,7 @@ import tensorflow as tf
 import keras
 
 import opforge
+import opforge.fuse
 from opforge.fuse import find_conv_bn_leaky_chains, fold_batch_norm
 from opforge.layers import ConvBNLeaky
 
@@ -126,7 +127,7 @@ def test_fold_batch_norm_on_a_trained_small_model_and_round_trips(tmp_path):
     keras.utils.set_random_seed(3)
     model = small_unfused_model()
     x = np.random.default_rng(4).normal(size=(32, 16, 16, 3)).astype(np.float32)
-    y = np.random.default_rng(5).normal(size=(32, 8, 8, 4)).astype(np.float32)
+    y = np.random.default_rng(5).normal(size=(32, 7, 7, 4)).astype(np.float32)
     model.compile("adam", "mse")
     model.fit(x, y, epochs=2, batch_size=8, verbose=0)  # moving statistics away from 0 / 1
     assert len(find_conv_bn_leaky_chains(model)) == 4
@@ -161,11 +162,16 @@ def test_fold_batch_norm_on_yolo_tiny_and_fused_builder():
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4 * np.abs(b).max())
     fused = M.YoloV3Tiny(5, 64, upsample="nearest", fused=True)
     assert len(fused.weights) == len(model.weights)
-    fused.set_weights(model.get_weights())
+    opforge.fuse.transfer_weights(model, fused)
     for a, b in zip(fused(x, training=False), model(x, training=False)):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4 * np.abs(b).max())
     for a, b in zip(fused(x, training=True), model(x, training=True)):
         np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-3 * np.abs(b).max())
+    # And back: the unfused model takes the fused one's (trained) statistics.
+    back = M.YoloV3Tiny(5, 64, upsample="nearest")
+    opforge.fuse.transfer_weights(fused, back)
+    for a, b in zip(back(x, training=False), fused(x, training=False)):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4 * np.abs(b).max())
 
 
 def test_bad_layer_arguments():

@@ -16,7 +16,7 @@ from typing import Any
 from opforge._loader import LoadError, library_path, load_library
 
 __version__ = "0.1.0"
-__all__ = ["LoadError", "library_path", "load_library", "register_all", "ops", "layers"]
+__all__ = ["LoadError", "library_path", "load_library", "register_all", "ops", "layers", "fuse"]
 
 
 def register_all() -> ModuleType:
@@ -32,8 +32,9 @@ def register_all() -> ModuleType:
 
 
 def __getattr__(name: str) -> Any:
-    # `opforge.ops` and `opforge.layers` import TensorFlow; load them only when asked for.
-    if name in ("ops", "layers"):
+    # `opforge.ops`, `opforge.layers` and `opforge.fuse` import TensorFlow; load them only when
+    # asked for.
+    if name in ("ops", "layers", "fuse"):
         module = importlib.import_module(f"opforge.{name}")
         globals()[name] = module
         return module

@@ -7,7 +7,7 @@ from typing import Dict, List, Optional
 import keras
 import numpy as np
 
-__all__ = ["fold_batch_norm", "find_conv_bn_leaky_chains"]
+__all__ = ["fold_batch_norm", "find_conv_bn_leaky_chains", "transfer_weights"]
 
 
 def _leaky_slope(layer) -> Optional[float]:
@@ -129,3 +129,47 @@ def fold_batch_norm(model: keras.Model) -> keras.Model:
     inputs = [keras.Input(batch_shape=t.shape, dtype=t.dtype, name=t.name.split(":")[0]) for t in model.inputs]
     outputs = model._run_through_graph(inputs if len(inputs) > 1 else inputs[0], operation_fn=operation_fn)
     return keras.Model(inputs if len(inputs) > 1 else inputs[0], outputs, name=model.name)
+
+
+def _blocks(model) -> Dict[str, list]:
+    """Layer name -> its variables, with a Conv2D -> BatchNormalization -> LeakyReLU chain as one
+    entry under the convolution's name (kernel, gamma, beta, moving mean, moving variance, as a
+    ConvBNLeaky holds them)."""
+    from opforge.layers import ConvBNLeaky
+
+    out: Dict[str, list] = {}
+    in_chain = set()
+    if hasattr(model, "_nodes_by_depth"):
+        for conv, bn, _ in find_conv_bn_leaky_chains(model):
+            if not conv.use_bias and bn.scale and bn.center:
+                out[conv.name] = [conv.kernel, bn.gamma, bn.beta, bn.moving_mean, bn.moving_variance]
+                in_chain |= {id(conv), id(bn)}
+    for layer in model.layers:
+        if id(layer) in in_chain or not layer.weights:
+            continue
+        if isinstance(layer, ConvBNLeaky):
+            out[layer.name] = [layer.kernel, layer.gamma, layer.beta, layer.moving_mean, layer.moving_variance]
+        else:
+            out[layer.name] = list(layer.weights)
+    return out
+
+
+def transfer_weights(source: keras.Model, target: keras.Model) -> None:
+    """Copies the weights of `source` into `target` by layer name, where one model has
+    ConvBNLeaky layers and the other the unfused Conv2D -> BatchNormalization -> LeakyReLU chains
+    (a ConvBNLeaky takes the variables of the chain whose Conv2D has its name: YOLO's conv_k and
+    bn_k, or fold_batch_norm's copies). `set_weights(get_weights())` does not do this between the
+    two: a model's flat weight list follows its layer order, which differs where branches
+    interleave. Raises ValueError for a layer of `target` that `source` lacks or whose variable
+    shapes differ."""
+    src, dst = _blocks(source), _blocks(target)
+    for name, variables in dst.items():
+        if name not in src:
+            raise ValueError(f"opforge.fuse.transfer_weights: source has no layer (or block) named {name!r}")
+        values = src[name]
+        if [tuple(v.shape) for v in values] != [tuple(v.shape) for v in variables]:
+            raise ValueError(f"opforge.fuse.transfer_weights: {name!r} has variables of shapes "
+                             f"{[tuple(v.shape) for v in values]} in source, {[tuple(v.shape) for v in variables]} "
+                             "in target")
+        for v, value in zip(variables, values):
+            v.assign(value)
