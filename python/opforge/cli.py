@@ -54,7 +54,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     y_demo = yolo.add_parser("demo", help="train YOLO-tiny on the synthetic set (about 5 minutes on 2 cores)")
     y_demo.add_argument("--out", default="demo_out")
     y_demo.add_argument("--seconds", type=float, default=300.0)
-    yolo.add_parser("bench", help="training step and inference post-processing, opforge against TF built-ins")
+    y_bench = yolo.add_parser("bench", help="training step and inference post-processing, opforge against TF "
+                                            "built-ins; the fused Darknet block")
+    y_bench.add_argument("cases", nargs="*", help="train, train_full, post, infer (default), block, fused")
+    y_bench.add_argument("--repeats", type=int, default=10)
+    y_bench.add_argument("--size", type=int, action="append", help="input size (repeatable; default 416)")
     y_parity = yolo.add_parser("parity", help="ops='opforge' against ops='tf': first-step loss, gradients, 20 steps")
     y_parity.add_argument("--size", type=int, default=416)
     y_parity.add_argument("--dtype", choices=("float32", "float64"), default="float32",
@@ -109,7 +113,7 @@ def _yolo(args) -> int:
         if args.yolo_command == "bench":
             from opforge.models import bench
 
-            return bench.run()
+            return bench.run(repeats=args.repeats, sizes=args.size, cases=args.cases or None)
         if args.yolo_command == "parity":
             from opforge.models import parity
 

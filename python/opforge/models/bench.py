@@ -15,8 +15,15 @@ Rows:
     untrained head, whose objectness lets half the boxes through the prefilter.
   - infer: the whole tiny detector (model + post-processing), batch 1 and 8.
 
-`sizes`: the input sizes of the train and infer rows (default [416]; post-processing is always
-at 416). `cases`: any of "train", "train_full", "post", "infer" (default all).
+  - block: one Darknet block, fused (`opforge.layers.ConvBNLeaky`) against Keras 3's unfused
+    Conv2D + BatchNormalization + LeakyReLU, training step and inference; inference also against
+    the graph grappler fuses.
+  - fused: YOLO-v3-tiny training step with `fused=True` against the unfused model, and
+    `fold_batch_norm(YoloV3)` inference against the unfused YOLO-v3.
+
+`sizes`: the input sizes of the train, infer and fused rows (default [416]; post-processing is
+always at 416). `cases`: any of "train", "train_full", "post", "infer", "block", "fused"
+(default the first four).
 """
 from __future__ import annotations
 
@@ -216,10 +223,11 @@ def run(repeats: int = 10, json_out: bool = False, sizes: Optional[Sequence[int]
     from opforge.bench import machine
 
     sizes = list(sizes or [416])
+    known = {"train", "train_full", "post", "infer", "block", "fused"}
     cases = set(cases or ("train", "train_full", "post", "infer"))
-    unknown = cases - {"train", "train_full", "post", "infer"}
+    unknown = cases - known
     if unknown:
-        print(f"opforge yolo bench: unknown case(s) {sorted(unknown)}; known: train, train_full, post, infer")
+        print(f"opforge yolo bench: unknown case(s) {sorted(unknown)}; known: {', '.join(sorted(known))}")
         return 2
     if not json_out:
         print(f"machine: {machine()}", flush=True)
@@ -243,6 +251,119 @@ def run(repeats: int = 10, json_out: bool = False, sizes: Optional[Sequence[int]
     if "infer" in cases:
         for size in sizes:
             emit(infer_rows(size, repeats))
+    if "block" in cases:
+        emit(block_rows(repeats))
+    if "fused" in cases:
+        for size in sizes:
+            emit(fused_model_rows(size, repeats))
     if json_out:
         print(json.dumps({"machine": machine(), "rows": rows}, indent=2))
     return 0
+
+
+# --- the fused Darknet block (issue: fused Conv + BatchNorm + LeakyReLU) ---------------------------
+
+BLOCK_SHAPES = (((8, 104, 104, 128), 3, 256), ((8, 52, 52, 256), 1, 128))
+
+
+def _block_layers(filters: int, k: int):
+    import keras
+
+    return [keras.layers.Conv2D(filters, k, padding="same", use_bias=False), keras.layers.BatchNormalization(),
+            keras.layers.LeakyReLU(0.1)]
+
+
+def block_rows(repeats: int) -> List[Row]:
+    """One Darknet block, fused (opforge.layers.ConvBNLeaky) against the unfused Keras 3 block
+    (Conv2D + BatchNormalization + LeakyReLU): a training step's forward + gradient (input and
+    variables), and inference; inference also against the graph grappler fuses (raw conv2d +
+    fused_batch_norm + leaky_relu)."""
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from opforge.layers import ConvBNLeaky
+
+    rows: List[Row] = []
+    for shape, k, filters in BLOCK_SHAPES:
+        x = tf.random.normal(shape)
+        chain = _block_layers(filters, k)
+        fused = ConvBNLeaky(filters, k, alpha=0.1)
+        y = x
+        for layer in chain:
+            y = layer(y)
+        fused(x)
+        weights = [w for layer in chain for w in layer.get_weights()]
+        weights[3] = np.random.default_rng(0).normal(0, 0.1, filters).astype(np.float32)
+        weights[4] = np.random.default_rng(1).uniform(0.5, 1.5, filters).astype(np.float32)
+        chain[0].set_weights(weights[:1])
+        chain[1].set_weights(weights[1:])
+        fused.set_weights(weights)
+        dy = tf.random.normal(fused.compute_output_shape(shape))
+
+        def unfused_call(training):
+            y = x
+            for layer in chain:
+                y = layer(y, training=training) if isinstance(layer, keras.layers.BatchNormalization) else layer(y)
+            return y
+
+        def train(fn, variables):
+            @tf.function
+            def step():
+                with tf.GradientTape() as tape:
+                    tape.watch(x)
+                    y = fn()
+                return tape.gradient(y, [x] + variables, output_gradients=dy)
+            return step
+
+        unfused_vars = chain[0].trainable_variables + chain[1].trainable_variables
+        label = f"{list(shape)} -> {k}x{k}x{filters}"
+        rows.append(_row(f"block train step {label}", _timed(
+            {"opforge": train(lambda: fused(x, training=True), fused.trainable_variables),
+             "tf": train(lambda: unfused_call(True), unfused_vars)}, repeats), "vs Keras 3 unfused"))
+        ours_inf = tf.function(lambda: fused(x, training=False))
+        keras_inf = tf.function(lambda: unfused_call(False))
+        bn = chain[1]
+
+        @tf.function
+        def grappler_inf():
+            z = tf.nn.conv2d(x, chain[0].kernel, 1, "SAME")
+            z, _, _ = tf.compat.v1.nn.fused_batch_norm(z, bn.gamma, bn.beta, bn.moving_mean, bn.moving_variance,
+                                                       epsilon=bn.epsilon, is_training=False)
+            return tf.nn.leaky_relu(z, 0.1)
+
+        med = _timed({"opforge": ours_inf, "tf": keras_inf, "grappler": grappler_inf}, repeats)
+        rows.append(_row(f"block inference {label}", {"opforge": med["opforge"], "tf": med["tf"]},
+                         "vs Keras 3 unfused"))
+        rows.append(_row(f"block inference {label}", {"opforge": med["opforge"], "tf": med["grappler"]},
+                         "vs conv2d + fused_batch_norm + leaky_relu (grappler-fused)"))
+    return rows
+
+
+def fused_model_rows(size: int, repeats: int) -> List[Row]:
+    """YOLO-v3-tiny training step (batch 8) and YOLO-v3 inference (batch 1 and 8), fused=True
+    against the unfused opforge model, the same weights."""
+    import tensorflow as tf
+
+    import opforge.fuse
+    import opforge.models as M
+
+    rows: List[Row] = []
+    unfused = M.YoloV3Tiny(NUM_CLASSES, size)
+    fused = M.YoloV3Tiny(NUM_CLASSES, size, fused=True)
+    opforge.fuse.transfer_weights(unfused, fused)
+    x, y, anchors, masks = synthetic_batch(unfused, size, TRAIN_BATCH, NUM_CLASSES)
+    steps = {name: _train_step(m, M.YoloLoss(anchors, masks, NUM_CLASSES)) for name, m in
+             (("opforge", fused), ("tf", unfused))}
+    rows.append(_row(f"fused YoloV3Tiny train step {size} B={TRAIN_BATCH}", _timed(
+        {k: (lambda s=s: s(x, y)) for k, s in steps.items()}, repeats, warmup=2), "vs unfused opforge model"))
+    full = M.YoloV3(NUM_CLASSES, size)
+    full_fused = opforge.fuse.fold_batch_norm(full)
+    for batch in (1, 8):
+        xb = tf.random.uniform((batch, size, size, 3), seed=batch)
+        ours = tf.function(lambda v: full_fused(v, training=False))
+        theirs = tf.function(lambda v: full(v, training=False))
+        rows.append(_row(f"fold_batch_norm(YoloV3) inference {size} B={batch}", _timed(
+            {"opforge": lambda: ours(xb), "tf": lambda: theirs(xb)}, min(repeats, 5), warmup=1),
+            "vs the unfused model"))
+    return rows

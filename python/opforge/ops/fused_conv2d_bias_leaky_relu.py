@@ -138,6 +138,26 @@ def _speed(x_shape, k, co, stride, label):
     return SpeedCase(setup, max_repeats=15)
 
 
+def _matmul_speed():
+    """The convolution core's matrix product against TensorFlow's matmul: a 1x1 convolution of
+    [1, 64, 64, K] to N channels is the product [4096, K] x [K, N] (plus a bias and an identity
+    activation, alpha = 1), against tf.linalg.matmul of the same operands."""
+    def setup(size):
+        if size is not None:
+            return None
+        k = n = 1024
+        x = tf.random.normal((1, 64, 64, k))
+        w = tf.random.normal((1, 1, k, n)) * 0.03
+        b = tf.zeros((n,))
+        a2, w2 = tf.reshape(x, (4096, k)), tf.reshape(w, (k, n))
+        ours = tf.function(lambda: fused_conv2d_bias_leaky_relu(x, w, b, 1, "VALID", alpha=1.0))
+        theirs = tf.function(lambda: tf.linalg.matmul(a2, w2))
+        return SpeedRun(f"GEMM [4096, {k}] x [{k}, {n}] as a 1x1 convolution (8.6 GFLOP) "
+                        "(rival: tf.linalg.matmul)", {"opforge": ours, "tf": theirs})
+
+    return SpeedCase(setup, max_repeats=20)
+
+
 _CALL = "opforge.ops.fused_conv2d_bias_leaky_relu"
 
 
@@ -169,7 +189,7 @@ SPECS = (
         ),
         gradient_tolerance=1e-6,
         determinism_case=_case("yolo-sized", (2, 26, 26, 32), (3, 3, 32, 64), 1, "SAME", seed=27),
-        speed=(_speed((8, 52, 52, 128), 3, 256, 1, "Darknet 3x3"), _speed((8, 52, 52, 256), 1, 128, 1, "Darknet 1x1"),
+        speed=(_speed((8, 52, 52, 128), 3, 256, 1, "Darknet 3x3"), _matmul_speed(), _speed((8, 52, 52, 256), 1, 128, 1, "Darknet 1x1"),
                _speed((8, 104, 104, 64), 3, 128, 2, "Darknet 3x3 stride 2")),
         bad_inputs={
             "input rank": _bad("tf.ones([2, 5, 5]), tf.ones([3, 3, 5, 2]), tf.ones([2]), 1, 'SAME'",
