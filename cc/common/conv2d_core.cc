@@ -66,22 +66,23 @@ void Conv2DForward(const Conv2DGeometry& g, const C* in, const C* filter, C* out
   }
   const auto& gemm = gemm::BestGemm<C>();
   const bool pointwise = IsPointwise(g);
-  parallel.For(g.batch * tiles, static_cast<double>(std::min(pixels, kConvTileRows) * k * g.out_c),
-               [&](int64_t begin, int64_t end) {
-                 Scratch<C> col(pointwise ? 0 : static_cast<size_t>(std::min(pixels, kConvTileRows) * k));
-                 for (int64_t u = begin; u < end; ++u) {
-                   const int64_t b = u / tiles, t0 = (u % tiles) * kConvTileRows;
-                   const int64_t rows = std::min(kConvTileRows, pixels - t0);
-                   const C* a = in + (b * pixels + t0) * g.in_c;
-                   if (!pointwise) {
-                     Im2Col(g, in, b, t0, rows, col.data());
-                     a = col.data();
-                   }
-                   C* o = out + (b * pixels + t0) * g.out_c;
-                   gemm.a_b(a, filter, o, rows, k, g.out_c);
-                   if (epilogue != nullptr) (*epilogue)(o, rows, b * pixels + t0);
-                 }
-               });
+  parallel.For(
+      g.batch * tiles, static_cast<double>(std::min(pixels, kConvTileRows) * k * g.out_c),
+      [&](int64_t begin, int64_t end) {
+        Scratch<C> col(pointwise ? 0 : static_cast<size_t>(std::min(pixels, kConvTileRows) * k));
+        for (int64_t u = begin; u < end; ++u) {
+          const int64_t b = u / tiles, t0 = (u % tiles) * kConvTileRows;
+          const int64_t rows = std::min(kConvTileRows, pixels - t0);
+          const C* a = in + (b * pixels + t0) * g.in_c;
+          if (!pointwise) {
+            Im2Col(g, in, b, t0, rows, col.data());
+            a = col.data();
+          }
+          C* o = out + (b * pixels + t0) * g.out_c;
+          gemm.a_b(a, filter, o, rows, k, g.out_c);
+          if (epilogue != nullptr) (*epilogue)(o, rows, b * pixels + t0);
+        }
+      });
 }
 
 template void Conv2DForward<float>(const Conv2DGeometry&, const float*, const float*, float*,

@@ -41,7 +41,8 @@ template <typename C>
 using Epilogue = std::function<void(C* rows, int64_t count, int64_t first_pixel)>;
 
 // out[b, oh, ow, co] = sum over (kh, kw, ci) of
-//   in[b, oh * stride_h - pad_top + kh * dilation_h, ow * stride_w - pad_left + kw * dilation_w, ci]
+//   in[b, oh * stride_h - pad_top + kh * dilation_h, ow * stride_w - pad_left + kw * dilation_w,
+//   ci]
 //   * filter[kh, kw, ci, co], positions outside the input contributing 0;
 // then epilogue(tile) when given. in [batch, in_h, in_w, in_c], filter [filter_h, filter_w, in_c,
 // out_c], out [batch, out_h, out_w, out_c], all contiguous.

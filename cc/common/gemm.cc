@@ -7,7 +7,6 @@
 
 namespace opforge {
 
-
 namespace gemm {
 namespace default_build {
 #include "common/gemm.inc"

@@ -12,10 +12,10 @@
 #include <utility>
 #include <vector>
 
-#include "ops/conv2d_transpose/conv2d_transpose.h"
 #include "common/conv2d_core.h"
 #include "common/gemm.h"
 #include "common/scratch.h"
+#include "ops/conv2d_transpose/conv2d_transpose.h"
 
 namespace opforge {
 

@@ -1,14 +1,14 @@
 // FusedBatchNormLeakyRelu and its gradient on the CPU: per-channel sums over fixed chunks of rows
 // in double (the chunks' partial sums are added in chunk order, so any thread count gives the
 // same bits), then one element-wise pass.
-#include "ops/fused_batch_norm_leaky_relu/fused_batch_norm_leaky_relu.h"
-
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
 #include <type_traits>
+
+#include "ops/fused_batch_norm_leaky_relu/fused_batch_norm_leaky_relu.h"
 
 namespace opforge {
 
@@ -48,8 +48,7 @@ void ScaleShift(const BatchNormLeakyParams& p, const C* gamma, const C* beta, co
 }
 
 // Adds chunk partial sums [chunks, width] into out[width] in chunk order.
-void ReduceChunks(const std::vector<double>& partial, int64_t chunks, int64_t width,
-                  double* out) {
+void ReduceChunks(const std::vector<double>& partial, int64_t chunks, int64_t width, double* out) {
   std::fill(out, out + width, 0.0);
   for (int64_t k = 0; k < chunks; ++k) {
     const double* src = partial.data() + k * width;
@@ -85,11 +84,13 @@ Status ValidateBatchNormLeaky(const std::vector<int64_t>& x, const std::vector<i
   const int64_t c = x.back();
   const std::vector<int64_t> channels{c};
   if (gamma != channels) {
-    return InvalidArgument(kOp, "scale", "[" + std::to_string(c) + "] (the channels of x, its last axis)",
+    return InvalidArgument(kOp, "scale",
+                           "[" + std::to_string(c) + "] (the channels of x, its last axis)",
                            ShapeString(gamma));
   }
   if (beta != channels) {
-    return InvalidArgument(kOp, "offset", "[" + std::to_string(c) + "] (the channels of x, its last axis)",
+    return InvalidArgument(kOp, "offset",
+                           "[" + std::to_string(c) + "] (the channels of x, its last axis)",
                            ShapeString(beta));
   }
   int64_t rows = 1;
@@ -135,7 +136,8 @@ void BatchNormLeakyForward(const BatchNormLeakyParams& p, const T* x, const BnPa
   const int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
   std::vector<double> pivot(static_cast<size_t>(ch), 0.0);
   if (rows > 0) {
-    for (int64_t c = 0; c < ch; ++c) pivot[static_cast<size_t>(c)] = static_cast<double>(Load(x[c]));
+    for (int64_t c = 0; c < ch; ++c)
+      pivot[static_cast<size_t>(c)] = static_cast<double>(Load(x[c]));
   }
   std::vector<double> partial(static_cast<size_t>(chunks * 2 * ch));
   parallel.For(chunks, static_cast<double>(kChunkRows * ch) * 2, [&](int64_t begin, int64_t end) {
@@ -253,13 +255,13 @@ void BatchNormLeakyBackward(const BatchNormLeakyParams& p, const T* dy, const T*
 }
 
 #define OPFORGE_INSTANTIATE_BN_(T, ...)                                                      \
-  template void BatchNormLeakyForward<T>(const BatchNormLeakyParams&, const T*,             \
-                                         const BnParamType<T>*, const BnParamType<T>*, T*,  \
+  template void BatchNormLeakyForward<T>(const BatchNormLeakyParams&, const T*,              \
+                                         const BnParamType<T>*, const BnParamType<T>*, T*,   \
                                          BnParamType<T>*, BnParamType<T>*, const Parallel&); \
-  template void BatchNormLeakyBackward<T>(                                                   \
-      const BatchNormLeakyParams&, const T*, const T*, const BnParamType<T>*,                \
-      const BnParamType<T>*, const BnParamType<T>*, const BnParamType<T>*, T*,               \
-      BnParamType<T>*, BnParamType<T>*, const Parallel&);
+  template void BatchNormLeakyBackward<T>(const BatchNormLeakyParams&, const T*, const T*,   \
+                                          const BnParamType<T>*, const BnParamType<T>*,      \
+                                          const BnParamType<T>*, const BnParamType<T>*, T*,  \
+                                          BnParamType<T>*, BnParamType<T>*, const Parallel&);
 OPFORGE_FLOAT_TYPES(OPFORGE_INSTANTIATE_BN_)
 #undef OPFORGE_INSTANTIATE_BN_
 

@@ -25,8 +25,9 @@ struct Ref {
   std::vector<double> y, mean, var, dx, dgamma, dbeta;
 };
 
-Ref Reference(int64_t rows, int64_t ch, const std::vector<double>& x, const std::vector<double>& gamma,
-              const std::vector<double>& beta, const std::vector<double>& dy, double eps, double alpha) {
+Ref Reference(int64_t rows, int64_t ch, const std::vector<double>& x,
+              const std::vector<double>& gamma, const std::vector<double>& beta,
+              const std::vector<double>& dy, double eps, double alpha) {
   Ref r;
   r.mean.assign(ch, 0.0);
   r.var.assign(ch, 0.0);
@@ -71,7 +72,8 @@ std::vector<double> Normal(size_t n, unsigned seed, double mean, double sd) {
 }
 
 template <typename T>
-void Check(int64_t rows, int64_t ch, double mean, double sd, float alpha, double tol, unsigned seed) {
+void Check(int64_t rows, int64_t ch, double mean, double sd, float alpha, double tol,
+           unsigned seed) {
   using U = BnParamType<T>;
   auto x = Normal(rows * ch, seed, mean, sd);
   for (auto& v : x) v = static_cast<double>(static_cast<T>(v));
@@ -81,7 +83,7 @@ void Check(int64_t rows, int64_t ch, double mean, double sd, float alpha, double
   for (auto& v : dy) v = static_cast<double>(static_cast<T>(v));
   for (auto* v : {&gamma, &beta})
     for (auto& e : *v) e = static_cast<double>(static_cast<U>(e));
-  const double eps = 1e-3;
+  const double eps = static_cast<double>(1e-3f);  // the attr is a float
   const Ref ref = Reference(rows, ch, x, gamma, beta, dy, eps, alpha);
   BatchNormLeakyParams p;
   p.alpha = alpha;
@@ -90,8 +92,8 @@ void Check(int64_t rows, int64_t ch, double mean, double sd, float alpha, double
   std::vector<T> xt, dyt, y(x.size()), dx(x.size());
   for (double v : x) xt.push_back(static_cast<T>(v));
   for (double v : dy) dyt.push_back(static_cast<T>(v));
-  std::vector<U> g(gamma.begin(), gamma.end()), b(beta.begin(), beta.end()), m(ch), var(ch),
-      dg(ch), db(ch);
+  std::vector<U> g(gamma.begin(), gamma.end()), b(beta.begin(), beta.end()), m(ch), var(ch), dg(ch),
+      db(ch);
   const ThreadParallel two(2);
   BatchNormLeakyForward<T>(p, xt.data(), g.data(), b.data(), y.data(), m.data(), var.data(), two);
   BatchNormLeakyBackward<T>(p, dyt.data(), xt.data(), g.data(), b.data(), m.data(), var.data(),
@@ -111,8 +113,8 @@ void Check(int64_t rows, int64_t ch, double mean, double sd, float alpha, double
 TEST(FusedBatchNormLeakyTest, AgainstReference) {
   Check<double>(300, 5, 0.0, 1.0, 0.1f, 1e-12, 1);
   Check<float>(300, 5, 0.0, 1.0, 0.1f, 2e-5, 2);
-  Check<float>(1, 7, 0.0, 1.0, 0.3f, 2e-5, 3);          // one row: variance 0
-  Check<float>(700, 3, 100.0, 0.01, 0.0f, 5e-3, 4);     // large mean, small spread
+  Check<float>(1, 7, 0.0, 1.0, 0.3f, 2e-5, 3);       // one row: variance 0
+  Check<float>(700, 3, 100.0, 0.01, 0.0f, 5e-3, 4);  // large mean, small spread
   Check<Eigen::half>(200, 4, 0.0, 1.0, 0.1f, 4e-3, 5);
   Check<Eigen::bfloat16>(200, 4, 0.0, 1.0, 0.1f, 3e-2, 6);
 }
@@ -167,7 +169,8 @@ TEST(FusedBatchNormLeakyTest, SameBitsForEveryThreadCount) {
   OPFORGE_ASSERT_OK(ValidateBatchNormLeaky({rows, ch}, {ch}, {ch}, &p));
   auto run = [&](const Parallel& par) {
     std::vector<float> y(x.size()), m(ch), v(ch), dx(x.size()), dg(ch), db(ch);
-    BatchNormLeakyForward<float>(p, x.data(), g.data(), b.data(), y.data(), m.data(), v.data(), par);
+    BatchNormLeakyForward<float>(p, x.data(), g.data(), b.data(), y.data(), m.data(), v.data(),
+                                 par);
     BatchNormLeakyBackward<float>(p, dy.data(), x.data(), g.data(), b.data(), m.data(), v.data(),
                                   dx.data(), dg.data(), db.data(), par);
     y.insert(y.end(), dx.begin(), dx.end());
@@ -192,16 +195,20 @@ TEST(FusedBatchNormLeakyTest, EmptyRowsGiveNanStatistics) {
 
 TEST(FusedBatchNormLeakyTest, Validation) {
   BatchNormLeakyParams p;
-  EXPECT_TRUE(Contains(ValidateBatchNormLeaky({}, {1}, {1}, &p).message(), "x must be at least 1-D"));
+  EXPECT_TRUE(
+      Contains(ValidateBatchNormLeaky({}, {1}, {1}, &p).message(), "x must be at least 1-D"));
   EXPECT_TRUE(Contains(ValidateBatchNormLeaky({2, 3}, {2}, {3}, &p).message(),
                        "FusedBatchNormLeakyRelu: scale must be [3]"));
-  EXPECT_TRUE(Contains(ValidateBatchNormLeaky({2, 3}, {3}, {3, 1}, &p).message(), "offset must be [3]"));
-  EXPECT_TRUE(Contains(ValidateBatchNormLeakyGrad({2, 4}, {2, 3}, {3}, {3}, {3}, {3}, &p).message(),
-                       "FusedBatchNormLeakyReluGrad: grad must be the shape of x, [2, 3], got [2, 4]"));
+  EXPECT_TRUE(
+      Contains(ValidateBatchNormLeaky({2, 3}, {3}, {3, 1}, &p).message(), "offset must be [3]"));
+  EXPECT_TRUE(
+      Contains(ValidateBatchNormLeakyGrad({2, 4}, {2, 3}, {3}, {3}, {3}, {3}, &p).message(),
+               "FusedBatchNormLeakyReluGrad: grad must be the shape of x, [2, 3], got [2, 4]"));
   EXPECT_TRUE(Contains(ValidateBatchNormLeakyGrad({2, 3}, {2, 3}, {3}, {3}, {2}, {3}, &p).message(),
                        "batch_mean must be the shape of scale"));
   p.epsilon = 0.0f;
-  EXPECT_TRUE(Contains(ValidateBatchNormLeaky({2, 3}, {3}, {3}, &p).message(), "epsilon must be finite and > 0"));
+  EXPECT_TRUE(Contains(ValidateBatchNormLeaky({2, 3}, {3}, {3}, &p).message(),
+                       "epsilon must be finite and > 0"));
 }
 
 }  // namespace

@@ -65,9 +65,9 @@ absl::Status ForwardShape(InferenceContext* c) {
 
 absl::Status GradShape(InferenceContext* c) {
   DimensionHandle channels;
-  TF_RETURN_IF_ERROR(Channels(
-      c, "FusedBatchNormLeakyReluGrad", 1,
-      {{2, "scale"}, {3, "offset"}, {4, "batch_mean"}, {5, "batch_variance"}}, &channels));
+  TF_RETURN_IF_ERROR(
+      Channels(c, "FusedBatchNormLeakyReluGrad", 1,
+               {{2, "scale"}, {3, "offset"}, {4, "batch_mean"}, {5, "batch_variance"}}, &channels));
   ShapeHandle dx;
   if (!c->Merge(c->input(0), c->input(1), &dx).ok()) {
     return ToTfStatus(InvalidArgument("FusedBatchNormLeakyReluGrad", "grad", "the shape of x",
@@ -93,8 +93,9 @@ REGISTER_OP("Opforge>FusedBatchNormLeakyRelu")
     .Attr("epsilon: float = 0.001")
     .Attr("alpha: float = 0.2")
     .SetShapeFn(ForwardShape)
-    .Doc("Keras BatchNormalization in training mode (batch statistics) then leaky_relu, in two "
-         "passes over x; channels last.");
+    .Doc(
+        "Keras BatchNormalization in training mode (batch statistics) then leaky_relu, in two "
+        "passes over x; channels last.");
 
 REGISTER_OP("Opforge>FusedBatchNormLeakyReluGrad")
     .Input("grad: T")
@@ -152,9 +153,9 @@ struct BatchNormLeakyGradOp {
   }
   Status Validate(TfCall& call, Params* p) const {
     *p = attrs;
-    OPFORGE_RETURN_IF_ERROR(ValidateBatchNormLeakyGrad(call.shape(0), call.shape(1),
-                                                       call.shape(2), call.shape(3),
-                                                       call.shape(4), call.shape(5), p));
+    OPFORGE_RETURN_IF_ERROR(ValidateBatchNormLeakyGrad(call.shape(0), call.shape(1), call.shape(2),
+                                                       call.shape(3), call.shape(4), call.shape(5),
+                                                       p));
     call.Output(0, call.shape(1), {0});
     call.Output(1, {p->channels});
     call.Output(2, {p->channels});

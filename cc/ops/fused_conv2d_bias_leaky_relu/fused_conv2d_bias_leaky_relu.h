@@ -51,9 +51,9 @@ Status ValidateFusedConv2D(const std::vector<int64_t>& input, const std::vector<
 
 // TensorFlow's output size and leading pad of one spatial dimension (pad_before and pad_after:
 // the explicit pads, read for EXPLICIT only); out is 0 when the dilated filter does not fit.
-void FusedConv2DOutputSize(const std::string& padding, int64_t in, int64_t filter,
-                           int64_t dilation, int64_t stride, int64_t pad_before,
-                           int64_t pad_after, int64_t* out, int64_t* pad);
+void FusedConv2DOutputSize(const std::string& padding, int64_t in, int64_t filter, int64_t dilation,
+                           int64_t stride, int64_t pad_before, int64_t pad_after, int64_t* out,
+                           int64_t* pad);
 
 // output [B, OH, OW, C_out]. Parallel over tiles of output pixels; the same bits for any thread
 // count.

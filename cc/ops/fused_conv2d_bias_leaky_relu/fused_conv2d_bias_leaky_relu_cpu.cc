@@ -1,7 +1,5 @@
 // FusedConv2DBiasLeakyRelu on the CPU: validation, and the convolution core with a bias +
 // leaky_relu epilogue per tile.
-#include "ops/fused_conv2d_bias_leaky_relu/fused_conv2d_bias_leaky_relu.h"
-
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
@@ -10,6 +8,7 @@
 #include <type_traits>
 
 #include "common/scratch.h"
+#include "ops/fused_conv2d_bias_leaky_relu/fused_conv2d_bias_leaky_relu.h"
 
 namespace opforge {
 
@@ -24,8 +23,8 @@ std::string List(const std::vector<int64_t>& v) { return ShapeString(v); }
 Status CheckFour(const char* name, const std::vector<int64_t>& v) {
   if (v.size() != 4 || v[0] != 1 || v[3] != 1 || v[1] < 1 || v[2] < 1 || v[1] > kMaxAttr ||
       v[2] > kMaxAttr) {
-    return InvalidArgument(kOp, name,
-                           "4 values [1, h, w, 1] (NHWC) with h and w in [1, 2^30]", List(v));
+    return InvalidArgument(kOp, name, "4 values [1, h, w, 1] (NHWC) with h and w in [1, 2^30]",
+                           List(v));
   }
   return Status::Ok();
 }
@@ -33,8 +32,8 @@ Status CheckFour(const char* name, const std::vector<int64_t>& v) {
 }  // namespace
 
 void FusedConv2DOutputSize(const std::string& padding, int64_t in, int64_t filter, int64_t dilation,
-                int64_t stride, int64_t pad_before, int64_t pad_after, int64_t* out,
-                int64_t* pad) {
+                           int64_t stride, int64_t pad_before, int64_t pad_after, int64_t* out,
+                           int64_t* pad) {
   const int64_t eff = (filter - 1) * dilation + 1;
   if (padding == "VALID") {
     *out = in >= eff ? (in - eff) / stride + 1 : 0;
@@ -126,11 +125,11 @@ Status ValidateFusedConv2D(const std::vector<int64_t>& input, const std::vector<
   g.dilation_w = p.dilations[2];
   const bool expl = p.padding == "EXPLICIT";
   FusedConv2DOutputSize(p.padding, g.in_h, g.filter_h, g.dilation_h, g.stride_h,
-             expl ? p.explicit_paddings[2] : 0, expl ? p.explicit_paddings[3] : 0, &g.out_h,
-             &g.pad_top);
+                        expl ? p.explicit_paddings[2] : 0, expl ? p.explicit_paddings[3] : 0,
+                        &g.out_h, &g.pad_top);
   FusedConv2DOutputSize(p.padding, g.in_w, g.filter_w, g.dilation_w, g.stride_w,
-             expl ? p.explicit_paddings[4] : 0, expl ? p.explicit_paddings[5] : 0, &g.out_w,
-             &g.pad_left);
+                        expl ? p.explicit_paddings[4] : 0, expl ? p.explicit_paddings[5] : 0,
+                        &g.out_w, &g.pad_left);
   if ((g.out_h == 0 || g.out_w == 0) && g.in_h > 0 && g.in_w > 0) {
     std::ostringstream e;
     e << "at least the dilated filter size " << (g.filter_h - 1) * g.dilation_h + 1 << "x"
@@ -165,7 +164,8 @@ void FusedConv2DBiasLeakyRelu(const FusedConv2DParams& p, const T* input, const 
     const conv::Epilogue<C> epilogue = [&](C* rows, int64_t count, int64_t) {
       for (int64_t r = 0; r < count; ++r) {
         C* row = rows + r * co;
-        for (int64_t c = 0; c < co; ++c) row[c] = Leaky<C>(row[c] + b[static_cast<size_t>(c)], alpha);
+        for (int64_t c = 0; c < co; ++c)
+          row[c] = Leaky<C>(row[c] + b[static_cast<size_t>(c)], alpha);
       }
     };
     conv::Conv2DForward<C>(g, input, filter, output, &epilogue, parallel);
@@ -191,7 +191,7 @@ void FusedConv2DBiasLeakyRelu(const FusedConv2DParams& p, const T* input, const 
   }
 }
 
-#define OPFORGE_INSTANTIATE_FUSED_CONV_(T, ...)                                              \
+#define OPFORGE_INSTANTIATE_FUSED_CONV_(T, ...)                                           \
   template void FusedConv2DBiasLeakyRelu<T>(const FusedConv2DParams&, const T*, const T*, \
                                             const T*, T*, const Parallel&);
 OPFORGE_FLOAT_TYPES(OPFORGE_INSTANTIATE_FUSED_CONV_)

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/parallel.h"
@@ -23,11 +24,21 @@ namespace {
 using test::Contains;
 
 struct Shape {
+  Shape(std::vector<int64_t> in, std::vector<int64_t> f, std::vector<int64_t> s = {1, 1, 1, 1},
+        std::vector<int64_t> d = {1, 1, 1, 1}, std::string pad = "SAME",
+        std::vector<int64_t> expl = {}, float a = 0.1f)
+      : input(std::move(in)),
+        filter(std::move(f)),
+        strides(std::move(s)),
+        dilations(std::move(d)),
+        padding(std::move(pad)),
+        explicit_paddings(std::move(expl)),
+        alpha(a) {}
   std::vector<int64_t> input, filter;
-  std::vector<int64_t> strides{1, 1, 1, 1}, dilations{1, 1, 1, 1};
-  std::string padding = "SAME";
+  std::vector<int64_t> strides, dilations;
+  std::string padding;
   std::vector<int64_t> explicit_paddings;
-  float alpha = 0.1f;
+  float alpha;
 };
 
 FusedConv2DParams Params(const Shape& s) {
@@ -91,11 +102,16 @@ const std::vector<Shape>& Shapes() {
     s.push_back({{2, 9, 8, 6}, {3, 3, 6, 7}, {1, 2, 2, 1}});
     s.push_back({{2, 5, 5, 8}, {1, 1, 8, 6}, {1, 1, 1, 1}, {1, 1, 1, 1}, "VALID"});
     s.push_back({{1, 11, 9, 3}, {5, 3, 3, 4}, {1, 1, 1, 1}, {1, 2, 2, 1}, "VALID", {}, 0.3f});
-    s.push_back({{2, 6, 7, 2}, {2, 3, 2, 3}, {1, 2, 1, 1}, {1, 1, 1, 1}, "EXPLICIT",
-                 {0, 0, 1, 2, 0, 1, 0, 0}, 0.0f});
-    s.push_back({{1, 40, 40, 4}, {3, 3, 4, 5}});                         // tiles span rows
+    s.push_back({{2, 6, 7, 2},
+                 {2, 3, 2, 3},
+                 {1, 2, 1, 1},
+                 {1, 1, 1, 1},
+                 "EXPLICIT",
+                 {0, 0, 1, 2, 0, 1, 0, 0},
+                 0.0f});
+    s.push_back({{1, 40, 40, 4}, {3, 3, 4, 5}});  // tiles span rows
     s.push_back({{3, 17, 19, 3}, {1, 1, 3, 9}, {1, 1, 1, 1}, {1, 1, 1, 1}, "SAME"});  // pointwise
-    s.push_back({{2, 8, 8, 3}, {4, 4, 3, 2}, {1, 3, 3, 1}});             // even filter, SAME
+    s.push_back({{2, 8, 8, 3}, {4, 4, 3, 2}, {1, 3, 3, 1}});  // even filter, SAME
     return s;
   }();
   return shapes;
@@ -106,16 +122,16 @@ TEST(FusedConv2DTest, FloatExactOnIntegerValuedData) {
   for (const Shape& s : Shapes()) {
     const FusedConv2DParams p = Params(s);
     const auto in = Random(static_cast<size_t>(p.g.InputSize()), seed++, true);
-    const auto f = Random(static_cast<size_t>(s.filter[0] * s.filter[1] * s.filter[2] * s.filter[3]),
-                          seed++, true);
+    const auto f = Random(
+        static_cast<size_t>(s.filter[0] * s.filter[1] * s.filter[2] * s.filter[3]), seed++, true);
     auto b = Random(static_cast<size_t>(s.filter[3]), seed++, true);
     // alpha * z stays exact for integers z when alpha is a power of two or zero: use 0.25.
     FusedConv2DParams q = p;
     if (q.alpha != 0.0f) q.alpha = 0.25f;
     const auto want = Naive(q, in, f, b);
     std::vector<float> out(want.size());
-    FusedConv2DBiasLeakyRelu<float>(q, As<float>(in).data(), As<float>(f).data(), As<float>(b).data(),
-                                    out.data(), SerialParallel());
+    FusedConv2DBiasLeakyRelu<float>(q, As<float>(in).data(), As<float>(f).data(),
+                                    As<float>(b).data(), out.data(), SerialParallel());
     for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(out[i], static_cast<float>(want[i])) << i;
   }
 }
@@ -184,17 +200,22 @@ TEST(FusedConv2DTest, Validation) {
   auto msg = [&](std::vector<int64_t> in, std::vector<int64_t> f, std::vector<int64_t> b) {
     return ValidateFusedConv2D(in, f, b, &p).message();
   };
-  EXPECT_TRUE(Contains(msg({1, 5, 5}, {3, 3, 5, 2}, {2}), "FusedConv2DBiasLeakyRelu: input must be 4-D"));
-  EXPECT_TRUE(Contains(msg({1, 5, 5, 4}, {3, 3, 5, 2}, {2}), "filter must be [filter_height, filter_width, 4"));
-  EXPECT_TRUE(Contains(msg({1, 5, 5, 5}, {3, 3, 5, 2}, {3}), "bias must be [2] (out_channels), got [3]"));
+  EXPECT_TRUE(
+      Contains(msg({1, 5, 5}, {3, 3, 5, 2}, {2}), "FusedConv2DBiasLeakyRelu: input must be 4-D"));
+  EXPECT_TRUE(Contains(msg({1, 5, 5, 4}, {3, 3, 5, 2}, {2}),
+                       "filter must be [filter_height, filter_width, 4"));
+  EXPECT_TRUE(
+      Contains(msg({1, 5, 5, 5}, {3, 3, 5, 2}, {3}), "bias must be [2] (out_channels), got [3]"));
   p.padding = "VALID";
-  EXPECT_TRUE(Contains(msg({1, 2, 2, 1}, {3, 3, 1, 1}, {1}), "input must be at least the dilated filter size 3x3"));
+  EXPECT_TRUE(Contains(msg({1, 2, 2, 1}, {3, 3, 1, 1}, {1}),
+                       "input must be at least the dilated filter size 3x3"));
   p = FusedConv2DParams();
   p.strides = {1, 0, 1, 1};
   EXPECT_TRUE(Contains(msg({1, 5, 5, 1}, {3, 3, 1, 1}, {1}), "strides must be 4 values"));
   p = FusedConv2DParams();
   p.alpha = -1.0f;
-  EXPECT_TRUE(Contains(msg({1, 5, 5, 1}, {3, 3, 1, 1}, {1}), "alpha must be finite and >= 0, got -1"));
+  EXPECT_TRUE(
+      Contains(msg({1, 5, 5, 1}, {3, 3, 1, 1}, {1}), "alpha must be finite and >= 0, got -1"));
   p = FusedConv2DParams();
   p.padding = "EXPLICIT";
   p.explicit_paddings = {0, 0, 1, 1};

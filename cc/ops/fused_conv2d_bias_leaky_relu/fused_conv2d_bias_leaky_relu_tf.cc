@@ -87,8 +87,8 @@ absl::Status Shape(InferenceContext* c) {
         return ToTfStatus(InvalidArgument(
             kOp, "input",
             std::string(d == 0 ? "a height" : "a width") + " of at least the dilated filter's " +
-                std::to_string((c->Value(k) - 1) * p.dilations[1 + d] + 1) + " with " +
-                p.padding + " padding",
+                std::to_string((c->Value(k) - 1) * p.dilations[1 + d] + 1) + " with " + p.padding +
+                " padding",
             c->Value(in)));
       }
       spatial[d] = c->MakeDim(out);
@@ -112,8 +112,9 @@ REGISTER_OP("Opforge>FusedConv2DBiasLeakyRelu")
     .Attr("dilations: list(int) = [1, 1, 1, 1]")
     .Attr("alpha: float = 0.2")
     .SetShapeFn(Shape)
-    .Doc("leaky_relu(conv2d(input, filter) + bias), NHWC, the bias and activation applied to "
-         "each tile of the convolution's output while it is in cache.");
+    .Doc(
+        "leaky_relu(conv2d(input, filter) + bias), NHWC, the bias and activation applied to "
+        "each tile of the convolution's output while it is in cache.");
 
 namespace {
 
