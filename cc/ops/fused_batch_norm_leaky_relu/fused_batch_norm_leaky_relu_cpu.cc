@@ -56,6 +56,57 @@ void ReduceChunks(const std::vector<double>& partial, int64_t chunks, int64_t wi
   }
 }
 
+// The inner loops, over the channels of one row, with restrict pointers so that the compiler
+// vectorises them (the per-channel arrays would otherwise possibly alias the data).
+template <typename T>
+void AccumulateRow(const T* __restrict row, const double* __restrict pivot, double* __restrict s,
+                   double* __restrict q, int64_t ch) {
+  for (int64_t c = 0; c < ch; ++c) {
+    const double d = static_cast<double>(Load(row[c])) - pivot[c];
+    s[c] += d;
+    q[c] += d * d;
+  }
+}
+
+template <typename T, typename C>
+void NormalizeRow(const T* __restrict in, T* __restrict out, const C* __restrict scale,
+                  const C* __restrict shift, C alpha, int64_t ch) {
+  for (int64_t c = 0; c < ch; ++c) {
+    const C z = Load(in[c]) * scale[c] + shift[c];
+    out[c] = static_cast<T>(z > C(0) ? z : z * alpha);
+  }
+}
+
+template <typename T, typename C>
+void GradSumsRow(const T* __restrict xr, const T* __restrict gr, const C* __restrict scale,
+                 const C* __restrict shift, const C* __restrict mean, const C* __restrict inv,
+                 C alpha, double* __restrict s, double* __restrict q, int64_t ch) {
+  for (int64_t c = 0; c < ch; ++c) {
+    const C xv = Load(xr[c]);
+    const C z = xv * scale[c] + shift[c];
+    const C gv = Load(gr[c]);
+    const C g = z > C(0) ? gv : gv * alpha;
+    const C xhat = (xv - mean[c]) * inv[c];
+    s[c] += static_cast<double>(g);
+    q[c] += static_cast<double>(g) * static_cast<double>(xhat);
+  }
+}
+
+template <typename T, typename C>
+void GradRow(const T* __restrict xr, const T* __restrict gr, T* __restrict out,
+             const C* __restrict scale, const C* __restrict shift, const C* __restrict mean,
+             const C* __restrict inv, const C* __restrict a, const C* __restrict mg,
+             const C* __restrict mgx, C alpha, int64_t ch) {
+  for (int64_t c = 0; c < ch; ++c) {
+    const C xv = Load(xr[c]);
+    const C z = xv * scale[c] + shift[c];
+    const C gv = Load(gr[c]);
+    const C g = z > C(0) ? gv : gv * alpha;
+    const C xhat = (xv - mean[c]) * inv[c];
+    out[c] = static_cast<T>(a[c] * (g - mg[c] - xhat * mgx[c]));
+  }
+}
+
 Status Named(const Status& s, const char* op) {
   if (s.ok()) return s;
   const std::string& m = s.message();
@@ -146,14 +197,8 @@ void BatchNormLeakyForward(const BatchNormLeakyParams& p, const T* x, const BnPa
       double* q = s + ch;
       std::fill(s, s + 2 * ch, 0.0);
       const int64_t r1 = std::min(rows, (k + 1) * kChunkRows);
-      for (int64_t r = k * kChunkRows; r < r1; ++r) {
-        const T* row = x + r * ch;
-        for (int64_t c = 0; c < ch; ++c) {
-          const double d = static_cast<double>(Load(row[c])) - pivot[static_cast<size_t>(c)];
-          s[c] += d;
-          q[c] += d * d;
-        }
-      }
+      for (int64_t r = k * kChunkRows; r < r1; ++r)
+        AccumulateRow(x + r * ch, pivot.data(), s, q, ch);
     }
   });
   std::vector<double> sums(static_cast<size_t>(2 * ch));
@@ -177,12 +222,7 @@ void BatchNormLeakyForward(const BatchNormLeakyParams& p, const T* x, const BnPa
   const C alpha = static_cast<C>(p.alpha);
   parallel.For(rows, static_cast<double>(ch) * 2, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      const T* in = x + r * ch;
-      T* out = y + r * ch;
-      for (int64_t c = 0; c < ch; ++c) {
-        const C z = Load(in[c]) * scale[static_cast<size_t>(c)] + shift[static_cast<size_t>(c)];
-        out[c] = static_cast<T>(z > C(0) ? z : z * alpha);
-      }
+      NormalizeRow<T, C>(x + r * ch, y + r * ch, scale.data(), shift.data(), alpha, ch);
     }
   });
 }
@@ -209,17 +249,8 @@ void BatchNormLeakyBackward(const BatchNormLeakyParams& p, const T* dy, const T*
       std::fill(s, s + 2 * ch, 0.0);
       const int64_t r1 = std::min(rows, (k + 1) * kChunkRows);
       for (int64_t r = k * kChunkRows; r < r1; ++r) {
-        const T* xr = x + r * ch;
-        const T* gr = dy + r * ch;
-        for (int64_t c = 0; c < ch; ++c) {
-          const size_t i = static_cast<size_t>(c);
-          const C xv = Load(xr[c]);
-          const C z = xv * scale[i] + shift[i];
-          const C g = z > C(0) ? Load(gr[c]) : Load(gr[c]) * alpha;
-          const C xhat = (xv - mean[c]) * inv[i];
-          s[c] += static_cast<double>(g);
-          q[c] += static_cast<double>(g) * static_cast<double>(xhat);
-        }
+        GradSumsRow<T, C>(x + r * ch, dy + r * ch, scale.data(), shift.data(), mean, inv.data(),
+                          alpha, s, q, ch);
       }
     }
   });
@@ -239,17 +270,8 @@ void BatchNormLeakyBackward(const BatchNormLeakyParams& p, const T* dy, const T*
   // 2. dx = gamma * inv * (g - mean(g) - xhat * mean(g * xhat)).
   parallel.For(rows, static_cast<double>(ch) * 4, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      const T* xr = x + r * ch;
-      const T* gr = dy + r * ch;
-      T* out = dx + r * ch;
-      for (int64_t c = 0; c < ch; ++c) {
-        const size_t i = static_cast<size_t>(c);
-        const C xv = Load(xr[c]);
-        const C z = xv * scale[i] + shift[i];
-        const C g = z > C(0) ? Load(gr[c]) : Load(gr[c]) * alpha;
-        const C xhat = (xv - mean[c]) * inv[i];
-        out[c] = static_cast<T>(a[i] * (g - mg[i] - xhat * mgx[i]));
-      }
+      GradRow<T, C>(x + r * ch, dy + r * ch, dx + r * ch, scale.data(), shift.data(), mean,
+                    inv.data(), a.data(), mg.data(), mgx.data(), alpha, ch);
     }
   });
 }

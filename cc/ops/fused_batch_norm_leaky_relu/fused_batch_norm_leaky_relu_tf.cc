@@ -127,7 +127,7 @@ struct BatchNormLeakyOp {
   Status Validate(TfCall& call, Params* p) const {
     *p = attrs;
     OPFORGE_RETURN_IF_ERROR(ValidateBatchNormLeaky(call.shape(0), call.shape(1), call.shape(2), p));
-    call.Output(0, call.shape(0), {0});
+    call.Output(0, call.shape(0));  // not in place: the kernel's loops take restrict pointers
     call.Output(1, {p->channels});
     call.Output(2, {p->channels});
     return Status::Ok();
@@ -156,7 +156,7 @@ struct BatchNormLeakyGradOp {
     OPFORGE_RETURN_IF_ERROR(ValidateBatchNormLeakyGrad(call.shape(0), call.shape(1), call.shape(2),
                                                        call.shape(3), call.shape(4), call.shape(5),
                                                        p));
-    call.Output(0, call.shape(1), {0});
+    call.Output(0, call.shape(1));
     call.Output(1, {p->channels});
     call.Output(2, {p->channels});
     return Status::Ok();
