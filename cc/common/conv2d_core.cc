@@ -35,6 +35,10 @@ void Im2Col(const Conv2DGeometry& g, const C* in, int64_t b, int64_t p0, int64_t
   }
 }
 
+// Below this many tiles the products are split by blocks of output channels as well.
+constexpr int64_t kMinUnits = 8;
+constexpr int64_t kColumnBlock = 64;
+
 // A 1x1 convolution with stride 1 and no padding reads the input rows as they are.
 bool IsPointwise(const Conv2DGeometry& g) {
   return g.filter_h == 1 && g.filter_w == 1 && g.stride_h == 1 && g.stride_w == 1 &&
@@ -66,6 +70,45 @@ void Conv2DForward(const Conv2DGeometry& g, const C* in, const C* filter, C* out
   }
   const auto& gemm = gemm::BestGemm<C>();
   const bool pointwise = IsPointwise(g);
+  const int64_t units = g.batch * tiles;
+  if (units < kMinUnits && g.out_c >= 2 * kColumnBlock) {
+    // Few tiles (a small image, a batch of one): too few to give every thread work, so the
+    // products are split by blocks of output channels too. im2col of every tile first, then
+    // one product per (tile, block of columns), then the epilogue per tile.
+    const int64_t rows_max = std::min(pixels, kConvTileRows);
+    Scratch<C> col(pointwise ? 0 : static_cast<size_t>(units * rows_max * k));
+    if (!pointwise) {
+      parallel.For(units, static_cast<double>(rows_max * k), [&](int64_t begin, int64_t end) {
+        for (int64_t u = begin; u < end; ++u) {
+          const int64_t b = u / tiles, t0 = (u % tiles) * kConvTileRows;
+          Im2Col(g, in, b, t0, std::min(kConvTileRows, pixels - t0), col.data() + u * rows_max * k);
+        }
+      });
+    }
+    const int64_t blocks = (g.out_c + kColumnBlock - 1) / kColumnBlock;
+    parallel.For(units * blocks, static_cast<double>(rows_max * k * kColumnBlock),
+                 [&](int64_t begin, int64_t end) {
+                   for (int64_t v = begin; v < end; ++v) {
+                     const int64_t u = v / blocks, c0 = (v % blocks) * kColumnBlock;
+                     const int64_t b = u / tiles, t0 = (u % tiles) * kConvTileRows;
+                     const int64_t rows = std::min(kConvTileRows, pixels - t0);
+                     const C* a = pointwise ? in + (b * pixels + t0) * g.in_c
+                                            : col.data() + u * rows_max * k;
+                     gemm.a_b_strided(a, filter + c0, out + (b * pixels + t0) * g.out_c + c0, rows,
+                                      k, std::min(kColumnBlock, g.out_c - c0), g.out_c, g.out_c);
+                   }
+                 });
+    if (epilogue != nullptr) {
+      parallel.For(units, static_cast<double>(rows_max * g.out_c), [&](int64_t begin, int64_t end) {
+        for (int64_t u = begin; u < end; ++u) {
+          const int64_t b = u / tiles, t0 = (u % tiles) * kConvTileRows;
+          (*epilogue)(out + (b * pixels + t0) * g.out_c, std::min(kConvTileRows, pixels - t0),
+                      b * pixels + t0);
+        }
+      });
+    }
+    return;
+  }
   parallel.For(
       g.batch * tiles, static_cast<double>(std::min(pixels, kConvTileRows) * k * g.out_c),
       [&](int64_t begin, int64_t end) {

@@ -5,8 +5,10 @@
 // adds its bias and applies its activation there). Conv2DTranspose's input gradient is this
 // convolution.
 //
-// Tiles never cross images and hold at most kConvTileRows output pixels; the partition is fixed
-// (the same for any thread count), so results are the same bits for any number of threads.
+// Tiles never cross images and hold at most kConvTileRows output pixels; with fewer than 8 tiles
+// (a small image at batch 1) each tile's product is also split into blocks of 64 output
+// channels, so that every thread gets work. The partition depends on the shapes only (never on
+// the thread count), so results are the same bits for any number of threads.
 #ifndef OPFORGE_COMMON_CONV2D_CORE_H_
 #define OPFORGE_COMMON_CONV2D_CORE_H_
 

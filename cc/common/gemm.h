@@ -26,6 +26,10 @@ struct Gemm {
   void (*a_b)(const C* a, const C* b, C* c, int64_t m, int64_t k, int64_t n);
   // c[m, n] += a[k, m]^T * b[k, n]
   void (*at_b_add)(const C* a, const C* b, C* c, int64_t m, int64_t k, int64_t n);
+  // c[m, n] = a[m, k] * b[k, n] with rows of b ldb and rows of c ldc elements apart (a block of
+  // columns of a wider product)
+  void (*a_b_strided)(const C* a, const C* b, C* c, int64_t m, int64_t k, int64_t n, int64_t ldb,
+                      int64_t ldc);
 };
 
 // The default build (always present).
