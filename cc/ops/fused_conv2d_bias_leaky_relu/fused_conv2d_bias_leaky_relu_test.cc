@@ -166,18 +166,27 @@ TEST(FusedConv2DTest, FloatDoubleHalfBfloat16OnRandomData) {
   CheckRandom<Eigen::bfloat16>(2e-2);
 }
 
+void CheckThreads(const Shape& s);
+
 TEST(FusedConv2DTest, SameBitsForEveryThreadCount) {
-  const Shape s{{3, 33, 31, 16}, {3, 3, 16, 24}, {1, 1, 1, 1}};
+  for (const Shape& s :
+       {Shape({3, 33, 31, 16}, {3, 3, 16, 24}), Shape({1, 12, 11, 8}, {3, 3, 8, 300})}) {
+    CheckThreads(s);
+  }
+}
+
+void CheckThreads(const Shape& s) {
   const FusedConv2DParams p = Params(s);
   const auto in = As<float>(Random(static_cast<size_t>(p.g.InputSize()), 7, false));
-  const auto f = As<float>(Random(3 * 3 * 16 * 24, 8, false));
-  const auto b = As<float>(Random(24, 9, false));
+  const auto f = As<float>(
+      Random(static_cast<size_t>(s.filter[0] * s.filter[1] * s.filter[2] * s.filter[3]), 8, false));
+  const auto b = As<float>(Random(static_cast<size_t>(s.filter[3]), 9, false));
   std::vector<float> one(static_cast<size_t>(p.g.OutputSize())), many(one.size());
   FusedConv2DBiasLeakyRelu<float>(p, in.data(), f.data(), b.data(), one.data(), SerialParallel());
   for (int threads : {2, 3, 5}) {
     FusedConv2DBiasLeakyRelu<float>(p, in.data(), f.data(), b.data(), many.data(),
                                     ThreadParallel(threads));
-    EXPECT_TRUE(test::SameBits(many, one)) << threads << " threads";
+    EXPECT_TRUE(test::SameBits(many, one)) << threads << " threads, out_c " << s.filter[3];
   }
 }
 
