@@ -24,6 +24,7 @@
 #define OPFORGE_OPS_FUSED_BATCH_NORM_LEAKY_RELU_FUSED_BATCH_NORM_LEAKY_RELU_H_
 
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "common/dtype.h"
@@ -78,6 +79,16 @@ void BatchNormLeakyBackward(const BatchNormLeakyParams& params, const T* dy, con
                             const BnParamType<T>* mean, const BnParamType<T>* variance, T* dx,
                             BnParamType<T>* dgamma, BnParamType<T>* dbeta,
                             const Parallel& parallel);
+
+// CUDA versions (fused_batch_norm_leaky_relu.cu), asynchronous on `stream`; the same bits as
+// the CPU kernels. gamma, beta and the statistics are float (double for double x).
+Status BatchNormLeakyForwardGpu(DType dtype, const BatchNormLeakyParams& params, const void* x,
+                                const void* gamma, const void* beta, void* y, void* mean,
+                                void* variance, void* stream);
+Status BatchNormLeakyBackwardGpu(DType dtype, const BatchNormLeakyParams& params, const void* dy,
+                                 const void* x, const void* gamma, const void* beta,
+                                 const void* mean, const void* variance, void* dx, void* dgamma,
+                                 void* dbeta, void* stream);
 
 }  // namespace opforge
 

@@ -1,6 +1,5 @@
 // TensorFlow binding of FusedBatchNormLeakyRelu and its gradient: op registration with shape
-// functions, and the op structs that TfKernel (common/tf_kernel.h) runs. CPU kernels here; the
-// GPU ones come with the CUDA kernels.
+// functions, and the op structs that TfKernel (common/tf_kernel.h) runs; CPU and GPU kernels.
 #include <string>
 #include <vector>
 
@@ -138,8 +137,9 @@ struct BatchNormLeakyOp {
     BatchNormLeakyForward<T>(p, call.in<T>(0), call.in<U>(1), call.in<U>(2), call.out<T>(0),
                              call.out<U>(1), call.out<U>(2), parallel);
   }
-  Status Gpu(DType, const Params&, const TfCall&, void*) const {
-    return Status::Internal("FusedBatchNormLeakyRelu: no GPU kernel in this build");
+  Status Gpu(DType dtype, const Params& p, const TfCall& call, void* stream) const {
+    return BatchNormLeakyForwardGpu(dtype, p, call.in(0), call.in(1), call.in(2), call.out(0),
+                                    call.out(1), call.out(2), stream);
   }
 };
 
@@ -168,19 +168,21 @@ struct BatchNormLeakyGradOp {
                               call.in<U>(4), call.in<U>(5), call.out<T>(0), call.out<U>(1),
                               call.out<U>(2), parallel);
   }
-  Status Gpu(DType, const Params&, const TfCall&, void*) const {
-    return Status::Internal("FusedBatchNormLeakyReluGrad: no GPU kernel in this build");
+  Status Gpu(DType dtype, const Params& p, const TfCall& call, void* stream) const {
+    return BatchNormLeakyBackwardGpu(dtype, p, call.in(0), call.in(1), call.in(2), call.in(3),
+                                     call.in(4), call.in(5), call.out(0), call.out(1), call.out(2),
+                                     stream);
   }
 };
 
 OPFORGE_REGISTER_KERNELS(Name("Opforge>FusedBatchNormLeakyRelu").TypeConstraint<float>("U"),
-                         BatchNormLeakyOp, OPFORGE_BN_FLOAT_U_TYPES, OPFORGE_NO_TYPES)
+                         BatchNormLeakyOp, OPFORGE_BN_FLOAT_U_TYPES, OPFORGE_BN_FLOAT_U_TYPES)
 OPFORGE_REGISTER_KERNELS(Name("Opforge>FusedBatchNormLeakyRelu").TypeConstraint<double>("U"),
-                         BatchNormLeakyOp, OPFORGE_BN_DOUBLE_U_TYPES, OPFORGE_NO_TYPES)
+                         BatchNormLeakyOp, OPFORGE_BN_DOUBLE_U_TYPES, OPFORGE_BN_DOUBLE_U_TYPES)
 OPFORGE_REGISTER_KERNELS(Name("Opforge>FusedBatchNormLeakyReluGrad").TypeConstraint<float>("U"),
-                         BatchNormLeakyGradOp, OPFORGE_BN_FLOAT_U_TYPES, OPFORGE_NO_TYPES)
+                         BatchNormLeakyGradOp, OPFORGE_BN_FLOAT_U_TYPES, OPFORGE_BN_FLOAT_U_TYPES)
 OPFORGE_REGISTER_KERNELS(Name("Opforge>FusedBatchNormLeakyReluGrad").TypeConstraint<double>("U"),
-                         BatchNormLeakyGradOp, OPFORGE_BN_DOUBLE_U_TYPES, OPFORGE_NO_TYPES)
+                         BatchNormLeakyGradOp, OPFORGE_BN_DOUBLE_U_TYPES, OPFORGE_BN_DOUBLE_U_TYPES)
 
 }  // namespace
 }  // namespace opforge

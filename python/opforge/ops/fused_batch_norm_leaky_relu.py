@@ -16,7 +16,6 @@ from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, sc
 
 __all__ = ["fused_batch_norm_leaky_relu", "FusedBatchNormLeakyReluResult"]
 OP_NAMES = ("Opforge>FusedBatchNormLeakyRelu", "Opforge>FusedBatchNormLeakyReluGrad")
-CPU_ONLY = OP_NAMES
 
 _OP = "FusedBatchNormLeakyRelu"
 

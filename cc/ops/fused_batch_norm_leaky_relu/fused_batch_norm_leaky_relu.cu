@@ -1,0 +1,320 @@
+// CUDA version of FusedBatchNormLeakyRelu and its gradient: the CPU kernel's arithmetic step for
+// step, so that both devices give the same bits (NaN payloads aside):
+//   1. per chunk of kChunkRows rows (the CPU's chunks), one block; one thread per channel sums
+//      its chunk's rows in order, in double;
+//   2. one thread per channel adds the chunks in order and finishes the statistics and the
+//      per-channel coefficients;
+//   3. one element-wise pass.
+// Every operation is written with a round-to-nearest intrinsic: nvcc would otherwise contract
+// a * b + c into one FMA, which the CPU build (-ffp-contract=off) does not do. The partial sums
+// and coefficients live in scratch allocated on the stream.
+#include <cstdint>
+#include <string>
+
+#include "common/cuda_util.cuh"
+#include "ops/fused_batch_norm_leaky_relu/fused_batch_norm_leaky_relu.h"
+
+namespace opforge {
+namespace {
+
+constexpr int64_t kChunkRows = 256;  // as the CPU kernel's
+
+__device__ inline float Mul(float a, float b) { return __fmul_rn(a, b); }
+__device__ inline float Add(float a, float b) { return __fadd_rn(a, b); }
+__device__ inline float Sub(float a, float b) { return __fsub_rn(a, b); }
+__device__ inline float Div(float a, float b) { return __fdiv_rn(a, b); }
+__device__ inline float Sqrt(float a) { return __fsqrt_rn(a); }
+__device__ inline double Mul(double a, double b) { return __dmul_rn(a, b); }
+__device__ inline double Add(double a, double b) { return __dadd_rn(a, b); }
+__device__ inline double Sub(double a, double b) { return __dsub_rn(a, b); }
+__device__ inline double Div(double a, double b) { return __ddiv_rn(a, b); }
+__device__ inline double Sqrt(double a) { return __dsqrt_rn(a); }
+
+// C: float for half, bfloat16 and float; double for double (the CPU's compute type).
+template <typename T>
+struct Types {
+  using C = float;
+};
+template <>
+struct Types<double> {
+  using C = double;
+};
+
+template <typename T>
+__device__ inline typename Types<T>::C Load(T v) {
+  return static_cast<typename Types<T>::C>(cuda::Num<T>::To(v));
+}
+template <typename T, typename C>
+__device__ inline T Store(C v) {
+  return cuda::Num<T>::From(static_cast<typename cuda::Num<T>::C>(v));
+}
+
+class StreamScratch {
+ public:
+  explicit StreamScratch(cudaStream_t stream) : stream_(stream) {}
+  StreamScratch(const StreamScratch&) = delete;
+  StreamScratch& operator=(const StreamScratch&) = delete;
+  ~StreamScratch() {
+    if (ptr_ != nullptr) cudaFreeAsync(ptr_, stream_);
+  }
+  cudaError_t Allocate(size_t bytes) { return cudaMallocAsync(&ptr_, bytes, stream_); }
+  char* get() const { return static_cast<char*>(ptr_); }
+
+ private:
+  cudaStream_t stream_;
+  void* ptr_ = nullptr;
+};
+
+Status Failure(const char* op, const char* what, cudaError_t err) {
+  return Status::Internal(std::string(op) + ": " + what + " failed: " + cudaGetErrorString(err));
+}
+
+// --- forward -----------------------------------------------------------------------------------
+
+// partial[k] = (sum of d, sum of d * d) over chunk k's rows, d = x - the first row (the pivot).
+template <typename T>
+__global__ void StatsPartial(int64_t rows, int64_t ch, int64_t chunks, const T* x,
+                             double* partial) {
+  for (int64_t k = blockIdx.x; k < chunks; k += gridDim.x) {
+    const int64_t r1 = min(rows, (k + 1) * kChunkRows);
+    for (int64_t c = threadIdx.x; c < ch; c += blockDim.x) {
+      const double pivot = static_cast<double>(Load(x[c]));
+      double s = 0.0, q = 0.0;
+      for (int64_t r = k * kChunkRows; r < r1; ++r) {
+        const double d = Sub(static_cast<double>(Load(x[r * ch + c])), pivot);
+        s = Add(s, d);
+        q = Add(q, Mul(d, d));
+      }
+      partial[k * 2 * ch + c] = s;
+      partial[k * 2 * ch + ch + c] = q;
+    }
+  }
+}
+
+// Per channel, as the CPU: the chunks added in order (from 0.0), mean and variance, then
+// scale = rsqrt(variance + epsilon) * gamma, shift = beta - mean * scale.
+template <typename T, typename C>
+__global__ void StatsFinish(int64_t rows, int64_t ch, int64_t chunks, const T* x,
+                            const double* partial, C epsilon, const C* gamma, const C* beta,
+                            C* mean, C* variance, C* scale, C* shift) {
+  for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < ch;
+       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    double s = 0.0, q = 0.0;
+    for (int64_t k = 0; k < chunks; ++k) {
+      s = Add(s, partial[k * 2 * ch + c]);
+      q = Add(q, partial[k * 2 * ch + ch + c]);
+    }
+    const double n = static_cast<double>(rows);
+    const double d = Div(s, n);
+    double var = Sub(Div(q, n), Mul(d, d));
+    var = var < 0.0 ? 0.0 : var;  // std::max(var, 0.0), NaN included
+    const C m = static_cast<C>(Add(static_cast<double>(Load(x[c])), d));
+    const C v = static_cast<C>(var);
+    mean[c] = m;
+    variance[c] = v;
+    const C r = Div(C(1), Sqrt(Add(v, epsilon)));
+    const C sc = Mul(r, gamma[c]);
+    scale[c] = sc;
+    shift[c] = Sub(beta[c], Mul(m, sc));
+  }
+}
+
+template <typename T, typename C>
+__global__ void Normalize(int64_t n, int64_t ch, const T* x, const C* scale, const C* shift,
+                          C alpha, T* y) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t c = i % ch;
+    const C z = Add(Mul(Load(x[i]), scale[c]), shift[c]);
+    y[i] = Store<T>(z > C(0) ? z : Mul(z, alpha));
+  }
+}
+
+// --- gradient ----------------------------------------------------------------------------------
+
+// Per channel, from the given statistics: scale, shift and inv = 1 / sqrt(variance + epsilon).
+template <typename C>
+__global__ void Coefficients(int64_t ch, C epsilon, const C* gamma, const C* beta, const C* mean,
+                             const C* variance, C* scale, C* shift, C* inv) {
+  for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < ch;
+       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const C r = Div(C(1), Sqrt(Add(variance[c], epsilon)));
+    inv[c] = r;
+    const C s = Mul(r, gamma[c]);
+    scale[c] = s;
+    shift[c] = Sub(beta[c], Mul(mean[c], s));
+  }
+}
+
+template <typename T, typename C>
+__device__ inline void GradTerms(T xv_t, T gv_t, C scale, C shift, C mean, C inv, C alpha, C* g,
+                                 C* xhat) {
+  const C xv = Load(xv_t);
+  const C z = Add(Mul(xv, scale), shift);
+  const C gv = Load(gv_t);
+  *g = z > C(0) ? gv : Mul(gv, alpha);
+  *xhat = Mul(Sub(xv, mean), inv);
+}
+
+template <typename T, typename C>
+__global__ void GradPartial(int64_t rows, int64_t ch, int64_t chunks, const T* dy, const T* x,
+                            const C* scale, const C* shift, const C* mean, const C* inv, C alpha,
+                            double* partial) {
+  for (int64_t k = blockIdx.x; k < chunks; k += gridDim.x) {
+    const int64_t r1 = min(rows, (k + 1) * kChunkRows);
+    for (int64_t c = threadIdx.x; c < ch; c += blockDim.x) {
+      double s = 0.0, q = 0.0;
+      for (int64_t r = k * kChunkRows; r < r1; ++r) {
+        C g, xhat;
+        GradTerms<T, C>(x[r * ch + c], dy[r * ch + c], scale[c], shift[c], mean[c], inv[c], alpha,
+                        &g, &xhat);
+        s = Add(s, static_cast<double>(g));
+        q = Add(q, Mul(static_cast<double>(g), static_cast<double>(xhat)));
+      }
+      partial[k * 2 * ch + c] = s;
+      partial[k * 2 * ch + ch + c] = q;
+    }
+  }
+}
+
+template <typename C>
+__global__ void GradFinish(int64_t rows, int64_t ch, int64_t chunks, const double* partial,
+                           const C* gamma, const C* inv, C* dgamma, C* dbeta, C* a, C* mg, C* mgx) {
+  for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < ch;
+       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    double s = 0.0, q = 0.0;
+    for (int64_t k = 0; k < chunks; ++k) {
+      s = Add(s, partial[k * 2 * ch + c]);
+      q = Add(q, partial[k * 2 * ch + ch + c]);
+    }
+    const double n = static_cast<double>(rows);
+    dbeta[c] = static_cast<C>(s);
+    dgamma[c] = static_cast<C>(q);
+    a[c] = Mul(gamma[c], inv[c]);
+    mg[c] = static_cast<C>(Div(s, n));
+    mgx[c] = static_cast<C>(Div(q, n));
+  }
+}
+
+template <typename T, typename C>
+__global__ void GradElementwise(int64_t n, int64_t ch, const T* dy, const T* x, const C* scale,
+                                const C* shift, const C* mean, const C* inv, const C* a,
+                                const C* mg, const C* mgx, C alpha, T* dx) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t c = i % ch;
+    C g, xhat;
+    GradTerms<T, C>(x[i], dy[i], scale[c], shift[c], mean[c], inv[c], alpha, &g, &xhat);
+    dx[i] = Store<T>(Mul(a[c], Sub(Sub(g, mg[c]), Mul(xhat, mgx[c]))));
+  }
+}
+
+unsigned ChunkBlocks(int64_t chunks) {
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(chunks, 1 << 16)));
+}
+
+template <typename T>
+Status Forward(const BatchNormLeakyParams& p, const void* xv, const void* gammav, const void* betav,
+               void* yv, void* meanv, void* variancev, cudaStream_t stream) {
+  using C = typename Types<T>::C;
+  constexpr char kOp[] = "FusedBatchNormLeakyRelu";
+  const int64_t rows = p.rows, ch = p.channels;
+  if (ch == 0) return Status::Ok();
+  C* mean = static_cast<C*>(meanv);
+  C* variance = static_cast<C*>(variancev);
+  if (rows == 0) {
+    // NaN statistics, as the CPU (0 / 0): all-ones bits are a quiet NaN in float and double.
+    const cudaError_t e1 = cudaMemsetAsync(mean, 0xff, sizeof(C) * ch, stream);
+    const cudaError_t e2 = cudaMemsetAsync(variance, 0xff, sizeof(C) * ch, stream);
+    if (e1 != cudaSuccess || e2 != cudaSuccess)
+      return Failure(kOp, "cudaMemsetAsync", e1 != cudaSuccess ? e1 : e2);
+    return Status::Ok();
+  }
+  const T* x = static_cast<const T*>(xv);
+  const int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
+  StreamScratch scratch(stream);
+  const size_t partial_bytes = sizeof(double) * static_cast<size_t>(chunks * 2 * ch);
+  if (const cudaError_t e = scratch.Allocate(partial_bytes + sizeof(C) * 2 * ch);
+      e != cudaSuccess) {
+    return Failure(kOp, "cudaMallocAsync", e);
+  }
+  double* partial = reinterpret_cast<double*>(scratch.get());
+  C* scale = reinterpret_cast<C*>(scratch.get() + partial_bytes);
+  C* shift = scale + ch;
+  StatsPartial<T><<<ChunkBlocks(chunks), cuda::kThreads, 0, stream>>>(rows, ch, chunks, x, partial);
+  StatsFinish<T, C><<<cuda::Blocks(ch), cuda::kThreads, 0, stream>>>(
+      rows, ch, chunks, x, partial, static_cast<C>(p.epsilon), static_cast<const C*>(gammav),
+      static_cast<const C*>(betav), mean, variance, scale, shift);
+  Normalize<T, C><<<cuda::Blocks(rows * ch), cuda::kThreads, 0, stream>>>(
+      rows * ch, ch, x, scale, shift, static_cast<C>(p.alpha), static_cast<T*>(yv));
+  return cuda::LaunchStatus(kOp);
+}
+
+template <typename T>
+Status Backward(const BatchNormLeakyParams& p, const void* dyv, const void* xv, const void* gammav,
+                const void* betav, const void* meanv, const void* variancev, void* dxv,
+                void* dgammav, void* dbetav, cudaStream_t stream) {
+  using C = typename Types<T>::C;
+  constexpr char kOp[] = "FusedBatchNormLeakyReluGrad";
+  const int64_t rows = p.rows, ch = p.channels;
+  if (ch == 0) return Status::Ok();
+  const int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
+  StreamScratch scratch(stream);
+  const size_t partial_bytes =
+      sizeof(double) * static_cast<size_t>(std::max<int64_t>(chunks, 1) * 2 * ch);
+  if (const cudaError_t e = scratch.Allocate(partial_bytes + sizeof(C) * 6 * ch);
+      e != cudaSuccess) {
+    return Failure(kOp, "cudaMallocAsync", e);
+  }
+  double* partial = reinterpret_cast<double*>(scratch.get());
+  C* scale = reinterpret_cast<C*>(scratch.get() + partial_bytes);
+  C* shift = scale + ch;
+  C* inv = shift + ch;
+  C* a = inv + ch;
+  C* mg = a + ch;
+  C* mgx = mg + ch;
+  const C* gamma = static_cast<const C*>(gammav);
+  const C* mean = static_cast<const C*>(meanv);
+  const C alpha = static_cast<C>(p.alpha);
+  const T* x = static_cast<const T*>(xv);
+  const T* dy = static_cast<const T*>(dyv);
+  Coefficients<C><<<cuda::Blocks(ch), cuda::kThreads, 0, stream>>>(
+      ch, static_cast<C>(p.epsilon), gamma, static_cast<const C*>(betav), mean,
+      static_cast<const C*>(variancev), scale, shift, inv);
+  if (chunks > 0) {
+    GradPartial<T, C><<<ChunkBlocks(chunks), cuda::kThreads, 0, stream>>>(
+        rows, ch, chunks, dy, x, scale, shift, mean, inv, alpha, partial);
+  }
+  GradFinish<C><<<cuda::Blocks(ch), cuda::kThreads, 0, stream>>>(
+      rows, ch, chunks, partial, gamma, inv, static_cast<C*>(dgammav), static_cast<C*>(dbetav), a,
+      mg, mgx);
+  if (rows > 0) {
+    GradElementwise<T, C><<<cuda::Blocks(rows * ch), cuda::kThreads, 0, stream>>>(
+        rows * ch, ch, dy, x, scale, shift, mean, inv, a, mg, mgx, alpha, static_cast<T*>(dxv));
+  }
+  return cuda::LaunchStatus(kOp);
+}
+
+}  // namespace
+
+Status BatchNormLeakyForwardGpu(DType dtype, const BatchNormLeakyParams& params, const void* x,
+                                const void* gamma, const void* beta, void* y, void* mean,
+                                void* variance, void* stream) {
+  return cuda::DispatchDType<false>(dtype, "FusedBatchNormLeakyRelu", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return Forward<T>(params, x, gamma, beta, y, mean, variance, static_cast<cudaStream_t>(stream));
+  });
+}
+
+Status BatchNormLeakyBackwardGpu(DType dtype, const BatchNormLeakyParams& params, const void* dy,
+                                 const void* x, const void* gamma, const void* beta,
+                                 const void* mean, const void* variance, void* dx, void* dgamma,
+                                 void* dbeta, void* stream) {
+  return cuda::DispatchDType<false>(dtype, "FusedBatchNormLeakyReluGrad", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return Backward<T>(params, dy, x, gamma, beta, mean, variance, dx, dgamma, dbeta,
+                       static_cast<cudaStream_t>(stream));
+  });
+}
+
+}  // namespace opforge
