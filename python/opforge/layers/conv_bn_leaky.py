@@ -7,6 +7,7 @@ from typing import Any, Dict
 import keras
 import tensorflow as tf
 
+from opforge.ops.bias_leaky_relu import bias_leaky_relu
 from opforge.ops.fused_batch_norm_leaky_relu import fused_batch_norm_leaky_relu
 from opforge.ops.fused_conv2d_bias_leaky_relu import fused_conv2d_bias_leaky_relu
 
@@ -45,7 +46,8 @@ class ConvBNLeaky(keras.layers.Layer):
     - otherwise: the batch norm folded into the kernel and a bias
       (`W' = W * gamma / sqrt(var + eps)`, `b' = beta - mean * gamma / sqrt(var + eps)`) and
       `opforge.ops.fused_conv2d_bias_leaky_relu` (bias and activation applied while each output
-      tile is in cache). On a machine with a GPU, TensorFlow's conv2d + bias_add + leaky_relu.
+      tile is in cache). On a machine with a GPU, TensorFlow's conv2d (cuDNN) and
+      `opforge.ops.bias_leaky_relu`.
 
     Args as Conv2D / BatchNormalization / LeakyReLU: filters, kernel_size, strides=1,
     padding ("same" or "valid"), alpha (LeakyReLU's negative slope, >= 0; YOLO uses 0.1),
@@ -118,8 +120,8 @@ class ConvBNLeaky(keras.layers.Layer):
         weights, bias = self.folded_weights()
         weights, bias = tf.cast(weights, inputs.dtype), tf.cast(bias, inputs.dtype)
         if _gpu_present():
-            z = tf.nn.bias_add(tf.nn.conv2d(inputs, weights, **self._conv_args()), bias)
-            return tf.nn.leaky_relu(z, self.alpha)
+            # TensorFlow's convolution (cuDNN), then opforge's bias + leaky_relu kernel.
+            return bias_leaky_relu(tf.nn.conv2d(inputs, weights, **self._conv_args()), bias, self.alpha)
         args = self._conv_args()
         return fused_conv2d_bias_leaky_relu(inputs, weights, bias, args["strides"], args["padding"],
                                             alpha=self.alpha, dilations=args["dilations"])

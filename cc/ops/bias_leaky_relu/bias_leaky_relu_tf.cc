@@ -1,0 +1,92 @@
+// TensorFlow binding of BiasLeakyRelu: op registration with its shape function, and the op
+// struct that TfKernel (common/tf_kernel.h) runs, on the CPU and the GPU.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "common/tf_kernel.h"
+#include "ops/bias_leaky_relu/bias_leaky_relu.h"
+
+namespace opforge {
+
+namespace shape_inference = tensorflow::shape_inference;
+using shape_inference::DimensionHandle;
+using shape_inference::InferenceContext;
+using shape_inference::ShapeHandle;
+
+namespace {
+
+constexpr char kOp[] = "BiasLeakyRelu";
+
+absl::Status Shape(InferenceContext* c) {
+  BiasLeakyReluParams p;
+  TF_RETURN_IF_ERROR(c->GetAttr("alpha", &p.alpha));
+  if (!std::isfinite(p.alpha) || p.alpha < 0.0f) {
+    return ToTfStatus(InvalidArgument(kOp, "alpha", "finite and >= 0", p.alpha));
+  }
+  if (c->RankKnown(c->input(0)) && c->Rank(c->input(0)) < 1) {
+    return ToTfStatus(InvalidArgument(kOp, "features", "at least 1-D [..., channels]", "rank 0"));
+  }
+  if (c->RankKnown(c->input(1)) && c->Rank(c->input(1)) != 1) {
+    return ToTfStatus(InvalidArgument(kOp, "bias", "1-D [channels]",
+                                      "rank " + std::to_string(c->Rank(c->input(1)))));
+  }
+  ShapeHandle features, bias;
+  TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(0), 1, &features));
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 1, &bias));
+  if (c->RankKnown(features)) {
+    DimensionHandle merged;
+    if (!c->Merge(c->Dim(features, -1), c->Dim(bias, 0), &merged).ok()) {
+      return ToTfStatus(InvalidArgument(kOp, "bias", "[channels], the last dimension of features",
+                                        "[" + std::to_string(c->Value(c->Dim(bias, 0))) + "]"));
+    }
+    ShapeHandle out;
+    TF_RETURN_IF_ERROR(c->ReplaceDim(features, -1, merged, &out));
+    c->set_output(0, out);
+  } else {
+    c->set_output(0, features);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+REGISTER_OP("Opforge>BiasLeakyRelu")
+    .Input("features: T")
+    .Input("bias: T")
+    .Output("output: T")
+    .Attr("T: {half, bfloat16, float, double} = DT_FLOAT")
+    .Attr("alpha: float = 0.2")
+    .SetShapeFn(Shape)
+    .Doc("leaky_relu(features + bias) over the last axis, in one pass.");
+
+namespace {
+
+struct BiasLeakyReluOp {
+  using Params = BiasLeakyReluParams;
+  float alpha = 0.2f;
+
+  Status Init(AttrReader& reader) {
+    reader.Read("alpha", &alpha);
+    return Status::Ok();
+  }
+  Status Validate(TfCall& call, Params* p) const {
+    p->alpha = alpha;
+    OPFORGE_RETURN_IF_ERROR(ValidateBiasLeakyRelu(call.shape(0), call.shape(1), p));
+    call.Output(0, call.shape(0), {0});
+    return Status::Ok();
+  }
+  template <typename T>
+  void Cpu(const Params& p, const TfCall& call, const Parallel& parallel) const {
+    BiasLeakyRelu<T>(p, call.in<T>(0), call.in<T>(1), call.out<T>(0), parallel);
+  }
+  Status Gpu(DType dtype, const Params& p, const TfCall& call, void* stream) const {
+    return BiasLeakyReluGpu(dtype, p, call.in(0), call.in(1), call.out(0), stream);
+  }
+};
+
+OPFORGE_REGISTER_KERNELS(Name("Opforge>BiasLeakyRelu"), BiasLeakyReluOp, OPFORGE_FLOAT_TYPES,
+                         OPFORGE_FLOAT_TYPES)
+
+}  // namespace
+}  // namespace opforge
