@@ -70,7 +70,8 @@ def test_bench_runs_every_speed_case_of_every_spec_at_the_size_asked():
     # Every case, but those shown only at their default size (a second size of the same case).
     expected = [s.name for s in opforge.ops.SPECS for case in s.speed if case.setup(4096) is not None]
     assert [r["op"] for r in rows] == expected
-    assert sum(len(s.speed) for s in opforge.ops.SPECS) - len(expected) == 2  # the 1M py_function cases
+    # Shown at their default size only: the 1M py_function cases and the GEMM-vs-matmul case.
+    assert sum(len(s.speed) for s in opforge.ops.SPECS) - len(expected) == 3
     assert {r["op"] for r in rows} == {spec.name for spec in opforge.ops.SPECS}
     cases = [r["case"] for r in rows]
     assert any("py_function" in c for c in cases) and any("broadcast" in c for c in cases)
