@@ -64,40 +64,55 @@ using Row = Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, 1>>;
 template <typename C>
 using OutRow = Eigen::Map<Eigen::Array<C, Eigen::Dynamic, 1>>;
 
-bool UseWinograd(const Conv2DGeometry& g) {
-  return g.filter_h == 3 && g.filter_w == 3 && g.stride_h == 1 && g.stride_w == 1 &&
-         g.dilation_h == 1 && g.dilation_w == 1 && g.in_c >= 16 && g.out_c >= 16 &&
-         g.out_h >= 4 && g.out_w >= 4;
+// Tile rows per band: bands of about kWinogradBandTiles tiles, and at least two bands for a
+// batch of one (so that two threads have work), of equal size.
+int64_t WinogradBandRows(const Conv2DGeometry& g) {
+  const int64_t tiles_w = (g.out_w + 1) / 2, tiles_h = (g.out_h + 1) / 2;
+  int64_t bands =
+      std::max<int64_t>(1, (tiles_h * tiles_w + kWinogradBandTiles - 1) / kWinogradBandTiles);
+  if (g.batch == 1) bands = std::max<int64_t>(bands, 2);
+  bands = std::min(bands, tiles_h);
+  return (tiles_h + bands - 1) / bands;
 }
 
-// U[xi][ci][co] = (G g G^T)[xi] for filter [3, 3, in_c, out_c].
+// Winograd where it pays: a 3x3 stride-1 convolution with enough channels for the 16 products,
+// enough tiles per band to amortise the filter transform and each product's packing, and work
+// for more than one thread (a small image at batch 1 runs the direct path, whose products split
+// by output channels).
+bool UseWinograd(const Conv2DGeometry& g) {
+  if (!(g.filter_h == 3 && g.filter_w == 3 && g.stride_h == 1 && g.stride_w == 1 &&
+        g.dilation_h == 1 && g.dilation_w == 1 && g.in_c >= 16 && g.out_c >= 16 && g.out_h >= 4 &&
+        g.out_w >= 4)) {
+    return false;
+  }
+  const int64_t tiles_w = (g.out_w + 1) / 2, tiles_h = (g.out_h + 1) / 2;
+  const int64_t rows = WinogradBandRows(g);
+  const int64_t bands = (tiles_h + rows - 1) / rows;
+  return g.batch * bands >= 2 && rows * tiles_w >= 32;
+}
+
+// U[xi][ci][:] = (G g G^T)[xi] for filter [3, 3, in_c, out_c], vectorised over the output
+// channels (tap (i, j) of input channel ci is a contiguous row of out_c values).
 template <typename C>
 void WinogradFilter(const Conv2DGeometry& g, const C* filter, C* u, const Parallel& parallel) {
   const int64_t ci_n = g.in_c, co_n = g.out_c, plane = ci_n * co_n;
-  parallel.For(ci_n, 60.0 * static_cast<double>(co_n), [&](int64_t begin, int64_t end) {
+  parallel.For(ci_n, 40.0 * static_cast<double>(co_n), [&](int64_t begin, int64_t end) {
     for (int64_t ci = begin; ci < end; ++ci) {
-      for (int64_t co = 0; co < co_n; ++co) {
-        C w[3][3];
-        for (int i = 0; i < 3; ++i)
-          for (int j = 0; j < 3; ++j) w[i][j] = filter[((i * 3 + j) * ci_n + ci) * co_n + co];
-        C t[4][3];  // G w
-        for (int j = 0; j < 3; ++j) {
-          t[0][j] = w[0][j];
-          t[1][j] = (w[0][j] + w[1][j] + w[2][j]) * C(0.5);
-          t[2][j] = (w[0][j] - w[1][j] + w[2][j]) * C(0.5);
-          t[3][j] = w[2][j];
-        }
-        for (int i = 0; i < 4; ++i) {  // (G w) G^T
-          const C r0 = t[i][0];
-          const C r1 = (t[i][0] + t[i][1] + t[i][2]) * C(0.5);
-          const C r2 = (t[i][0] - t[i][1] + t[i][2]) * C(0.5);
-          const C r3 = t[i][2];
-          C* dst = u + (i * 4) * plane + ci * co_n + co;
-          dst[0] = r0;
-          dst[plane] = r1;
-          dst[2 * plane] = r2;
-          dst[3 * plane] = r3;
-        }
+      auto w = [&](int i, int j) { return Row<C>(filter + (i * 3 + j) * plane + ci * co_n, co_n); };
+      // Rows of G w (4 x 3), each a row of out_c values.
+      auto gw = [&](int i, int j) {
+        return i == 0   ? (w(0, j) * C(1)).eval()
+               : i == 1 ? ((w(0, j) + w(1, j) + w(2, j)) * C(0.5)).eval()
+               : i == 2 ? ((w(0, j) - w(1, j) + w(2, j)) * C(0.5)).eval()
+                        : (w(2, j) * C(1)).eval();
+      };
+      for (int i = 0; i < 4; ++i) {
+        const auto t0 = gw(i, 0), t1 = gw(i, 1), t2 = gw(i, 2);
+        C* dst = u + (i * 4) * plane + ci * co_n;
+        OutRow<C>(dst, co_n) = t0;
+        OutRow<C>(dst + plane, co_n) = (t0 + t1 + t2) * C(0.5);
+        OutRow<C>(dst + 2 * plane, co_n) = (t0 - t1 + t2) * C(0.5);
+        OutRow<C>(dst + 3 * plane, co_n) = t2;
       }
     }
   });
@@ -108,90 +123,93 @@ void WinogradForward(const Conv2DGeometry& g, const C* in, const C* filter, C* o
                      const Epilogue<C>* epilogue, const Parallel& parallel) {
   const int64_t ci_n = g.in_c, co_n = g.out_c;
   const int64_t tiles_w = (g.out_w + 1) / 2, tiles_h = (g.out_h + 1) / 2;
-  const int64_t band_rows = std::max<int64_t>(1, kWinogradBandTiles / tiles_w);  // tile rows
+  const int64_t band_rows = WinogradBandRows(g);  // tile rows per band
   const int64_t bands = (tiles_h + band_rows - 1) / band_rows;
   Scratch<C> u(static_cast<size_t>(16 * ci_n * co_n));
   WinogradFilter(g, filter, u.data(), parallel);
   const auto& gemm = gemm::BestGemm<C>();
   const int64_t band_tiles = band_rows * tiles_w;
-  parallel.For(
-      g.batch * bands, 16.0 * static_cast<double>(band_tiles * ci_n * co_n),
-      [&](int64_t begin, int64_t end) {
-        Scratch<C> v(static_cast<size_t>(16 * band_tiles * ci_n));
-        const std::vector<C> zeros(static_cast<size_t>(ci_n), C(0));
-        Scratch<C> m(static_cast<size_t>(16 * band_tiles * co_n));
-        for (int64_t unit = begin; unit < end; ++unit) {
-          const int64_t b = unit / bands, ty0 = (unit % bands) * band_rows;
-          const int64_t nty = std::min(band_rows, tiles_h - ty0);
-          const int64_t nt = nty * tiles_w;
-          // Input transform: V[xi][t][:] = (B^T d B)[xi], vectorised over the channels (each
-          // of the 16 input pixels is a contiguous row of in_c values; outside the image, zeros).
-          const int64_t vstride = nt * ci_n;
-          for (int64_t t = 0; t < nt; ++t) {
-            const int64_t ty = ty0 + t / tiles_w, tx = t % tiles_w;
-            const int64_t h0 = 2 * ty - g.pad_top, w0 = 2 * tx - g.pad_left;
-            const C* src[4][4];
-            for (int i = 0; i < 4; ++i)
-              for (int j = 0; j < 4; ++j) {
-                const int64_t h = h0 + i, w = w0 + j;
-                src[i][j] = (h < 0 || h >= g.in_h || w < 0 || w >= g.in_w)
-                                ? zeros.data()
-                                : in + ((b * g.in_h + h) * g.in_w + w) * ci_n;
-              }
-            auto d = [&](int i, int j) { return Row<C>(src[i][j], ci_n); };
-            C* base = v.data() + t * ci_n;
-            for (int i = 0; i < 4; ++i) {
-              // Row i of B^T d, then its product with B.
-              auto t0 = [&](int j) {
-                return i == 0   ? (d(0, j) - d(2, j)).eval()
-                       : i == 1 ? (d(1, j) + d(2, j)).eval()
-                       : i == 2 ? (d(2, j) - d(1, j)).eval()
-                                : (d(1, j) - d(3, j)).eval();
-              };
-              const auto c0 = t0(0), c1 = t0(1), c2 = t0(2), c3 = t0(3);
-              OutRow<C>(base + (i * 4 + 0) * vstride, ci_n) = c0 - c2;
-              OutRow<C>(base + (i * 4 + 1) * vstride, ci_n) = c1 + c2;
-              OutRow<C>(base + (i * 4 + 2) * vstride, ci_n) = c2 - c1;
-              OutRow<C>(base + (i * 4 + 3) * vstride, ci_n) = c1 - c3;
-            }
-          }
-          // The 16 products M[xi] = V[xi] U[xi].
-          for (int xi = 0; xi < 16; ++xi) {
-            gemm.a_b(v.data() + xi * nt * ci_n, u.data() + xi * ci_n * co_n,
-                     m.data() + xi * nt * co_n, nt, ci_n, co_n);
-          }
-          // Output transform: the 2x2 block A^T M A of every tile, written where it falls,
-          // vectorised over the output channels.
-          const int64_t mstride = nt * co_n;
-          for (int64_t t = 0; t < nt; ++t) {
-            const int64_t ty = ty0 + t / tiles_w, tx = t % tiles_w;
-            const int64_t oh = 2 * ty, ow = 2 * tx;
-            C* o00 = out + ((b * g.out_h + oh) * g.out_w + ow) * co_n;
-            const bool has_right = ow + 1 < g.out_w, has_below = oh + 1 < g.out_h;
-            const C* mt = m.data() + t * co_n;
-            auto x = [&](int i, int j) { return Row<C>(mt + (i * 4 + j) * mstride, co_n); };
-            // A^T x: r0 = x0 + x1 + x2, r1 = x1 - x2 - x3 (rows), then the same on columns.
-            auto r0 = [&](int j) { return (x(0, j) + x(1, j) + x(2, j)).eval(); };
-            auto r1 = [&](int j) { return (x(1, j) - x(2, j) - x(3, j)).eval(); };
-            {
-              const auto a0 = r0(0), a1 = r0(1), a2 = r0(2), a3 = r0(3);
-              OutRow<C>(o00, co_n) = a0 + a1 + a2;
-              if (has_right) OutRow<C>(o00 + co_n, co_n) = a1 - a2 - a3;
-            }
-            if (has_below) {
-              C* o10 = o00 + g.out_w * co_n;
-              const auto b0 = r1(0), b1 = r1(1), b2 = r1(2), b3 = r1(3);
-              OutRow<C>(o10, co_n) = b0 + b1 + b2;
-              if (has_right) OutRow<C>(o10 + co_n, co_n) = b1 - b2 - b3;
-            }
-          }
-          if (epilogue != nullptr) {
-            const int64_t oh0 = 2 * ty0, oh1 = std::min(g.out_h, 2 * (ty0 + nty));
-            (*epilogue)(out + (b * g.out_h + oh0) * g.out_w * co_n, (oh1 - oh0) * g.out_w,
-                        (b * g.out_h + oh0) * g.out_w);
-          }
-        }
-      });
+  parallel.For(g.batch * bands, 16.0 * static_cast<double>(band_tiles * ci_n * co_n),
+               [&](int64_t begin, int64_t end) {
+                 Scratch<C> v(static_cast<size_t>(16 * band_tiles * ci_n));
+                 const std::vector<C> zeros(static_cast<size_t>(ci_n), C(0));
+                 Scratch<C> m(static_cast<size_t>(16 * band_tiles * co_n));
+                 for (int64_t unit = begin; unit < end; ++unit) {
+                   const int64_t b = unit / bands, ty0 = (unit % bands) * band_rows;
+                   const int64_t nty = std::min(band_rows, tiles_h - ty0);
+                   const int64_t nt = nty * tiles_w;
+                   // Input transform: V[xi][t][:] = (B^T d B)[xi], vectorised over the channels
+                   // (each of the 16 input pixels is a contiguous row of in_c values; outside the
+                   // image, zeros).
+                   const int64_t vstride = nt * ci_n;
+                   for (int64_t t = 0; t < nt; ++t) {
+                     const int64_t ty = ty0 + t / tiles_w, tx = t % tiles_w;
+                     const int64_t h0 = 2 * ty - g.pad_top, w0 = 2 * tx - g.pad_left;
+                     const C* src[4][4];
+                     for (int i = 0; i < 4; ++i)
+                       for (int j = 0; j < 4; ++j) {
+                         const int64_t h = h0 + i, w = w0 + j;
+                         src[i][j] = (h < 0 || h >= g.in_h || w < 0 || w >= g.in_w)
+                                         ? zeros.data()
+                                         : in + ((b * g.in_h + h) * g.in_w + w) * ci_n;
+                       }
+                     auto d = [&](int i, int j) { return Row<C>(src[i][j], ci_n); };
+                     C* base = v.data() + t * ci_n;
+                     for (int i = 0; i < 4; ++i) {
+                       // Row i of B^T d, then its product with B.
+                       auto t0 = [&](int j) {
+                         return i == 0   ? (d(0, j) - d(2, j)).eval()
+                                : i == 1 ? (d(1, j) + d(2, j)).eval()
+                                : i == 2 ? (d(2, j) - d(1, j)).eval()
+                                         : (d(1, j) - d(3, j)).eval();
+                       };
+                       const auto c0 = t0(0), c1 = t0(1), c2 = t0(2), c3 = t0(3);
+                       OutRow<C>(base + (i * 4 + 0) * vstride, ci_n) = c0 - c2;
+                       OutRow<C>(base + (i * 4 + 1) * vstride, ci_n) = c1 + c2;
+                       OutRow<C>(base + (i * 4 + 2) * vstride, ci_n) = c2 - c1;
+                       OutRow<C>(base + (i * 4 + 3) * vstride, ci_n) = c1 - c3;
+                     }
+                   }
+                   // The 16 products M[xi] = V[xi] U[xi].
+                   for (int xi = 0; xi < 16; ++xi) {
+                     gemm.a_b(v.data() + xi * nt * ci_n, u.data() + xi * ci_n * co_n,
+                              m.data() + xi * nt * co_n, nt, ci_n, co_n);
+                   }
+                   // Output transform: the 2x2 block A^T M A of every tile, written where it falls,
+                   // vectorised over the output channels.
+                   const int64_t mstride = nt * co_n;
+                   for (int64_t t = 0; t < nt; ++t) {
+                     const int64_t ty = ty0 + t / tiles_w, tx = t % tiles_w;
+                     const int64_t oh = 2 * ty, ow = 2 * tx;
+                     C* o00 = out + ((b * g.out_h + oh) * g.out_w + ow) * co_n;
+                     const bool has_right = ow + 1 < g.out_w, has_below = oh + 1 < g.out_h;
+                     const C* mt = m.data() + t * co_n;
+                     auto x = [&](int i, int j) {
+                       return Row<C>(mt + (i * 4 + j) * mstride, co_n);
+                     };
+                     // A^T x: r0 = x0 + x1 + x2, r1 = x1 - x2 - x3 (rows), then the same on
+                     // columns.
+                     auto r0 = [&](int j) { return (x(0, j) + x(1, j) + x(2, j)).eval(); };
+                     auto r1 = [&](int j) { return (x(1, j) - x(2, j) - x(3, j)).eval(); };
+                     {
+                       const auto a0 = r0(0), a1 = r0(1), a2 = r0(2), a3 = r0(3);
+                       OutRow<C>(o00, co_n) = a0 + a1 + a2;
+                       if (has_right) OutRow<C>(o00 + co_n, co_n) = a1 - a2 - a3;
+                     }
+                     if (has_below) {
+                       C* o10 = o00 + g.out_w * co_n;
+                       const auto b0 = r1(0), b1 = r1(1), b2 = r1(2), b3 = r1(3);
+                       OutRow<C>(o10, co_n) = b0 + b1 + b2;
+                       if (has_right) OutRow<C>(o10 + co_n, co_n) = b1 - b2 - b3;
+                     }
+                   }
+                   if (epilogue != nullptr) {
+                     const int64_t oh0 = 2 * ty0, oh1 = std::min(g.out_h, 2 * (ty0 + nty));
+                     (*epilogue)(out + (b * g.out_h + oh0) * g.out_w * co_n, (oh1 - oh0) * g.out_w,
+                                 (b * g.out_h + oh0) * g.out_w);
+                   }
+                 }
+               });
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -188,6 +189,26 @@ void CheckThreads(const Shape& s) {
                                     ThreadParallel(threads));
     EXPECT_TRUE(test::SameBits(many, one)) << threads << " threads, out_c " << s.filter[3];
   }
+}
+
+TEST(FusedConv2DTest, WinogradPathIsTaken) {
+  // The shapes above that qualify run Winograd; check its accuracy at a YOLO-like size too
+  // (random data, against the double reference).
+  const Shape s{{2, 26, 26, 64}, {3, 3, 64, 48}};
+  const FusedConv2DParams p = Params(s);
+  auto in = Random(static_cast<size_t>(p.g.InputSize()), 31, false);
+  auto f = Random(3 * 3 * 64 * 48, 32, false);
+  for (auto& v : f) v *= 0.1;
+  auto b = Random(48, 33, false);
+  for (auto* v : {&in, &f, &b})
+    for (auto& x : *v) x = static_cast<double>(static_cast<float>(x));
+  const auto want = Naive(p, in, f, b);
+  std::vector<float> out(want.size());
+  FusedConv2DBiasLeakyRelu<float>(p, As<float>(in).data(), As<float>(f).data(), As<float>(b).data(),
+                                  out.data(), ThreadParallel(2));
+  double worst = 0;
+  for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::abs(out[i] - want[i]));
+  EXPECT_LT(worst, 2e-5);  // |values| up to ~10: a few float ulps
 }
 
 TEST(FusedConv2DTest, EmptyShapes) {
