@@ -42,8 +42,10 @@ def fused_conv2d_bias_leaky_relu(input, filters, bias, strides, padding, alpha: 
     activation while it is in cache, where TensorFlow writes the convolution output and reads it
     back for the bias and again for the activation. half and bfloat16 accumulate in float.
 
-    Gradients flow to input, filters and bias (opforge's transposed-convolution ops compute the
-    first two).
+    Gradients flow to input, filters and bias. For 3x3 stride-1 convolutions with 16 channels or
+    more on each side the input gradient
+    is this op again on the rotated filter (Winograd), and the filter gradient is TensorFlow's
+    Conv2DBackpropFilter; otherwise opforge's transposed-convolution ops compute both.
 
     Raises:
       InvalidArgumentError: wrong ranks, channels that do not match, a bias that is not
@@ -66,22 +68,59 @@ def fused_conv2d_bias_leaky_relu(input, filters, bias, strides, padding, alpha: 
         dilations=dilations4, alpha=_alpha(alpha), name=name)
 
 
+def _stride1_input_grad_pads(x, w, padding, explicit):
+    """For a 3x3, stride-1, dilation-1 convolution: the explicit pads with which the convolution
+    of the output gradient with the rotated filter is the input gradient, or None."""
+    kh, kw = w.shape[0], w.shape[1]
+    if kh != 3 or kw != 3 or (w.shape[2] or 0) < 16 or (w.shape[3] or 0) < 16:
+        return None  # Winograd needs 16 channels or more on each side
+    if padding == "VALID":
+        pt = pb = pl = pr = 0
+    elif padding == "SAME":
+        pt = pl = 1
+        pb = pr = 1
+    else:
+        pt, pb, pl, pr = explicit[2], explicit[3], explicit[4], explicit[5]
+    pads = (kh - 1 - pt, kh - 1 - pb, kw - 1 - pl, kw - 1 - pr)
+    return pads if min(pads) >= 0 else None
+
+
 @tf.RegisterGradient("Opforge>FusedConv2DBiasLeakyRelu")
 def _fused_conv_gradient(op, grad):
     x, w, _ = op.inputs
     padding = op.get_attr("padding")
-    attrs = dict(strides=op.get_attr("strides"), padding=padding.decode() if isinstance(padding, bytes) else padding,
-                 explicit_paddings=op.get_attr("explicit_paddings"), data_format="NHWC",
-                 dilations=op.get_attr("dilations"))
+    padding = padding.decode() if isinstance(padding, bytes) else padding
+    strides, dilations = list(op.get_attr("strides")), list(op.get_attr("dilations"))
+    explicit = list(op.get_attr("explicit_paddings"))
+    attrs = dict(strides=strides, padding=padding, explicit_paddings=explicit, data_format="NHWC",
+                 dilations=dilations)
     m = lib()
     # alpha >= 0: the output's sign is the pre-activation's, so the output tells the slope.
     gz = m.opforge_leaky_relu_grad(grad, op.outputs[0], alpha=op.get_attr("alpha"))
     skip = getattr(op, "skip_input_indices", None) or ()
-    # The convolution's input gradient is a transposed convolution of gz with the same filter;
-    # its filter gradient is the transposed convolution's filter gradient with gz as its input.
+    d_b = None if 2 in skip else tf.reduce_sum(gz, axis=[0, 1, 2])
+    pads = (_stride1_input_grad_pads(x, w, padding, explicit)
+            if strides == [1, 1, 1, 1] and dilations == [1, 1, 1, 1] else None)
+    if pads is not None:
+        # 3x3, stride 1: the input gradient is the convolution of gz with the filter rotated by
+        # 180 degrees and its channels swapped, which the convolution core runs as Winograd;
+        # the filter gradient is TensorFlow's.
+        d_x = None
+        if 0 not in skip:
+            rotated = tf.transpose(tf.reverse(w, [0, 1]), [0, 1, 3, 2])
+            d_x = m.opforge_fused_conv2d_bias_leaky_relu(
+                gz, rotated, tf.zeros(tf.shape(x)[3:], gz.dtype), strides=[1, 1, 1, 1], padding="EXPLICIT",
+                explicit_paddings=[0, 0, pads[0], pads[1], pads[2], pads[3], 0, 0], dilations=[1, 1, 1, 1],
+                alpha=1.0)
+        d_w = None if 1 in skip else tf.raw_ops.Conv2DBackpropFilter(
+            input=x, filter_sizes=tf.shape(w), out_backprop=gz, strides=strides, padding=padding,
+            explicit_paddings=explicit, dilations=dilations)
+        return d_x, d_w, d_b
+    # Otherwise: the convolution's input gradient is a transposed convolution of gz with the same
+    # filter; its filter gradient is the transposed convolution's filter gradient with gz as its
+    # input.
     d_x = None if 0 in skip else m.opforge_conv2d_transpose(gz, w, tf.shape(x), **attrs)
     d_w = None if 1 in skip else m.opforge_conv2d_transpose_filter_grad(gz, w, x, **attrs)
-    d_b = None if 2 in skip else tf.reduce_sum(gz, axis=[0, 1, 2])
     return d_x, d_w, d_b
 
 
@@ -185,6 +224,9 @@ SPECS = (
         forward_tolerance={"float64": 1e-12, "float32": 2e-5, "float16": 4e-3, "bfloat16": 3e-2},
         gradient_cases=(
             _case("grad 3x3 same", (1, 5, 4, 2), (3, 3, 2, 3), 1, "SAME", alpha=0.1, seed=21),
+            _case("grad 3x3 valid, Winograd-sized", (1, 6, 6, 16), (3, 3, 16, 16), 1, "VALID", alpha=0.1, seed=30),
+            _case("grad 3x3 explicit, Winograd-sized", (1, 5, 6, 16), (3, 3, 16, 16), 1,
+                  [[0, 0], [2, 0], [1, 1], [0, 0]], alpha=0.2, seed=33),
             _case("grad stride 2 valid dilated", (2, 7, 7, 2), (2, 2, 2, 2), 2, "VALID", alpha=0.3, seed=24),
         ),
         gradient_tolerance=1e-6,
