@@ -4,6 +4,7 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "common/gemm.h"
@@ -129,6 +130,15 @@ void WinogradForward(const Conv2DGeometry& g, const C* in, const C* filter, C* o
   WinogradFilter(g, filter, u.data(), parallel);
   const auto& gemm = gemm::BestGemm<C>();
   const int64_t band_tiles = band_rows * tiles_w;
+  // The 16 transformed filters, packed once for every band's products.
+  std::vector<std::unique_ptr<gemm::PackedB<C>>> packed(16);
+  parallel.For(16, 2.0 * static_cast<double>(ci_n * co_n), [&](int64_t begin, int64_t end) {
+    const SerialParallel serial;
+    for (int64_t xi = begin; xi < end; ++xi) {
+      packed[xi] = std::make_unique<gemm::PackedB<C>>(gemm, u.data() + xi * ci_n * co_n, co_n,
+                                                      false, ci_n, co_n, band_tiles, serial);
+    }
+  });
   parallel.For(g.batch * bands, 16.0 * static_cast<double>(band_tiles * ci_n * co_n),
                [&](int64_t begin, int64_t end) {
                  Scratch<C> v(static_cast<size_t>(16 * band_tiles * ci_n));
@@ -172,8 +182,8 @@ void WinogradForward(const Conv2DGeometry& g, const C* in, const C* filter, C* o
                    }
                    // The 16 products M[xi] = V[xi] U[xi].
                    for (int xi = 0; xi < 16; ++xi) {
-                     gemm.a_b(v.data() + xi * nt * ci_n, u.data() + xi * ci_n * co_n,
-                              m.data() + xi * nt * co_n, nt, ci_n, co_n);
+                     packed[xi]->Multiply(v.data() + xi * nt * ci_n, ci_n,
+                                          m.data() + xi * nt * co_n, nt, co_n);
                    }
                    // Output transform: the 2x2 block A^T M A of every tile, written where it falls,
                    // vectorised over the output channels.
@@ -280,6 +290,9 @@ void Conv2DForward(const Conv2DGeometry& g, const C* in, const C* filter, C* out
     }
     return;
   }
+  // The filter packed once for the products of every tile.
+  const gemm::PackedB<C> packed(gemm, filter, g.out_c, false, k, g.out_c,
+                                std::min(pixels, kConvTileRows), parallel);
   parallel.For(
       g.batch * tiles, static_cast<double>(std::min(pixels, kConvTileRows) * k * g.out_c),
       [&](int64_t begin, int64_t end) {
@@ -293,7 +306,7 @@ void Conv2DForward(const Conv2DGeometry& g, const C* in, const C* filter, C* out
             a = col.data();
           }
           C* o = out + (b * pixels + t0) * g.out_c;
-          gemm.a_b(a, filter, o, rows, k, g.out_c);
+          packed.Multiply(a, k, o, rows, g.out_c);
           if (epilogue != nullptr) (*epilogue)(o, rows, b * pixels + t0);
         }
       });

@@ -4,6 +4,10 @@
 
 #include <Eigen/Core>
 #include <cstdint>
+#include <cstdlib>
+#include <new>
+
+#include "common/parallel.h"
 
 namespace opforge {
 
@@ -24,6 +28,42 @@ const Gemm<C>& BestGemm() {
                                                           : DefaultGemm<C>();
   return *best;
 }
+
+template <typename C>
+PackedB<C>::PackedB(const Gemm<C>& gemm, const C* b, int64_t ldb, bool transposed, int64_t k,
+                    int64_t n, int64_t m_hint, const Parallel& parallel)
+    : gemm_(&gemm), layout_(gemm.packed_layout(k, n, m_hint)) {
+  const int64_t blocks = layout_.n_blocks * layout_.k_blocks;
+  if (blocks == 0 || k == 0 || n == 0) return;
+  const size_t bytes = sizeof(C) * static_cast<size_t>(blocks * layout_.block_stride);
+  data_ = static_cast<C*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
+  if (data_ == nullptr) throw std::bad_alloc();
+  parallel.For(blocks, 2.0 * static_cast<double>(layout_.block_stride),
+               [&](int64_t begin, int64_t end) {
+                 for (int64_t i = begin; i < end; ++i) {
+                   gemm.pack_b_block(b, ldb, transposed, layout_, i, data_);
+                 }
+               });
+}
+
+template <typename C>
+PackedB<C>::~PackedB() {
+  std::free(data_);
+}
+
+template <typename C>
+void PackedB<C>::Multiply(const C* a, int64_t lda, C* c, int64_t m, int64_t ldc) const {
+  if (data_ == nullptr) {
+    for (int64_t r = 0; r < m; ++r) {
+      for (int64_t j = 0; j < layout_.n; ++j) c[r * ldc + j] = C(0);
+    }
+    return;
+  }
+  gemm_->a_packed_b(a, lda, data_, layout_, c, m, ldc);
+}
+
+template class PackedB<float>;
+template class PackedB<double>;
 
 template const Gemm<float>* DefaultGemm<float>();
 template const Gemm<double>* DefaultGemm<double>();

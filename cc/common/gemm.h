@@ -15,7 +15,22 @@
 #include <cstdint>
 
 namespace opforge {
+
+class Parallel;
+
 namespace gemm {
+
+// Where the blocks of a packed right operand B [k, n] lie (see Gemm::pack_b_block): Eigen's
+// GEBP packs B^T in blocks of n_block columns of B by k_block rows, each block_stride elements
+// from the previous one, block (nb, kb) at index nb * k_blocks + kb. A plain aggregate: this
+// header is included by the per-ISA builds, so it defines nothing inline.
+struct PackedLayout {
+  int64_t k = 0, n = 0;
+  int64_t k_block = 0, n_block = 0;  // Eigen's kc and mc for this product
+  int64_t m_block = 0;               // rows of the left operand packed at a time
+  int64_t k_blocks = 0, n_blocks = 0;
+  int64_t block_stride = 0;  // elements, a multiple of 16 (64-byte alignment)
+};
 
 // All matrices row-major and contiguous.
 template <typename C>
@@ -30,6 +45,20 @@ struct Gemm {
   // columns of a wider product)
   void (*a_b_strided)(const C* a, const C* b, C* c, int64_t m, int64_t k, int64_t n, int64_t ldb,
                       int64_t ldc);
+
+  // A right operand packed once and multiplied by many left operands (a convolution's filter
+  // against every tile of its input): Eigen's own product packs both operands on every call,
+  // which for a [4096, 512] filter and tiles of 256 rows costs about a third of the product.
+  // The layout of B [k, n] packed for products with about m_hint rows on the left.
+  PackedLayout (*packed_layout)(int64_t k, int64_t n, int64_t m_hint);
+  // Packs block `index` (< n_blocks * k_blocks) of B, where B[kk, nn] = b[kk * ldb + nn], or
+  // b[nn * ldb + kk] when `transposed`, into packed + index * block_stride (64-byte aligned).
+  void (*pack_b_block)(const C* b, int64_t ldb, bool transposed, const PackedLayout& layout,
+                       int64_t index, C* packed);
+  // c[m, n] = a[m, k] * B for B packed by this same table; rows of a lda and rows of c ldc
+  // elements apart.
+  void (*a_packed_b)(const C* a, int64_t lda, const C* packed, const PackedLayout& layout, C* c,
+                     int64_t m, int64_t ldc);
 };
 
 // The default build (always present).
@@ -45,6 +74,25 @@ const Gemm<C>* Avx512Gemm();
 // Avx512Gemm() where available, else FmaGemm(), else DefaultGemm(); decided once per process.
 template <typename C>
 const Gemm<C>& BestGemm();
+
+// A right operand B [k, n] packed by `gemm` (blocks packed in parallel), for c = a * B with
+// many a. Defined in gemm.cc (nothing inline here).
+template <typename C>
+class PackedB {
+ public:
+  PackedB(const Gemm<C>& gemm, const C* b, int64_t ldb, bool transposed, int64_t k, int64_t n,
+          int64_t m_hint, const Parallel& parallel);
+  ~PackedB();
+  PackedB(const PackedB&) = delete;
+  PackedB& operator=(const PackedB&) = delete;
+  // c[m, n] = a[m, k] * B.
+  void Multiply(const C* a, int64_t lda, C* c, int64_t m, int64_t ldc) const;
+
+ private:
+  const Gemm<C>* gemm_;
+  PackedLayout layout_;
+  C* data_ = nullptr;
+};
 
 }  // namespace gemm
 }  // namespace opforge

@@ -409,6 +409,7 @@ TEST(Conv2DTransposeValidateTest, InputGradInfersTheInputSize) {
 }  // namespace opforge
 
 #include "common/gemm.h"
+#include "common/parallel.h"
 
 namespace opforge {
 namespace {
@@ -443,6 +444,38 @@ void CheckGemm(const gemm::Gemm<C>& gemm, double tol) {
   c = c0;
   gemm.at_b_add(a.data(), b.data(), c.data(), m, k2, n);
   EXPECT_TRUE(Near(c, atb, scale, tol));
+
+  // A packed right operand: Eigen's blocking, then small blocks forced (several blocks along k,
+  // n and m, each with a remainder), b as [k, n] and as [n, k]; c with a wider row stride whose
+  // extra columns stay untouched.
+  const SerialParallel serial;
+  for (const bool transposed : {false, true}) {
+    const auto& want = transposed ? abt : ab;
+    std::vector<C> wide(m * (n + 3), C(7));
+    gemm::PackedB<C> packed(gemm, b.data(), transposed ? k : n, transposed, k, n, 16, serial);
+    packed.Multiply(a.data(), k, wide.data(), m, n + 3);
+    for (int64_t i = 0; i < m; ++i) {
+      std::copy(wide.begin() + i * (n + 3), wide.begin() + i * (n + 3) + n, c.begin() + i * n);
+      EXPECT_EQ(wide[i * (n + 3) + n], C(7));
+    }
+    EXPECT_TRUE(Near(c, want, scale, tol)) << "transposed " << transposed;
+    gemm::PackedLayout l = gemm.packed_layout(k, n, 16);
+    l.k_block = 64;
+    l.n_block = 50;
+    l.m_block = 16;
+    l.k_blocks = (k + 63) / 64;
+    l.n_blocks = (n + 49) / 50;
+    l.block_stride = 64 * 50;
+    std::vector<C> buffer(l.k_blocks * l.n_blocks * l.block_stride + 16);
+    C* p = buffer.data();
+    while (reinterpret_cast<uintptr_t>(p) % 64 != 0) ++p;
+    for (int64_t i = 0; i < l.k_blocks * l.n_blocks; ++i) {
+      gemm.pack_b_block(b.data(), transposed ? k : n, transposed, l, i, p);
+    }
+    std::fill(c.begin(), c.end(), C(7));
+    gemm.a_packed_b(a.data(), k, p, l, c.data(), m, n);
+    EXPECT_TRUE(Near(c, want, scale, tol)) << "small blocks, transposed " << transposed;
+  }
 }
 
 TEST(Conv2DTransposeGemmTest, DefaultAndFmaBuildsAreCorrect) {
