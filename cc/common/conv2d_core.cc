@@ -119,6 +119,45 @@ void WinogradFilter(const Conv2DGeometry& g, const C* filter, C* u, const Parall
   });
 }
 
+// Input transform of the tiles [ty0 * tiles_w, ty0 * tiles_w + nt) of image b: V[xi][t][:] =
+// (B^T d B)[xi], vectorised over the channels (each of the 16 input pixels of a tile is a
+// contiguous row of in_c values; outside the image, `zeros`).
+template <typename C>
+void WinogradInputTransform(const Conv2DGeometry& g, const C* in, int64_t b, int64_t ty0,
+                            int64_t nt, const C* zeros, C* v) {
+  const int64_t ci_n = g.in_c;
+  const int64_t tiles_w = (g.out_w + 1) / 2;
+  const int64_t vstride = nt * ci_n;
+  for (int64_t t = 0; t < nt; ++t) {
+    const int64_t ty = ty0 + t / tiles_w, tx = t % tiles_w;
+    const int64_t h0 = 2 * ty - g.pad_top, w0 = 2 * tx - g.pad_left;
+    const C* src[4][4];
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 4; ++j) {
+        const int64_t h = h0 + i, w = w0 + j;
+        src[i][j] = (h < 0 || h >= g.in_h || w < 0 || w >= g.in_w)
+                        ? zeros
+                        : in + ((b * g.in_h + h) * g.in_w + w) * ci_n;
+      }
+    auto d = [&](int i, int j) { return Row<C>(src[i][j], ci_n); };
+    C* base = v + t * ci_n;
+    for (int i = 0; i < 4; ++i) {
+      // Row i of B^T d, then its product with B.
+      auto t0 = [&](int j) {
+        return i == 0   ? (d(0, j) - d(2, j)).eval()
+               : i == 1 ? (d(1, j) + d(2, j)).eval()
+               : i == 2 ? (d(2, j) - d(1, j)).eval()
+                        : (d(1, j) - d(3, j)).eval();
+      };
+      const auto c0 = t0(0), c1 = t0(1), c2 = t0(2), c3 = t0(3);
+      OutRow<C>(base + (i * 4 + 0) * vstride, ci_n) = c0 - c2;
+      OutRow<C>(base + (i * 4 + 1) * vstride, ci_n) = c1 + c2;
+      OutRow<C>(base + (i * 4 + 2) * vstride, ci_n) = c2 - c1;
+      OutRow<C>(base + (i * 4 + 3) * vstride, ci_n) = c1 - c3;
+    }
+  }
+}
+
 template <typename C>
 void WinogradForward(const Conv2DGeometry& g, const C* in, const C* filter, C* out,
                      const Epilogue<C>* epilogue, const Parallel& parallel) {
@@ -148,38 +187,7 @@ void WinogradForward(const Conv2DGeometry& g, const C* in, const C* filter, C* o
                    const int64_t b = unit / bands, ty0 = (unit % bands) * band_rows;
                    const int64_t nty = std::min(band_rows, tiles_h - ty0);
                    const int64_t nt = nty * tiles_w;
-                   // Input transform: V[xi][t][:] = (B^T d B)[xi], vectorised over the channels
-                   // (each of the 16 input pixels is a contiguous row of in_c values; outside the
-                   // image, zeros).
-                   const int64_t vstride = nt * ci_n;
-                   for (int64_t t = 0; t < nt; ++t) {
-                     const int64_t ty = ty0 + t / tiles_w, tx = t % tiles_w;
-                     const int64_t h0 = 2 * ty - g.pad_top, w0 = 2 * tx - g.pad_left;
-                     const C* src[4][4];
-                     for (int i = 0; i < 4; ++i)
-                       for (int j = 0; j < 4; ++j) {
-                         const int64_t h = h0 + i, w = w0 + j;
-                         src[i][j] = (h < 0 || h >= g.in_h || w < 0 || w >= g.in_w)
-                                         ? zeros.data()
-                                         : in + ((b * g.in_h + h) * g.in_w + w) * ci_n;
-                       }
-                     auto d = [&](int i, int j) { return Row<C>(src[i][j], ci_n); };
-                     C* base = v.data() + t * ci_n;
-                     for (int i = 0; i < 4; ++i) {
-                       // Row i of B^T d, then its product with B.
-                       auto t0 = [&](int j) {
-                         return i == 0   ? (d(0, j) - d(2, j)).eval()
-                                : i == 1 ? (d(1, j) + d(2, j)).eval()
-                                : i == 2 ? (d(2, j) - d(1, j)).eval()
-                                         : (d(1, j) - d(3, j)).eval();
-                       };
-                       const auto c0 = t0(0), c1 = t0(1), c2 = t0(2), c3 = t0(3);
-                       OutRow<C>(base + (i * 4 + 0) * vstride, ci_n) = c0 - c2;
-                       OutRow<C>(base + (i * 4 + 1) * vstride, ci_n) = c1 + c2;
-                       OutRow<C>(base + (i * 4 + 2) * vstride, ci_n) = c2 - c1;
-                       OutRow<C>(base + (i * 4 + 3) * vstride, ci_n) = c1 - c3;
-                     }
-                   }
+                   WinogradInputTransform(g, in, b, ty0, nt, zeros.data(), v.data());
                    // The 16 products M[xi] = V[xi] U[xi].
                    for (int xi = 0; xi < 16; ++xi) {
                      packed[xi]->Multiply(v.data() + xi * nt * ci_n, ci_n,
@@ -220,6 +228,110 @@ void WinogradForward(const Conv2DGeometry& g, const C* in, const C* filter, C* o
                    }
                  }
                });
+}
+
+
+// The filter gradient of the same convolution by the transposed transforms: with the forward
+// block Y = A^T [U . V] A, U = G g G^T, the gradient of one (input, output) channel pair is
+// dU = sum over tiles of V . (A dY A^T), then dg = G^T dU G. Summed over the tiles, the 16
+// elementwise products become 16 products V[xi]^T W[xi] ([C_in, tiles] x [tiles, C_out]), 2.25
+// times fewer multiplications than the direct sum. The tiles are reduced in a fixed number of
+// groups (each a run of bands, in order), then the groups in order: the same sums for any
+// thread count.
+constexpr int64_t kWinogradGradBandTiles = 512;
+constexpr int64_t kWinogradGradGroups = 8;
+
+template <typename C>
+void WinogradFilterGrad(const Conv2DGeometry& g, const C* in, const C* grad, C* grad_filter,
+                        const Parallel& parallel) {
+  const int64_t ci_n = g.in_c, co_n = g.out_c, plane = ci_n * co_n;
+  const int64_t tiles_w = (g.out_w + 1) / 2, tiles_h = (g.out_h + 1) / 2;
+  const int64_t band_rows =
+      std::clamp<int64_t>(kWinogradGradBandTiles / std::max<int64_t>(tiles_w, 1), 1, tiles_h);
+  const int64_t bands = (tiles_h + band_rows - 1) / band_rows;
+  const int64_t units = g.batch * bands;
+  const int64_t groups = std::min(units, kWinogradGradGroups);
+  const int64_t band_tiles = band_rows * tiles_w;
+  Scratch<C> du(static_cast<size_t>(groups * 16 * plane));
+  const auto& gemm = gemm::BestGemm<C>();
+  parallel.For(
+      groups, 16.0 * static_cast<double>(units / groups + 1) * band_tiles * plane,
+      [&](int64_t begin, int64_t end) {
+        Scratch<C> v(static_cast<size_t>(16 * band_tiles * ci_n));
+        Scratch<C> w(static_cast<size_t>(16 * band_tiles * co_n));
+        const std::vector<C> zeros(static_cast<size_t>(std::max(ci_n, co_n)), C(0));
+        for (int64_t group = begin; group < end; ++group) {
+          C* acc = du.data() + group * 16 * plane;
+          std::fill(acc, acc + 16 * plane, C(0));
+          const int64_t u0 = group * units / groups, u1 = (group + 1) * units / groups;
+          for (int64_t unit = u0; unit < u1; ++unit) {
+            const int64_t b = unit / bands, ty0 = (unit % bands) * band_rows;
+            const int64_t nty = std::min(band_rows, tiles_h - ty0);
+            const int64_t nt = nty * tiles_w;
+            WinogradInputTransform(g, in, b, ty0, nt, zeros.data(), v.data());
+            // W[xi][t][:] = (A dY A^T)[xi] of the tile's 2x2 output gradient (zeros past the
+            // output's edge), vectorised over the output channels.
+            const int64_t wstride = nt * co_n;
+            for (int64_t t = 0; t < nt; ++t) {
+              const int64_t ty = ty0 + t / tiles_w, tx = t % tiles_w;
+              const int64_t oh = 2 * ty, ow = 2 * tx;
+              const C* y[2][2];
+              for (int i = 0; i < 2; ++i)
+                for (int j = 0; j < 2; ++j) {
+                  y[i][j] = (oh + i < g.out_h && ow + j < g.out_w)
+                                ? grad + ((b * g.out_h + oh + i) * g.out_w + ow + j) * co_n
+                                : zeros.data();
+                }
+              auto dy = [&](int i, int j) { return Row<C>(y[i][j], co_n); };
+              C* base = w.data() + t * co_n;
+              // Rows of A dY: y0, y0 + y1, y0 - y1, -y1 (per column).
+              const auto a00 = dy(0, 0), a01 = dy(0, 1);
+              const auto a10 = (dy(0, 0) + dy(1, 0)).eval(), a11 = (dy(0, 1) + dy(1, 1)).eval();
+              const auto a20 = (dy(0, 0) - dy(1, 0)).eval(), a21 = (dy(0, 1) - dy(1, 1)).eval();
+              auto put = [&](int i, const auto& x0, const auto& x1) {
+                // Row i of (A dY) A^T: x0, x0 + x1, x0 - x1, -x1.
+                OutRow<C>(base + (i * 4 + 0) * wstride, co_n) = x0;
+                OutRow<C>(base + (i * 4 + 1) * wstride, co_n) = x0 + x1;
+                OutRow<C>(base + (i * 4 + 2) * wstride, co_n) = x0 - x1;
+                OutRow<C>(base + (i * 4 + 3) * wstride, co_n) = -x1;
+              };
+              put(0, a00, a01);
+              put(1, a10, a11);
+              put(2, a20, a21);
+              put(3, (-dy(1, 0)).eval(), (-dy(1, 1)).eval());
+            }
+            for (int xi = 0; xi < 16; ++xi) {
+              gemm.at_b_add(v.data() + xi * nt * ci_n, w.data() + xi * nt * co_n,
+                            acc + xi * plane, ci_n, nt, co_n);
+            }
+          }
+        }
+      });
+  // The groups summed in order, then dg = G^T dU G, vectorised over the output channels.
+  parallel.For(ci_n, 40.0 * static_cast<double>(co_n * groups), [&](int64_t begin, int64_t end) {
+    std::vector<Eigen::Array<C, Eigen::Dynamic, 1>> s(16);
+    for (int64_t ci = begin; ci < end; ++ci) {
+      for (int xi = 0; xi < 16; ++xi) {
+        s[xi] = Row<C>(du.data() + xi * plane + ci * co_n, co_n);
+        for (int64_t k = 1; k < groups; ++k) {
+          s[xi] += Row<C>(du.data() + (k * 16 + xi) * plane + ci * co_n, co_n);
+        }
+      }
+      for (int i = 0; i < 3; ++i) {
+        // Row i of G^T dU (3 x 4).
+        auto r = [&](int j) {
+          return i == 0   ? (s[j] + C(0.5) * s[4 + j] + C(0.5) * s[8 + j]).eval()
+                 : i == 1 ? (C(0.5) * s[4 + j] - C(0.5) * s[8 + j]).eval()
+                          : (C(0.5) * s[4 + j] + C(0.5) * s[8 + j] + s[12 + j]).eval();
+        };
+        const auto r0 = r(0), r1 = r(1), r2 = r(2), r3 = r(3);
+        C* dst = grad_filter + (i * 3) * plane + ci * co_n;
+        OutRow<C>(dst, co_n) = r0 + C(0.5) * r1 + C(0.5) * r2;
+        OutRow<C>(dst + plane, co_n) = C(0.5) * r1 - C(0.5) * r2;
+        OutRow<C>(dst + 2 * plane, co_n) = C(0.5) * r1 + C(0.5) * r2 + r3;
+      }
+    }
+  });
 }
 
 }  // namespace
@@ -312,6 +424,22 @@ void Conv2DForward(const Conv2DGeometry& g, const C* in, const C* filter, C* out
       });
 }
 
+template <typename C>
+bool Conv2DFilterGradWinograd(const Conv2DGeometry& g, const C* in, const C* grad, C* grad_filter,
+                              const Parallel& parallel) {
+  if (!(g.filter_h == 3 && g.filter_w == 3 && g.stride_h == 1 && g.stride_w == 1 &&
+        g.dilation_h == 1 && g.dilation_w == 1 && g.in_c >= 16 && g.out_c >= 16 && g.out_h >= 4 &&
+        g.out_w >= 4 && g.batch * ((g.out_h + 1) / 2) * ((g.out_w + 1) / 2) >= 64)) {
+    return false;
+  }
+  WinogradFilterGrad(g, in, grad, grad_filter, parallel);
+  return true;
+}
+
+template bool Conv2DFilterGradWinograd<float>(const Conv2DGeometry&, const float*, const float*,
+                                              float*, const Parallel&);
+template bool Conv2DFilterGradWinograd<double>(const Conv2DGeometry&, const double*,
+                                               const double*, double*, const Parallel&);
 template void Conv2DForward<float>(const Conv2DGeometry&, const float*, const float*, float*,
                                    const Epilogue<float>*, const Parallel&);
 template void Conv2DForward<double>(const Conv2DGeometry&, const double*, const double*, double*,

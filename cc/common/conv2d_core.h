@@ -52,6 +52,15 @@ template <typename C>
 void Conv2DForward(const Conv2DGeometry& g, const C* in, const C* filter, C* out,
                    const Epilogue<C>* epilogue, const Parallel& parallel);
 
+// The filter gradient of the same convolution, grad_filter[kh, kw, ci, co] = sum over (b, oh,
+// ow) of in[b, oh * stride_h - pad_top + kh * dilation_h, ...] * grad[b, oh, ow, co], by
+// Winograd F(2x2, 3x3)'s transposed transforms, for a 3x3 convolution with stride 1, dilation 1,
+// at least 16 channels on each side and 64 tiles of 2x2 output pixels; returns false (and
+// writes nothing) for any other geometry. grad [batch, out_h, out_w, out_c].
+template <typename C>
+bool Conv2DFilterGradWinograd(const Conv2DGeometry& g, const C* in, const C* grad, C* grad_filter,
+                              const Parallel& parallel);
+
 }  // namespace conv
 }  // namespace opforge
 

@@ -31,8 +31,13 @@ const Gemm<C>& BestGemm() {
 
 template <typename C>
 PackedB<C>::PackedB(const Gemm<C>& gemm, const C* b, int64_t ldb, bool transposed, int64_t k,
-                    int64_t n, int64_t m_hint, const Parallel& parallel)
+                    int64_t n, int64_t m_hint, const Parallel& parallel, int64_t n_block_max)
     : gemm_(&gemm), layout_(gemm.packed_layout(k, n, m_hint)) {
+  if (n_block_max > 0 && layout_.n_block > n_block_max) {
+    layout_.n_block = n_block_max;
+    layout_.n_blocks = (n + n_block_max - 1) / n_block_max;
+    layout_.block_stride = (layout_.k_block * layout_.n_block + 15) / 16 * 16;
+  }
   const int64_t blocks = layout_.n_blocks * layout_.k_blocks;
   if (blocks == 0 || k == 0 || n == 0) return;
   const size_t bytes = sizeof(C) * static_cast<size_t>(blocks * layout_.block_stride);
@@ -53,13 +58,19 @@ PackedB<C>::~PackedB() {
 
 template <typename C>
 void PackedB<C>::Multiply(const C* a, int64_t lda, C* c, int64_t m, int64_t ldc) const {
-  if (data_ == nullptr) {
+  MultiplyBlocks(a, lda, c, m, ldc, 0, layout_.n_blocks);
+}
+
+template <typename C>
+void PackedB<C>::MultiplyBlocks(const C* a, int64_t lda, C* c, int64_t m, int64_t ldc,
+                                int64_t nb_begin, int64_t nb_end) const {
+  if (data_ == nullptr) {  // k or n is 0
     for (int64_t r = 0; r < m; ++r) {
       for (int64_t j = 0; j < layout_.n; ++j) c[r * ldc + j] = C(0);
     }
     return;
   }
-  gemm_->a_packed_b(a, lda, data_, layout_, c, m, ldc);
+  gemm_->a_packed_b(a, lda, data_, layout_, c, m, ldc, nb_begin, nb_end);
 }
 
 template class PackedB<float>;

@@ -55,10 +55,11 @@ struct Gemm {
   // b[nn * ldb + kk] when `transposed`, into packed + index * block_stride (64-byte aligned).
   void (*pack_b_block)(const C* b, int64_t ldb, bool transposed, const PackedLayout& layout,
                        int64_t index, C* packed);
-  // c[m, n] = a[m, k] * B for B packed by this same table; rows of a lda and rows of c ldc
-  // elements apart.
+  // c[m, columns of blocks [nb_begin, nb_end)] = a[m, k] * B[:, those columns] for B packed by
+  // this same table (nb: the index along n of a block); rows of a lda and rows of c ldc elements
+  // apart, c pointing at column 0. Other columns of c are left as they are.
   void (*a_packed_b)(const C* a, int64_t lda, const C* packed, const PackedLayout& layout, C* c,
-                     int64_t m, int64_t ldc);
+                     int64_t m, int64_t ldc, int64_t nb_begin, int64_t nb_end);
 };
 
 // The default build (always present).
@@ -80,13 +81,18 @@ const Gemm<C>& BestGemm();
 template <typename C>
 class PackedB {
  public:
+  // n_block_max > 0 caps the columns per block (for callers that split the columns).
   PackedB(const Gemm<C>& gemm, const C* b, int64_t ldb, bool transposed, int64_t k, int64_t n,
-          int64_t m_hint, const Parallel& parallel);
+          int64_t m_hint, const Parallel& parallel, int64_t n_block_max = 0);
   ~PackedB();
   PackedB(const PackedB&) = delete;
   PackedB& operator=(const PackedB&) = delete;
   // c[m, n] = a[m, k] * B.
   void Multiply(const C* a, int64_t lda, C* c, int64_t m, int64_t ldc) const;
+  // Only the columns of blocks [nb_begin, nb_end) (c pointing at column 0).
+  void MultiplyBlocks(const C* a, int64_t lda, C* c, int64_t m, int64_t ldc, int64_t nb_begin,
+                      int64_t nb_end) const;
+  const PackedLayout& layout() const { return layout_; }
 
  private:
   const Gemm<C>* gemm_;

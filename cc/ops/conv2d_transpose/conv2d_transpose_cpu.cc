@@ -444,9 +444,14 @@ void ForwardNhwc(const Conv2DTransposeParams& p, const C* in, const C* filter, C
   const int64_t images_per_step =
       band_rows == p.in_h ? std::clamp<int64_t>(kColBudget / (p.in_h * row_cols), 1, p.batch) : 1;
   Scratch<C> col(static_cast<size_t>(images_per_step * band_rows * row_cols));
-  const auto& gemm = gemm::BestGemm<C>();
-  // Column blocks of the col matrix, so that a small image still gives every thread work.
-  const int64_t col_blocks = (k + kColBlock - 1) / kColBlock;
+  // The filter as the right operand [ci, k] (it is stored as its transpose [k, ci]), packed
+  // once for every tile's product, in blocks of at most kColBlock columns: a unit of work is a
+  // tile and a block of columns, so that a small image still gives every thread work.
+  const gemm::PackedB<C> packed(gemm::BestGemm<C>(), filter, ci, /*transposed=*/true, ci, k,
+                                kTileRows, parallel, kColBlock);
+  const int64_t n_block = packed.layout().n_block;
+  const int64_t blocks_per_unit = std::max<int64_t>(1, kColBlock / n_block);
+  const int64_t col_blocks = (packed.layout().n_blocks + blocks_per_unit - 1) / blocks_per_unit;
 
   for (int64_t b0 = 0; b0 < p.batch; b0 += images_per_step) {
     const int64_t nb = std::min(images_per_step, p.batch - b0);
@@ -460,15 +465,15 @@ void ForwardNhwc(const Conv2DTransposeParams& p, const C* in, const C* filter, C
       // rows and blocks of columns (a fixed partition: the same products for any thread count).
       parallel.For(nb * tiles * col_blocks,
                    static_cast<double>(std::min(pixels, kTileRows) * ci * std::min(k, kColBlock)),
-                   [=, &gemm](int64_t begin, int64_t end) {
+                   [=, &packed](int64_t begin, int64_t end) {
                      for (int64_t u = begin; u < end; ++u) {
-                       const int64_t cb = (u % col_blocks) * kColBlock;
+                       const int64_t nb0 = (u % col_blocks) * blocks_per_unit;
+                       const int64_t nb1 = std::min(nb0 + blocks_per_unit, packed.layout().n_blocks);
                        const int64_t t = u / col_blocks;
                        const int64_t b = t / tiles, t0 = (t % tiles) * kTileRows;
                        const int64_t rows = std::min(kTileRows, pixels - t0);
                        const C* a = in + (((b0 + b) * p.in_h + r0) * p.in_w + t0) * ci;
-                       gemm.a_bt(a, filter + cb * ci, colp + (b * pixels + t0) * k + cb, rows, ci,
-                                 std::min(kColBlock, k - cb), k);
+                       packed.MultiplyBlocks(a, ci, colp + (b * pixels + t0) * k, rows, k, nb0, nb1);
                      }
                    });
       // 2. col2im as a gather: each output row sums what this band sends it. For one output
@@ -516,13 +521,9 @@ void ForwardNhwc(const Conv2DTransposeParams& p, const C* in, const C* filter, C
   }
 }
 
-// The input gradient is the convolution of the output gradient with the filter (the
-// convolution core, common/conv2d_core.h): grad [B, out_h, out_w, out_c] convolved with
-// filter [fh, fw, out_c, in_c] gives [B, in_h, in_w, in_c].
-template <typename C>
-void InputGradNhwc(const Conv2DTransposeParams& p, const C* grad, const C* filter, C* grad_in,
-                   const Parallel& parallel) {
-  if (p.InputSize() == 0) return;
+// The convolution this op transposes: from [B, out_h, out_w, out_c] (this op's output) to
+// [B, in_h, in_w, in_c] (its input) with filter [fh, fw, out_c, in_c].
+conv::Conv2DGeometry AsConvGeometry(const Conv2DTransposeParams& p) {
   conv::Conv2DGeometry g;
   g.batch = p.batch;
   g.in_h = p.out_h;
@@ -539,7 +540,16 @@ void InputGradNhwc(const Conv2DTransposeParams& p, const C* grad, const C* filte
   g.dilation_w = p.dilation_w;
   g.pad_top = p.pad_top;
   g.pad_left = p.pad_left;
-  conv::Conv2DForward<C>(g, grad, filter, grad_in, nullptr, parallel);
+  return g;
+}
+
+// The input gradient is that convolution of the output gradient (the convolution core,
+// common/conv2d_core.h).
+template <typename C>
+void InputGradNhwc(const Conv2DTransposeParams& p, const C* grad, const C* filter, C* grad_in,
+                   const Parallel& parallel) {
+  if (p.InputSize() == 0) return;
+  conv::Conv2DForward<C>(AsConvGeometry(p), grad, filter, grad_in, nullptr, parallel);
 }
 
 template <typename C>
@@ -548,6 +558,13 @@ void FilterGradNhwc(const Conv2DTransposeParams& p, const C* in, const C* grad, 
   const int64_t ci = p.in_c;
   const int64_t total_pixels = p.batch * p.in_h * p.in_w;
   const int64_t pixels = p.in_h * p.in_w;
+  if (p.FilterSize() > 0 && total_pixels > 0 && p.OutputSize() > 0) {
+    // A 3x3 stride-1 filter: the filter gradient of the convolution from the output (this op's
+    // output gradient) to the input, by Winograd where the core takes it.
+    if (conv::Conv2DFilterGradWinograd<C>(AsConvGeometry(p), grad, in, grad_filter, parallel)) {
+      return;
+    }
+  }
   std::fill(grad_filter, grad_filter + p.FilterSize(), C(0));
   if (p.FilterSize() == 0 || total_pixels == 0 || p.OutputSize() == 0) return;
   const int64_t co_blocks = (p.out_c + kFilterGradCoBlock - 1) / kFilterGradCoBlock;

@@ -133,6 +133,13 @@ std::vector<Case> Cases() {
       {{1, 2, 4, 3}, {2, 3, 3, 2}, {1, 3, 9, 10}, 2, 3, 2, 1, "VALID", {}, true},
       // many channels and pixels: several GEMM tiles per image (kTileRows = 256)
       {{2, 17, 19, 70}, {3, 3, 66, 70}, {2, 34, 38, 66}, 2, 2, 1, 1, "SAME", {}, false},
+      // 3x3 stride 1 with 16+ channels: the filter gradient by Winograd (common/conv2d_core.h),
+      // SAME with odd sizes, VALID, EXPLICIT asymmetric, and 9 images (more than the 8 groups
+      // of its reduction)
+      {{2, 17, 15, 20}, {3, 3, 18, 20}, {2, 17, 15, 18}, 1, 1, 1, 1, "SAME", {}, false},
+      {{2, 14, 13, 16}, {3, 3, 16, 16}, {2, 16, 15, 16}, 1, 1, 1, 1, "VALID", {}, false},
+      {{3, 11, 11, 17}, {3, 3, 19, 17}, {3, 12, 12, 19}, 1, 1, 1, 1, "EXPLICIT", {1, 0, 0, 1}, false},
+      {{9, 16, 16, 16}, {3, 3, 16, 16}, {9, 16, 16, 16}, 1, 1, 1, 1, "SAME", {}, false},
       // empty: batch 0, input height 0 (VALID), zero channels
       {{0, 3, 3, 2}, {2, 2, 3, 2}, {0, 6, 6, 3}, 2, 2, 1, 1, "SAME", {}, false},
       {{1, 0, 2, 2}, {5, 1, 3, 2}, {1, 2, 3, 3}, 2, 2, 1, 1, "VALID", {}, false},
@@ -473,7 +480,8 @@ void CheckGemm(const gemm::Gemm<C>& gemm, double tol) {
       gemm.pack_b_block(b.data(), transposed ? k : n, transposed, l, i, p);
     }
     std::fill(c.begin(), c.end(), C(7));
-    gemm.a_packed_b(a.data(), k, p, l, c.data(), m, n);
+    gemm.a_packed_b(a.data(), k, p, l, c.data(), m, n, 0, 2);
+    gemm.a_packed_b(a.data(), k, p, l, c.data(), m, n, 2, l.n_blocks);
     EXPECT_TRUE(Near(c, want, scale, tol)) << "small blocks, transposed " << transposed;
   }
 }
