@@ -40,7 +40,7 @@ void Im2Col(const Conv2DGeometry& g, const C* in, int64_t b, int64_t p0, int64_t
 
 // Below this many tiles the products are split by blocks of output channels as well.
 constexpr int64_t kMinUnits = 8;
-constexpr int64_t kColumnBlock = 64;
+constexpr int64_t kColumnBlock = 64;  // the narrowest group of columns
 
 // A 1x1 convolution with stride 1 and no padding reads the input rows as they are.
 bool IsPointwise(const Conv2DGeometry& g) {
@@ -65,15 +65,16 @@ using Row = Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, 1>>;
 template <typename C>
 using OutRow = Eigen::Map<Eigen::Array<C, Eigen::Dynamic, 1>>;
 
-// Tile rows per band: bands of about kWinogradBandTiles tiles, and at least two bands for a
-// batch of one (so that two threads have work), of equal size.
+// Tile rows per band. Bands are runs of tile rows numbered across the batch (the last rows of
+// one image and the first of the next can share a band, so that small images still give wide
+// products): about kWinogradBandTiles tiles each, at least two bands (so that two threads have
+// work), of equal size.
 int64_t WinogradBandRows(const Conv2DGeometry& g) {
-  const int64_t tiles_w = (g.out_w + 1) / 2, tiles_h = (g.out_h + 1) / 2;
+  const int64_t tiles_w = (g.out_w + 1) / 2, rows_total = g.batch * ((g.out_h + 1) / 2);
   int64_t bands =
-      std::max<int64_t>(1, (tiles_h * tiles_w + kWinogradBandTiles - 1) / kWinogradBandTiles);
-  if (g.batch == 1) bands = std::max<int64_t>(bands, 2);
-  bands = std::min(bands, tiles_h);
-  return (tiles_h + bands - 1) / bands;
+      std::max<int64_t>(2, (rows_total * tiles_w + kWinogradBandTiles - 1) / kWinogradBandTiles);
+  bands = std::max<int64_t>(1, std::min(bands, rows_total));
+  return (rows_total + bands - 1) / bands;
 }
 
 // Winograd where it pays: a 3x3 stride-1 convolution with enough channels for the 16 products,
@@ -86,10 +87,10 @@ bool UseWinograd(const Conv2DGeometry& g) {
         g.out_w >= 4)) {
     return false;
   }
-  const int64_t tiles_w = (g.out_w + 1) / 2, tiles_h = (g.out_h + 1) / 2;
+  const int64_t tiles_w = (g.out_w + 1) / 2, rows_total = g.batch * ((g.out_h + 1) / 2);
   const int64_t rows = WinogradBandRows(g);
-  const int64_t bands = (tiles_h + rows - 1) / rows;
-  return g.batch * bands >= 2 && rows * tiles_w >= 32;
+  const int64_t bands = (rows_total + rows - 1) / rows;
+  return bands >= 2 && rows * tiles_w >= 32;
 }
 
 // U[xi][ci][:] = (G g G^T)[xi] for filter [3, 3, in_c, out_c], vectorised over the output
@@ -119,17 +120,18 @@ void WinogradFilter(const Conv2DGeometry& g, const C* filter, C* u, const Parall
   });
 }
 
-// Input transform of the tiles [ty0 * tiles_w, ty0 * tiles_w + nt) of image b: V[xi][t][:] =
-// (B^T d B)[xi], vectorised over the channels (each of the 16 input pixels of a tile is a
-// contiguous row of in_c values; outside the image, `zeros`).
+// Input transform of the nt tiles from tile row r0 (numbered across the batch: image
+// r0 / tiles_h, row r0 % tiles_h): V[xi][t][:] = (B^T d B)[xi], vectorised over the channels
+// (each of the 16 input pixels of a tile is a contiguous row of in_c values; outside the image,
+// `zeros`).
 template <typename C>
-void WinogradInputTransform(const Conv2DGeometry& g, const C* in, int64_t b, int64_t ty0,
-                            int64_t nt, const C* zeros, C* v) {
+void WinogradInputTransform(const Conv2DGeometry& g, const C* in, int64_t r0, int64_t nt,
+                            const C* zeros, C* v) {
   const int64_t ci_n = g.in_c;
-  const int64_t tiles_w = (g.out_w + 1) / 2;
+  const int64_t tiles_w = (g.out_w + 1) / 2, tiles_h = (g.out_h + 1) / 2;
   const int64_t vstride = nt * ci_n;
   for (int64_t t = 0; t < nt; ++t) {
-    const int64_t ty = ty0 + t / tiles_w, tx = t % tiles_w;
+    const int64_t r = r0 + t / tiles_w, b = r / tiles_h, ty = r % tiles_h, tx = t % tiles_w;
     const int64_t h0 = 2 * ty - g.pad_top, w0 = 2 * tx - g.pad_left;
     const C* src[4][4];
     for (int i = 0; i < 4; ++i)
@@ -163,8 +165,9 @@ void WinogradForward(const Conv2DGeometry& g, const C* in, const C* filter, C* o
                      const Epilogue<C>* epilogue, const Parallel& parallel) {
   const int64_t ci_n = g.in_c, co_n = g.out_c;
   const int64_t tiles_w = (g.out_w + 1) / 2, tiles_h = (g.out_h + 1) / 2;
+  const int64_t rows_total = g.batch * tiles_h;
   const int64_t band_rows = WinogradBandRows(g);  // tile rows per band
-  const int64_t bands = (tiles_h + band_rows - 1) / band_rows;
+  const int64_t bands = (rows_total + band_rows - 1) / band_rows;
   Scratch<C> u(static_cast<size_t>(16 * ci_n * co_n));
   WinogradFilter(g, filter, u.data(), parallel);
   const auto& gemm = gemm::BestGemm<C>();
@@ -178,16 +181,16 @@ void WinogradForward(const Conv2DGeometry& g, const C* in, const C* filter, C* o
                                                       false, ci_n, co_n, band_tiles, serial);
     }
   });
-  parallel.For(g.batch * bands, 16.0 * static_cast<double>(band_tiles * ci_n * co_n),
+  parallel.For(bands, 16.0 * static_cast<double>(band_tiles * ci_n * co_n),
                [&](int64_t begin, int64_t end) {
                  Scratch<C> v(static_cast<size_t>(16 * band_tiles * ci_n));
                  const std::vector<C> zeros(static_cast<size_t>(ci_n), C(0));
                  Scratch<C> m(static_cast<size_t>(16 * band_tiles * co_n));
                  for (int64_t unit = begin; unit < end; ++unit) {
-                   const int64_t b = unit / bands, ty0 = (unit % bands) * band_rows;
-                   const int64_t nty = std::min(band_rows, tiles_h - ty0);
+                   const int64_t r0 = unit * band_rows;
+                   const int64_t nty = std::min(band_rows, rows_total - r0);
                    const int64_t nt = nty * tiles_w;
-                   WinogradInputTransform(g, in, b, ty0, nt, zeros.data(), v.data());
+                   WinogradInputTransform(g, in, r0, nt, zeros.data(), v.data());
                    // The 16 products M[xi] = V[xi] U[xi].
                    for (int xi = 0; xi < 16; ++xi) {
                      packed[xi]->Multiply(v.data() + xi * nt * ci_n, ci_n,
@@ -197,8 +200,8 @@ void WinogradForward(const Conv2DGeometry& g, const C* in, const C* filter, C* o
                    // vectorised over the output channels.
                    const int64_t mstride = nt * co_n;
                    for (int64_t t = 0; t < nt; ++t) {
-                     const int64_t ty = ty0 + t / tiles_w, tx = t % tiles_w;
-                     const int64_t oh = 2 * ty, ow = 2 * tx;
+                     const int64_t r = r0 + t / tiles_w, b = r / tiles_h, ty = r % tiles_h;
+                     const int64_t oh = 2 * ty, ow = 2 * (t % tiles_w);
                      C* o00 = out + ((b * g.out_h + oh) * g.out_w + ow) * co_n;
                      const bool has_right = ow + 1 < g.out_w, has_below = oh + 1 < g.out_h;
                      const C* mt = m.data() + t * co_n;
@@ -222,9 +225,14 @@ void WinogradForward(const Conv2DGeometry& g, const C* in, const C* filter, C* o
                      }
                    }
                    if (epilogue != nullptr) {
-                     const int64_t oh0 = 2 * ty0, oh1 = std::min(g.out_h, 2 * (ty0 + nty));
-                     (*epilogue)(out + (b * g.out_h + oh0) * g.out_w * co_n, (oh1 - oh0) * g.out_w,
-                                 (b * g.out_h + oh0) * g.out_w);
+                     // The band's output rows are contiguous, across images too (an image's last
+                     // tile row ends at its last output row).
+                     const int64_t r1 = r0 + nty - 1;
+                     const int64_t p0 = ((r0 / tiles_h) * g.out_h + 2 * (r0 % tiles_h)) * g.out_w;
+                     const int64_t p1 =
+                         ((r1 / tiles_h) * g.out_h + std::min(g.out_h, 2 * (r1 % tiles_h) + 2)) *
+                         g.out_w;
+                     (*epilogue)(out + p0 * co_n, p1 - p0, p0);
                    }
                  }
                });
@@ -268,7 +276,7 @@ void WinogradFilterGrad(const Conv2DGeometry& g, const C* in, const C* grad, C* 
             const int64_t b = unit / bands, ty0 = (unit % bands) * band_rows;
             const int64_t nty = std::min(band_rows, tiles_h - ty0);
             const int64_t nt = nty * tiles_w;
-            WinogradInputTransform(g, in, b, ty0, nt, zeros.data(), v.data());
+            WinogradInputTransform(g, in, b * tiles_h + ty0, nt, zeros.data(), v.data());
             // W[xi][t][:] = (A dY A^T)[xi] of the tile's 2x2 output gradient (zeros past the
             // output's edge), vectorised over the output channels.
             const int64_t wstride = nt * co_n;
@@ -378,17 +386,28 @@ void Conv2DForward(const Conv2DGeometry& g, const C* in, const C* filter, C* out
         }
       });
     }
-    const int64_t blocks = (g.out_c + kColumnBlock - 1) / kColumnBlock;
-    parallel.For(units * blocks, static_cast<double>(rows_max * k * kColumnBlock),
+    // The filter packed once, in blocks of columns; a unit of work is a tile and a group of
+    // blocks, with enough groups for kMinUnits units. (Each group packs the tile again, which
+    // is why the groups are few and wide.)
+    const int64_t groups_wanted = (kMinUnits + units - 1) / units;
+    const int64_t n_block_max =
+        std::max<int64_t>(16, ((g.out_c + groups_wanted - 1) / groups_wanted + 15) / 16 * 16);
+    const gemm::PackedB<C> packed(gemm, filter, g.out_c, false, k, g.out_c, rows_max, parallel,
+                                  n_block_max);
+    const int64_t n_blocks = packed.layout().n_blocks;
+    const int64_t per_group = std::max<int64_t>(1, n_blocks / groups_wanted);
+    const int64_t groups = (n_blocks + per_group - 1) / per_group;
+    parallel.For(units * groups,
+                 static_cast<double>(rows_max * k * per_group * packed.layout().n_block),
                  [&](int64_t begin, int64_t end) {
                    for (int64_t v = begin; v < end; ++v) {
-                     const int64_t u = v / blocks, c0 = (v % blocks) * kColumnBlock;
+                     const int64_t u = v / groups, nb0 = (v % groups) * per_group;
                      const int64_t b = u / tiles, t0 = (u % tiles) * kConvTileRows;
                      const int64_t rows = std::min(kConvTileRows, pixels - t0);
                      const C* a = pointwise ? in + (b * pixels + t0) * g.in_c
                                             : col.data() + u * rows_max * k;
-                     gemm.a_b_strided(a, filter + c0, out + (b * pixels + t0) * g.out_c + c0, rows,
-                                      k, std::min(kColumnBlock, g.out_c - c0), g.out_c, g.out_c);
+                     packed.MultiplyBlocks(a, k, out + (b * pixels + t0) * g.out_c, rows, g.out_c,
+                                           nb0, std::min(nb0 + per_group, n_blocks));
                    }
                  });
     if (epilogue != nullptr) {

@@ -424,6 +424,175 @@ inline int64_t SourceIndex(int64_t o, int64_t f, int64_t stride, int64_t pad, in
   return i < size ? i : -1;
 }
 
+
+// --- 4x4 stride-2 filters: four phases, each a 2x2 convolution by Winograd F(2x2, 2x2) --------
+//
+// Output row o receives input row i through tap f = o + pad_top - 2i: the rows of one parity
+// of o + pad_top (a phase r) receive taps r and r + 2 only, from two consecutive input rows.
+// So each of the four (row, column) phases of the output is a stride-1 2x2 correlation of the
+// input with a 2x2 sub-filter, and a 2x2 correlation computes two outputs from three inputs with
+// three products instead of four (B^T = [1 -1 0; 0 1 0; 0 -1 1], G = [1 0; 1 1; 0 1],
+// A^T = [1 1 0; 0 1 1]; all coefficients +-1, no rounding of their own). In 2-D: nine products
+// [tiles, in_c] x [in_c, out_c] per 2x2 block of a phase instead of sixteen, with no col buffer
+// and no col2im: 1.78x fewer multiplications than the product-and-scatter path.
+constexpr int64_t kPhaseBandTiles = 256;
+
+struct Phase1D {
+  int64_t first = 0;   // the first output index of the phase
+  int64_t count = 0;   // its outputs (every second index from `first`)
+  int64_t offset = 0;  // phase output t reads input t + offset - 1 (tap r + 2) and t + offset (tap r)
+};
+
+Phase1D PhaseOf(int64_t r, int64_t pad, int64_t out) {
+  Phase1D ph;
+  ph.first = (((r - pad) % 2) + 2) % 2;
+  ph.count = ph.first < out ? (out - ph.first + 1) / 2 : 0;
+  ph.offset = (ph.first + pad - r) / 2;
+  return ph;
+}
+
+bool UsePhaseWinograd(const Conv2DTransposeParams& p) {
+  return p.stride_h == 2 && p.stride_w == 2 && p.filter_h == 4 && p.filter_w == 4 &&
+         p.dilation_h == 1 && p.dilation_w == 1 && p.in_c >= 16 && p.out_c >= 16 &&
+         p.batch * p.out_h * p.out_w >= 4 * 64;
+}
+
+template <typename C>
+void ForwardPhaseWinograd(const Conv2DTransposeParams& p, const C* in, const C* filter, C* out,
+                          const Parallel& parallel) {
+  using Row = Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, 1>>;
+  using OutRow = Eigen::Map<Eigen::Array<C, Eigen::Dynamic, 1>>;
+  const int64_t ci_n = p.in_c, co_n = p.out_c, plane = ci_n * co_n;
+  Phase1D ph_h[2], ph_w[2];
+  for (int r = 0; r < 2; ++r) {
+    ph_h[r] = PhaseOf(r, p.pad_top, p.out_h);
+    ph_w[r] = PhaseOf(r, p.pad_left, p.out_w);
+  }
+  // Work units: runs of up to kPhaseBandTiles consecutive tiles of one phase, numbered across
+  // the whole batch (a small image's tiles join the next image's, so that the products stay
+  // wide).
+  struct Unit {
+    int64_t phase, t0, nt;
+  };
+  std::vector<Unit> units;
+  for (int64_t phase = 0; phase < 4; ++phase) {
+    const int64_t tiles = p.batch * ((ph_h[phase / 2].count + 1) / 2) *
+                          ((ph_w[phase % 2].count + 1) / 2);
+    const int64_t runs = (tiles + kPhaseBandTiles - 1) / kPhaseBandTiles;
+    for (int64_t r = 0; r < runs; ++r) {
+      // Runs of equal size (within one tile).
+      const int64_t t0 = r * tiles / runs, t1 = (r + 1) * tiles / runs;
+      units.push_back({phase, t0, t1 - t0});
+    }
+  }
+  const int64_t band_tiles_max = kPhaseBandTiles;
+  // U[phase][xi] = (G g G^T)[xi] of the phase's sub-filter g[jh][jw] = filter[rh + 2 - 2jh,
+  // rw + 2 - 2jw]: with G's 0/1 coefficients, the sum of the taps jh in S(a), jw in S(b) for
+  // xi = (a, b), S(0) = {0}, S(1) = {0, 1}, S(2) = {1}. Each is built [out_c, in_c] (rows over
+  // in_c, as the filter) in a per-thread buffer and packed at once as the products' right
+  // operand [in_c, out_c] given transposed (no full-size intermediate).
+  const auto& gemm = gemm::BestGemm<C>();
+  std::vector<std::unique_ptr<gemm::PackedB<C>>> packed(36);
+  parallel.For(36, 4.0 * static_cast<double>(plane), [&](int64_t begin, int64_t end) {
+    const SerialParallel serial;
+    Scratch<C> u(static_cast<size_t>(plane));
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t phase = i / 9, a = (i % 9) / 3, bb = i % 3;
+      const int64_t rh = phase / 2, rw = phase % 2;
+      const int jh0 = a == 2 ? 1 : 0, jh1 = a == 0 ? 0 : 1;
+      const int jw0 = bb == 2 ? 1 : 0, jw1 = bb == 0 ? 0 : 1;
+      for (int64_t co = 0; co < co_n; ++co) {
+        OutRow dst(u.data() + co * ci_n, ci_n);
+        dst.setZero();
+        for (int jh = jh0; jh <= jh1; ++jh) {
+          for (int jw = jw0; jw <= jw1; ++jw) {
+            dst += Row(filter + (((rh + 2 - 2 * jh) * 4 + (rw + 2 - 2 * jw)) * co_n + co) * ci_n,
+                       ci_n);
+          }
+        }
+      }
+      packed[i] = std::make_unique<gemm::PackedB<C>>(gemm, u.data(), ci_n, /*transposed=*/true,
+                                                     ci_n, co_n, band_tiles_max, serial);
+    }
+  });
+  parallel.For(
+      static_cast<int64_t>(units.size()), 9.0 * static_cast<double>(band_tiles_max * plane),
+      [&](int64_t begin, int64_t end) {
+        Scratch<C> v(static_cast<size_t>(9 * band_tiles_max * ci_n));
+        Scratch<C> m(static_cast<size_t>(9 * band_tiles_max * co_n));
+        const std::vector<C> zeros(static_cast<size_t>(ci_n), C(0));
+        for (int64_t k = begin; k < end; ++k) {
+          const Unit& un = units[static_cast<size_t>(k)];
+          const Phase1D &h = ph_h[un.phase / 2], &w = ph_w[un.phase % 2];
+          const int64_t tiles_w = (w.count + 1) / 2;
+          const int64_t tiles_image = ((h.count + 1) / 2) * tiles_w;
+          const int64_t nt = un.nt;
+          // Input transform: V[xi][t][:] = (B^T d B)[xi] of the 3x3 input block of each tile.
+          const int64_t vstride = nt * ci_n;
+          for (int64_t t = 0; t < nt; ++t) {
+            const int64_t tile = un.t0 + t, b = tile / tiles_image;
+            const int64_t ty = (tile % tiles_image) / tiles_w, tx = tile % tiles_w;
+            const int64_t h0 = 2 * ty + h.offset - 1, w0 = 2 * tx + w.offset - 1;
+            const C* src[3][3];
+            for (int i = 0; i < 3; ++i)
+              for (int j = 0; j < 3; ++j) {
+                const int64_t hh = h0 + i, ww = w0 + j;
+                src[i][j] = (hh < 0 || hh >= p.in_h || ww < 0 || ww >= p.in_w)
+                                ? zeros.data()
+                                : in + ((b * p.in_h + hh) * p.in_w + ww) * ci_n;
+              }
+            auto d = [&](int i, int j) { return Row(src[i][j], ci_n); };
+            C* base = v.data() + t * ci_n;
+            for (int i = 0; i < 3; ++i) {
+              // Row i of B^T d: d0 - d1, d1, d2 - d1; then the same over the columns.
+              auto e = [&](int j) {
+                return i == 0 ? (d(0, j) - d(1, j)).eval()
+                       : i == 1 ? (d(1, j) * C(1)).eval()
+                                : (d(2, j) - d(1, j)).eval();
+              };
+              const auto e0 = e(0), e1 = e(1), e2 = e(2);
+              OutRow(base + (i * 3 + 0) * vstride, ci_n) = e0 - e1;
+              OutRow(base + (i * 3 + 1) * vstride, ci_n) = e1;
+              OutRow(base + (i * 3 + 2) * vstride, ci_n) = e2 - e1;
+            }
+          }
+          for (int xi = 0; xi < 9; ++xi) {
+            packed[un.phase * 9 + xi]->Multiply(v.data() + xi * nt * ci_n, ci_n,
+                                                m.data() + xi * nt * co_n, nt, co_n);
+          }
+          // Output transform: A^T M A (y0 = m0 + m1, y1 = m1 + m2 on rows, then columns),
+          // written to the phase's output pixels.
+          const int64_t mstride = nt * co_n;
+          for (int64_t t = 0; t < nt; ++t) {
+            const int64_t tile = un.t0 + t, b = tile / tiles_image;
+            const int64_t ty = (tile % tiles_image) / tiles_w, tx = tile % tiles_w;
+            const C* mt = m.data() + t * co_n;
+            auto x = [&](int i, int j) { return Row(mt + (i * 3 + j) * mstride, co_n); };
+            for (int a = 0; a < 2; ++a) {
+              const int64_t th = 2 * ty + a;
+              if (th >= h.count) break;
+              const int64_t oh = h.first + 2 * th;
+              auto r = [&](int j) {
+                return a == 0 ? (x(0, j) + x(1, j)).eval() : (x(1, j) + x(2, j)).eval();
+              };
+              const auto r0 = r(0), r1 = r(1), r2 = r(2);
+              for (int bb = 0; bb < 2; ++bb) {
+                const int64_t tw = 2 * tx + bb;
+                if (tw >= w.count) break;
+                const int64_t ow = w.first + 2 * tw;
+                C* o = out + ((b * p.out_h + oh) * p.out_w + ow) * co_n;
+                if (bb == 0) {
+                  OutRow(o, co_n) = r0 + r1;
+                } else {
+                  OutRow(o, co_n) = r1 + r2;
+                }
+              }
+            }
+          }
+        }
+      });
+}
+
 template <typename C>
 void ForwardNhwc(const Conv2DTransposeParams& p, const C* in, const C* filter, C* out,
                  const Parallel& parallel) {
@@ -436,6 +605,10 @@ void ForwardNhwc(const Conv2DTransposeParams& p, const C* in, const C* filter, C
     parallel.For(p.batch * p.out_h, static_cast<double>(out_row), [=](int64_t begin, int64_t end) {
       std::fill(out + begin * out_row, out + end * out_row, C(0));
     });
+    return;
+  }
+  if (UsePhaseWinograd(p)) {
+    ForwardPhaseWinograd(p, in, filter, out, parallel);
     return;
   }
   // Bands of input rows: whole images (several per step) when they fit the col budget.

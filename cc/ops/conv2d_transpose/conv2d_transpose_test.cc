@@ -140,6 +140,11 @@ std::vector<Case> Cases() {
       {{2, 14, 13, 16}, {3, 3, 16, 16}, {2, 16, 15, 16}, 1, 1, 1, 1, "VALID", {}, false},
       {{3, 11, 11, 17}, {3, 3, 19, 17}, {3, 12, 12, 19}, 1, 1, 1, 1, "EXPLICIT", {1, 0, 0, 1}, false},
       {{9, 16, 16, 16}, {3, 3, 16, 16}, {9, 16, 16, 16}, 1, 1, 1, 1, "SAME", {}, false},
+      // 4x4 stride 2 with 16+ channels: the forward by phases and Winograd F(2x2, 2x2): SAME with
+      // an odd output height, EXPLICIT asymmetric, VALID
+      {{2, 9, 8, 16}, {4, 4, 17, 16}, {2, 17, 16, 17}, 2, 2, 1, 1, "SAME", {}, false},
+      {{2, 8, 9, 18}, {4, 4, 16, 18}, {2, 16, 18, 16}, 2, 2, 1, 1, "EXPLICIT", {1, 2, 2, 1}, false},
+      {{1, 8, 8, 16}, {4, 4, 16, 16}, {1, 18, 18, 16}, 2, 2, 1, 1, "VALID", {}, false},
       // empty: batch 0, input height 0 (VALID), zero channels
       {{0, 3, 3, 2}, {2, 2, 3, 2}, {0, 6, 6, 3}, 2, 2, 1, 1, "SAME", {}, false},
       {{1, 0, 2, 2}, {5, 1, 3, 2}, {1, 2, 3, 3}, 2, 2, 1, 1, "VALID", {}, false},

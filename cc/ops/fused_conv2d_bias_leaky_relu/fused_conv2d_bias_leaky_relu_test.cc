@@ -113,6 +113,9 @@ const std::vector<Shape>& Shapes() {
     s.push_back({{1, 40, 40, 4}, {3, 3, 4, 5}});  // tiles span rows
     s.push_back({{3, 17, 19, 3}, {1, 1, 3, 9}, {1, 1, 1, 1}, {1, 1, 1, 1}, "SAME"});  // pointwise
     s.push_back({{2, 8, 8, 3}, {4, 4, 3, 2}, {1, 3, 3, 1}});  // even filter, SAME
+    // Winograd: bands of tile rows that span images (5 small images), odd sizes; VALID
+    s.push_back({{5, 9, 7, 16}, {3, 3, 16, 17}});
+    s.push_back({{1, 19, 17, 16}, {3, 3, 16, 16}, {1, 1, 1, 1}, {1, 1, 1, 1}, "VALID"});
     return s;
   }();
   return shapes;
