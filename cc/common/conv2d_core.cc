@@ -3,8 +3,10 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "common/gemm.h"
@@ -81,7 +83,7 @@ int64_t WinogradBandRows(const Conv2DGeometry& g) {
 // enough tiles per band to amortise the filter transform and each product's packing, and work
 // for more than one thread (a small image at batch 1 runs the direct path, whose products split
 // by output channels).
-bool UseWinograd(const Conv2DGeometry& g) {
+bool UseWinograd(const Conv2DGeometry& g, bool cached) {
   if (!(g.filter_h == 3 && g.filter_w == 3 && g.stride_h == 1 && g.stride_w == 1 &&
         g.dilation_h == 1 && g.dilation_w == 1 && g.in_c >= 16 && g.out_c >= 16 && g.out_h >= 4 &&
         g.out_w >= 4)) {
@@ -90,7 +92,9 @@ bool UseWinograd(const Conv2DGeometry& g) {
   const int64_t tiles_w = (g.out_w + 1) / 2, rows_total = g.batch * ((g.out_h + 1) / 2);
   const int64_t rows = WinogradBandRows(g);
   const int64_t bands = (rows_total + rows - 1) / rows;
-  return bands >= 2 && rows * tiles_w >= 32;
+  // With the transformed filter cached (a kernel called again with the same weights), bands
+  // of 16 tiles already pay: a 13x13 image at batch 1 (two bands of 28 and 21 tiles).
+  return bands >= 2 && rows * tiles_w >= (cached ? 16 : 32);
 }
 
 // U[xi][ci][:] = (G g G^T)[xi] for filter [3, 3, in_c, out_c], vectorised over the output
@@ -160,27 +164,99 @@ void WinogradInputTransform(const Conv2DGeometry& g, const C* in, int64_t r0, in
   }
 }
 
+// The 16 transformed filters, packed for the products of every band (for bands of about
+// kWinogradBandTiles tiles, whatever the batch: the packing, and so the sums, depend on the
+// channels only).
+template <typename C>
+struct WinogradPacked {
+  std::vector<std::unique_ptr<gemm::PackedB<C>>> packed;
+};
+
+template <typename C>
+std::shared_ptr<const WinogradPacked<C>> PrepareWinograd(const Conv2DGeometry& g, const C* filter,
+                                                         const Parallel& parallel) {
+  const int64_t ci_n = g.in_c, co_n = g.out_c;
+  Scratch<C> u(static_cast<size_t>(16 * ci_n * co_n));
+  WinogradFilter(g, filter, u.data(), parallel);
+  const auto& gemm = gemm::BestGemm<C>();
+  auto prepared = std::make_shared<WinogradPacked<C>>();
+  prepared->packed.resize(16);
+  parallel.For(16, 2.0 * static_cast<double>(ci_n * co_n), [&](int64_t begin, int64_t end) {
+    const SerialParallel serial;
+    for (int64_t xi = begin; xi < end; ++xi) {
+      prepared->packed[xi] = std::make_unique<gemm::PackedB<C>>(
+          gemm, u.data() + xi * ci_n * co_n, co_n, false, ci_n, co_n, kWinogradBandTiles, serial);
+    }
+  });
+  return prepared;
+}
+
+}  // namespace
+
+struct FilterCache::Impl {
+  std::mutex mutex;
+  int dtype_size = 0;                 // sizeof the compute type of the entry
+  int64_t in_c = 0, out_c = 0;        // the filter [3, 3, in_c, out_c]
+  std::vector<unsigned char> filter;  // its bytes
+  std::shared_ptr<const void> prepared;
+};
+
+FilterCache::FilterCache() : impl_(std::make_unique<Impl>()) {}
+FilterCache::~FilterCache() = default;
+
+namespace {
+
+// The cached transform of `filter`, or null after storing a fresh one (or when another call holds
+// the cache: that call's work is not waited for).
+template <typename C>
+std::shared_ptr<const WinogradPacked<C>> CachedWinograd(const Conv2DGeometry& g, const C* filter,
+                                                        const Parallel& parallel,
+                                                        FilterCache::Impl* cache) {
+  std::unique_lock<std::mutex> lock(cache->mutex, std::try_to_lock);
+  if (!lock.owns_lock()) return nullptr;
+  const size_t bytes = sizeof(C) * static_cast<size_t>(9 * g.in_c * g.out_c);
+  const auto* data = reinterpret_cast<const unsigned char*>(filter);
+  if (cache->prepared != nullptr && cache->dtype_size == static_cast<int>(sizeof(C)) &&
+      cache->in_c == g.in_c && cache->out_c == g.out_c && cache->filter.size() == bytes) {
+    // Compared in chunks, in parallel; a training step's new weights differ in the first chunk.
+    constexpr size_t kChunk = size_t{1} << 20;
+    const int64_t chunks = static_cast<int64_t>((bytes + kChunk - 1) / kChunk);
+    std::atomic<bool> same{std::memcmp(data, cache->filter.data(), std::min(bytes, kChunk)) == 0};
+    if (same && chunks > 1) {
+      parallel.For(chunks - 1, static_cast<double>(kChunk), [&](int64_t begin, int64_t end) {
+        for (int64_t c = begin + 1; c < end + 1 && same.load(std::memory_order_relaxed); ++c) {
+          const size_t off = static_cast<size_t>(c) * kChunk;
+          if (std::memcmp(data + off, cache->filter.data() + off, std::min(kChunk, bytes - off)) !=
+              0) {
+            same.store(false, std::memory_order_relaxed);
+          }
+        }
+      });
+    }
+    if (same) return std::static_pointer_cast<const WinogradPacked<C>>(cache->prepared);
+  }
+  auto prepared = PrepareWinograd(g, filter, parallel);
+  cache->dtype_size = static_cast<int>(sizeof(C));
+  cache->in_c = g.in_c;
+  cache->out_c = g.out_c;
+  cache->filter.assign(data, data + bytes);
+  cache->prepared = prepared;
+  return prepared;
+}
+
 template <typename C>
 void WinogradForward(const Conv2DGeometry& g, const C* in, const C* filter, C* out,
-                     const Epilogue<C>* epilogue, const Parallel& parallel) {
+                     const Epilogue<C>* epilogue, const Parallel& parallel, FilterCache* cache) {
   const int64_t ci_n = g.in_c, co_n = g.out_c;
   const int64_t tiles_w = (g.out_w + 1) / 2, tiles_h = (g.out_h + 1) / 2;
   const int64_t rows_total = g.batch * tiles_h;
   const int64_t band_rows = WinogradBandRows(g);  // tile rows per band
   const int64_t bands = (rows_total + band_rows - 1) / band_rows;
-  Scratch<C> u(static_cast<size_t>(16 * ci_n * co_n));
-  WinogradFilter(g, filter, u.data(), parallel);
-  const auto& gemm = gemm::BestGemm<C>();
   const int64_t band_tiles = band_rows * tiles_w;
-  // The 16 transformed filters, packed once for every band's products.
-  std::vector<std::unique_ptr<gemm::PackedB<C>>> packed(16);
-  parallel.For(16, 2.0 * static_cast<double>(ci_n * co_n), [&](int64_t begin, int64_t end) {
-    const SerialParallel serial;
-    for (int64_t xi = begin; xi < end; ++xi) {
-      packed[xi] = std::make_unique<gemm::PackedB<C>>(gemm, u.data() + xi * ci_n * co_n, co_n,
-                                                      false, ci_n, co_n, band_tiles, serial);
-    }
-  });
+  std::shared_ptr<const WinogradPacked<C>> prepared =
+      cache != nullptr ? CachedWinograd(g, filter, parallel, &cache->impl()) : nullptr;
+  if (prepared == nullptr) prepared = PrepareWinograd(g, filter, parallel);
+  const auto& packed = prepared->packed;
   parallel.For(bands, 16.0 * static_cast<double>(band_tiles * ci_n * co_n),
                [&](int64_t begin, int64_t end) {
                  Scratch<C> v(static_cast<size_t>(16 * band_tiles * ci_n));
@@ -193,7 +269,7 @@ void WinogradForward(const Conv2DGeometry& g, const C* in, const C* filter, C* o
                    WinogradInputTransform(g, in, r0, nt, zeros.data(), v.data());
                    // The 16 products M[xi] = V[xi] U[xi].
                    for (int xi = 0; xi < 16; ++xi) {
-                     packed[xi]->Multiply(v.data() + xi * nt * ci_n, ci_n,
+                     packed[static_cast<size_t>(xi)]->Multiply(v.data() + xi * nt * ci_n, ci_n,
                                           m.data() + xi * nt * co_n, nt, co_n);
                    }
                    // Output transform: the 2x2 block A^T M A of every tile, written where it falls,
@@ -346,7 +422,7 @@ void WinogradFilterGrad(const Conv2DGeometry& g, const C* in, const C* grad, C* 
 
 template <typename C>
 void Conv2DForward(const Conv2DGeometry& g, const C* in, const C* filter, C* out,
-                   const Epilogue<C>* epilogue, const Parallel& parallel) {
+                   const Epilogue<C>* epilogue, const Parallel& parallel, FilterCache* cache) {
   const int64_t k = g.Depth();
   const int64_t pixels = g.out_h * g.out_w;
   if (g.OutputSize() == 0) return;
@@ -365,8 +441,8 @@ void Conv2DForward(const Conv2DGeometry& g, const C* in, const C* filter, C* out
                  });
     return;
   }
-  if (g.InputSize() > 0 && UseWinograd(g)) {
-    WinogradForward(g, in, filter, out, epilogue, parallel);
+  if (g.InputSize() > 0 && UseWinograd(g, cache != nullptr)) {
+    WinogradForward(g, in, filter, out, epilogue, parallel, cache);
     return;
   }
   const auto& gemm = gemm::BestGemm<C>();
@@ -460,9 +536,9 @@ template bool Conv2DFilterGradWinograd<float>(const Conv2DGeometry&, const float
 template bool Conv2DFilterGradWinograd<double>(const Conv2DGeometry&, const double*,
                                                const double*, double*, const Parallel&);
 template void Conv2DForward<float>(const Conv2DGeometry&, const float*, const float*, float*,
-                                   const Epilogue<float>*, const Parallel&);
+                                   const Epilogue<float>*, const Parallel&, FilterCache*);
 template void Conv2DForward<double>(const Conv2DGeometry&, const double*, const double*, double*,
-                                    const Epilogue<double>*, const Parallel&);
+                                    const Epilogue<double>*, const Parallel&, FilterCache*);
 
 }  // namespace conv
 }  // namespace opforge

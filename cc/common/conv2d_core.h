@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 
 #include "common/parallel.h"
 
@@ -42,15 +43,39 @@ struct Conv2DGeometry {
 template <typename C>
 using Epilogue = std::function<void(C* rows, int64_t count, int64_t first_pixel)>;
 
+// One kernel's transformed filter kept between calls: a 3x3 convolution on Winograd transforms
+// its filter into 16 matrices and packs them for the products on every call, which on small
+// images costs as much as the products (at 13x13 with 512 -> 1024 channels, 34 MB written and
+// read back). With a cache the transform is redone only when the filter's contents change; they
+// are compared in full with the copy kept (exact, no hash), which reads the filter twice
+// instead of the transform's writing and reading it four times. Inference calls a kernel with
+// the same (folded) weights again and again; a training step with new weights finds a
+// difference within the first bytes. Thread-safe; results are the same bits with or without it.
+class FilterCache {
+ public:
+  FilterCache();
+  ~FilterCache();
+  FilterCache(const FilterCache&) = delete;
+  FilterCache& operator=(const FilterCache&) = delete;
+
+  struct Impl;  // conv2d_core.cc
+  Impl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
 // out[b, oh, ow, co] = sum over (kh, kw, ci) of
 //   in[b, oh * stride_h - pad_top + kh * dilation_h, ow * stride_w - pad_left + kw * dilation_w,
 //   ci]
 //   * filter[kh, kw, ci, co], positions outside the input contributing 0;
 // then epilogue(tile) when given. in [batch, in_h, in_w, in_c], filter [filter_h, filter_w, in_c,
 // out_c], out [batch, out_h, out_w, out_c], all contiguous.
+// `cache`, when given, keeps the transformed filter between calls (see FilterCache).
 template <typename C>
 void Conv2DForward(const Conv2DGeometry& g, const C* in, const C* filter, C* out,
-                   const Epilogue<C>* epilogue, const Parallel& parallel);
+                   const Epilogue<C>* epilogue, const Parallel& parallel,
+                   FilterCache* cache = nullptr);
 
 // The filter gradient of the same convolution, grad_filter[kh, kw, ci, co] = sum over (b, oh,
 // ow) of in[b, oh * stride_h - pad_top + kh * dilation_h, ...] * grad[b, oh, ow, co], by

@@ -57,9 +57,11 @@ void FusedConv2DOutputSize(const std::string& padding, int64_t in, int64_t filte
 
 // output [B, OH, OW, C_out]. Parallel over tiles of output pixels; the same bits for any thread
 // count.
+// `cache`: the kernel's conv::FilterCache (the transformed filter kept between calls), or null.
 template <typename T>
 void FusedConv2DBiasLeakyRelu(const FusedConv2DParams& params, const T* input, const T* filter,
-                              const T* bias, T* output, const Parallel& parallel);
+                              const T* bias, T* output, const Parallel& parallel,
+                              conv::FilterCache* cache = nullptr);
 
 }  // namespace opforge
 

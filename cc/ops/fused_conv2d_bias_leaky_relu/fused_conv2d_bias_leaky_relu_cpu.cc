@@ -151,7 +151,8 @@ inline C Leaky(C z, C alpha) {
 
 template <typename T>
 void FusedConv2DBiasLeakyRelu(const FusedConv2DParams& p, const T* input, const T* filter,
-                              const T* bias, T* output, const Parallel& parallel) {
+                              const T* bias, T* output, const Parallel& parallel,
+                              conv::FilterCache* cache) {
   using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
   const conv::Conv2DGeometry& g = p.g;
   if (g.OutputSize() == 0) return;
@@ -168,7 +169,7 @@ void FusedConv2DBiasLeakyRelu(const FusedConv2DParams& p, const T* input, const 
           row[c] = Leaky<C>(row[c] + b[static_cast<size_t>(c)], alpha);
       }
     };
-    conv::Conv2DForward<C>(g, input, filter, output, &epilogue, parallel);
+    conv::Conv2DForward<C>(g, input, filter, output, &epilogue, parallel, cache);
   } else {
     // half, bfloat16: the operands converted to float once, the output rounded once.
     Scratch<C> in(static_cast<size_t>(g.InputSize()));
@@ -187,13 +188,13 @@ void FusedConv2DBiasLeakyRelu(const FusedConv2DParams& p, const T* input, const 
         }
       }
     };
-    conv::Conv2DForward<C>(g, in.data(), f.data(), out.data(), &epilogue, parallel);
+    conv::Conv2DForward<C>(g, in.data(), f.data(), out.data(), &epilogue, parallel, cache);
   }
 }
 
 #define OPFORGE_INSTANTIATE_FUSED_CONV_(T, ...)                                           \
   template void FusedConv2DBiasLeakyRelu<T>(const FusedConv2DParams&, const T*, const T*, \
-                                            const T*, T*, const Parallel&);
+                                            const T*, T*, const Parallel&, conv::FilterCache*);
 OPFORGE_FLOAT_TYPES(OPFORGE_INSTANTIATE_FUSED_CONV_)
 #undef OPFORGE_INSTANTIATE_FUSED_CONV_
 

@@ -121,6 +121,8 @@ namespace {
 struct FusedConv2DOp {
   using Params = FusedConv2DParams;
   FusedConv2DParams attrs;
+  // The transformed filter of the last call (inference calls a kernel with the same weights).
+  mutable conv::FilterCache cache;
 
   Status Init(AttrReader& reader) {
     if (!ReadAttrs(&reader, &attrs).ok()) return Status::Ok();  // reported by TfKernel
@@ -135,7 +137,7 @@ struct FusedConv2DOp {
   template <typename T>
   void Cpu(const Params& p, const TfCall& call, const Parallel& parallel) const {
     FusedConv2DBiasLeakyRelu<T>(p, call.in<T>(0), call.in<T>(1), call.in<T>(2), call.out<T>(0),
-                                parallel);
+                                parallel, &cache);
   }
   Status Gpu(DType, const Params&, const TfCall&, void*) const {
     return Status::Internal("FusedConv2DBiasLeakyRelu has no GPU kernel");

@@ -36,6 +36,28 @@ def _winograd_pays(shape, filters: int) -> bool:
             and h >= 26 and w >= 26)
 
 
+# Which convolution ConvBNLeaky's inference runs: "auto" (opforge's fused op where it measured
+# faster, TensorFlow's conv2d + bias_add + leaky_relu elsewhere), "opforge" or "tf". A module
+# setting for benchmarks and tests, not a per-layer option: it changes no variable and no result
+# beyond rounding.
+INFERENCE_CONV = "auto"
+
+
+def _opforge_conv_pays(layer, shape) -> bool:
+    """Where opforge's fused convolution beat TensorFlow's (oneDNN's, with bias and leaky_relu
+    fused into it by grappler) in inference on the 2-core AVX-512 EPYC, layer by layer over
+    YOLO-v3 at batch 1 and 8: the 3x3 stride-1 convolutions with 64+ channels on each side and
+    maps of 13x13 or larger, which run Winograd on a transformed filter kept between calls
+    (1.2-1.5x). TensorFlow's was faster on 1x1 convolutions (0.7-1.0x), on stride 2
+    (0.7-1.1x) and with few input channels (0.3x with 3, 0.7x with 32)."""
+    if INFERENCE_CONV != "auto":
+        return INFERENCE_CONV == "opforge"
+    h, w, c = shape[1], shape[2], shape[3]
+    return (layer.kernel_size == (3, 3) and layer.strides == (1, 1) and layer.dilation_rate == (1, 1)
+            and c is not None and c >= 64 and layer.filters >= 64 and h is not None and w is not None
+            and h >= 13 and w >= 13)
+
+
 def _gpu_present() -> bool:
     return bool(tf.config.list_logical_devices("GPU"))
 
@@ -56,7 +78,10 @@ class ConvBNLeaky(keras.layers.Layer):
     - otherwise: the batch norm folded into the kernel and a bias
       (`W' = W * gamma / sqrt(var + eps)`, `b' = beta - mean * gamma / sqrt(var + eps)`) and
       `opforge.ops.fused_conv2d_bias_leaky_relu` (bias and activation applied while each output
-      tile is in cache). On a machine with a GPU, TensorFlow's conv2d (cuDNN) and
+      tile is in cache) where it measured faster than TensorFlow's convolution (3x3 stride-1
+      convolutions on Winograd, see `_opforge_conv_pays`); elsewhere TensorFlow's conv2d,
+      bias_add and leaky_relu on the folded weights, which grappler fuses into one kernel in a
+      tf.function. On a machine with a GPU, TensorFlow's conv2d (cuDNN) and
       `opforge.ops.bias_leaky_relu`.
 
     Args as Conv2D / BatchNormalization / LeakyReLU: filters, kernel_size, strides=1,
@@ -141,6 +166,11 @@ class ConvBNLeaky(keras.layers.Layer):
             # TensorFlow's convolution (cuDNN), then opforge's bias + leaky_relu kernel.
             return bias_leaky_relu(tf.nn.conv2d(inputs, weights, **self._conv_args()), bias, self.alpha)
         args = self._conv_args()
+        if not _opforge_conv_pays(self, inputs.shape):
+            # TensorFlow's convolution with the folded weights; in a tf.function grappler fuses
+            # the bias and the activation into it (_FusedConv2D).
+            y = tf.nn.bias_add(tf.nn.conv2d(inputs, weights, **args), bias)
+            return tf.nn.leaky_relu(y, alpha=self.alpha)
         return fused_conv2d_bias_leaky_relu(inputs, weights, bias, args["strides"], args["padding"],
                                             alpha=self.alpha, dilations=args["dilations"])
 
