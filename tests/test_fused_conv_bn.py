@@ -123,6 +123,48 @@ def test_conv_bn_leaky_layer_equals_unfused_chain_in_training_and_inference():
     np.testing.assert_allclose(fused.moving_variance, chain[1].moving_variance, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("choice", ["auto", "opforge", "tf"])
+def test_conv_bn_leaky_inference_follows_new_weights(monkeypatch, choice):
+    # 3x3 stride 1 with 64 channels on 13x13: "auto" runs opforge's fused conv, whose kernel keeps
+    # its transformed filter between calls (conv::FilterCache). The same tf.function is called,
+    # the weights changed (in one filter element, then in the batch norm), and called again.
+    import opforge.layers.conv_bn_leaky as cbl
+    monkeypatch.setattr(cbl, "INFERENCE_CONV", choice)
+    rng = np.random.default_rng(5)
+    x = tf.constant(rng.normal(size=(1, 13, 13, 64)), tf.float32)
+    fused = ConvBNLeaky(64, 3)
+    chain = unfused_block(64, 3)
+    y = x
+    for layer in chain:
+        y = layer(y)
+    fused(x)
+    weights = [w for layer in chain for w in layer.get_weights()]
+    weights[3] = rng.normal(size=64).astype(np.float32)
+    weights[4] = rng.uniform(0.5, 2.0, 64).astype(np.float32)
+
+    def load(ws):
+        fused.set_weights(ws)
+        chain[0].set_weights(ws[:1])
+        chain[1].set_weights(ws[1:])
+
+    def run_chain():
+        y = x
+        for layer in chain:
+            y = layer(y, training=False) if isinstance(layer, keras.layers.BatchNormalization) else layer(y)
+        return y
+
+    infer = tf.function(lambda: fused(x, training=False))
+    for step in range(3):
+        load(weights)
+        np.testing.assert_allclose(infer(), run_chain(), rtol=1e-4, atol=1e-4, err_msg=f"step {step}")
+        np.testing.assert_allclose(infer(), run_chain(), rtol=1e-4, atol=1e-4, err_msg=f"step {step} again")
+        weights = [w.copy() for w in weights]
+        if step == 0:
+            weights[0][2, 2, 63, 63] += 1.0  # the filter's last element
+        else:
+            weights[1] *= 1.5  # gamma: every folded weight changes
+
+
 def test_fold_batch_norm_on_a_trained_small_model_and_round_trips(tmp_path):
     keras.utils.set_random_seed(3)
     model = small_unfused_model()

@@ -214,6 +214,58 @@ TEST(FusedConv2DTest, WinogradPathIsTaken) {
   EXPECT_LT(worst, 2e-5);  // |values| up to ~10: a few float ulps
 }
 
+TEST(FusedConv2DTest, FilterCacheGivesTheSameBitsAndNoticesEveryChange) {
+  // 13x13 at batch 1 runs Winograd only with a cache. The filter (3x3x128x256 floats, 1.2 MB:
+  // two comparison chunks) changed in its last element, then its first, then back, and a
+  // different shape: each result equals a fresh cache's, bit for bit.
+  const Shape s{{1, 13, 13, 128}, {3, 3, 128, 256}};
+  const FusedConv2DParams p = Params(s);
+  const auto in = As<float>(Random(static_cast<size_t>(p.g.InputSize()), 41, false));
+  auto f = As<float>(Random(3 * 3 * 128 * 256, 42, false));
+  const auto b = As<float>(Random(256, 43, false));
+  const ThreadParallel parallel(2);
+  conv::FilterCache cache;
+  std::vector<float> cached(static_cast<size_t>(p.g.OutputSize())), fresh(cached.size());
+  auto check = [&](const char* what) {
+    FusedConv2DBiasLeakyRelu<float>(p, in.data(), f.data(), b.data(), cached.data(), parallel,
+                                    &cache);
+    conv::FilterCache other;
+    FusedConv2DBiasLeakyRelu<float>(p, in.data(), f.data(), b.data(), fresh.data(), parallel,
+                                    &other);
+    EXPECT_TRUE(test::SameBits(cached, fresh)) << what;
+  };
+  check("first call");
+  check("same filter again (from the cache)");
+  const std::vector<float> first = cached;
+  f.back() += 1.0f;
+  check("last element changed");
+  EXPECT_FALSE(test::SameBits(cached, first));
+  f.front() -= 1.0f;
+  check("first element changed");
+  f.back() -= 1.0f;
+  f.front() += 1.0f;
+  check("back to the first filter");
+  EXPECT_TRUE(test::SameBits(cached, first));
+  // Against the double reference.
+  std::vector<double> in_d(in.begin(), in.end()), f_d(f.begin(), f.end()), b_d(b.begin(), b.end());
+  const auto want = Naive(p, in_d, f_d, b_d);
+  double worst = 0;
+  for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::abs(cached[i] - want[i]));
+  EXPECT_LT(worst, 1e-3);  // |values| up to ~100
+  // The same cache for another shape.
+  const FusedConv2DParams q = Params({{2, 9, 9, 128}, {3, 3, 128, 64}});
+  const auto f2 = As<float>(Random(3 * 3 * 128 * 64, 44, false));
+  const auto in2 = As<float>(Random(static_cast<size_t>(q.g.InputSize()), 45, false));
+  std::vector<float> a(static_cast<size_t>(q.g.OutputSize())), c(a.size());
+  FusedConv2DBiasLeakyRelu<float>(q, in2.data(), f2.data(), b.data(), a.data(), parallel, &cache);
+  FusedConv2DBiasLeakyRelu<float>(q, in2.data(), f2.data(), b.data(), c.data(), parallel, nullptr);
+  std::vector<double> in2_d(in2.begin(), in2.end()), f2_d(f2.begin(), f2.end());
+  const auto want2 = Naive(q, in2_d, f2_d, b_d);
+  worst = 0;
+  for (size_t i = 0; i < want2.size(); ++i) worst = std::max(worst, std::abs(a[i] - want2[i]));
+  EXPECT_LT(worst, 1e-3);
+}
+
 TEST(FusedConv2DTest, EmptyShapes) {
   // Empty batch: nothing written. No input channels: the output is leaky(bias).
   FusedConv2DParams p = Params({{0, 5, 5, 2}, {3, 3, 2, 2}});
