@@ -170,7 +170,17 @@ void WinogradInputTransform(const Conv2DGeometry& g, const C* in, int64_t r0, in
 template <typename C>
 struct WinogradPacked {
   std::vector<std::unique_ptr<gemm::PackedB<C>>> packed;
+  bool finite = true;  // every transformed filter value finite
 };
+
+// Winograd mixes the values of a tile in its transforms: an inf or NaN in the input or the filter
+// would turn outputs that a direct sum gives finite (or +-inf) into NaN (inf - inf, 0 * inf).
+// So the Winograd paths check what they transform and leave a call with non-finite values to
+// the direct path, which sums the true terms.
+template <typename C>
+bool AllFinite(const C* data, int64_t n) {
+  return Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, 1>>(data, n).allFinite();
+}
 
 template <typename C>
 std::shared_ptr<const WinogradPacked<C>> PrepareWinograd(const Conv2DGeometry& g, const C* filter,
@@ -180,6 +190,7 @@ std::shared_ptr<const WinogradPacked<C>> PrepareWinograd(const Conv2DGeometry& g
   WinogradFilter(g, filter, u.data(), parallel);
   const auto& gemm = gemm::BestGemm<C>();
   auto prepared = std::make_shared<WinogradPacked<C>>();
+  prepared->finite = AllFinite(u.data(), 16 * ci_n * co_n);
   prepared->packed.resize(16);
   parallel.For(16, 2.0 * static_cast<double>(ci_n * co_n), [&](int64_t begin, int64_t end) {
     const SerialParallel serial;
@@ -244,8 +255,10 @@ std::shared_ptr<const WinogradPacked<C>> CachedWinograd(const Conv2DGeometry& g,
   return prepared;
 }
 
+// False (the output unspecified) where the filter or the input holds inf or NaN: the caller
+// runs the direct path.
 template <typename C>
-void WinogradForward(const Conv2DGeometry& g, const C* in, const C* filter, C* out,
+bool WinogradForward(const Conv2DGeometry& g, const C* in, const C* filter, C* out,
                      const Epilogue<C>* epilogue, const Parallel& parallel, FilterCache* cache) {
   const int64_t ci_n = g.in_c, co_n = g.out_c;
   const int64_t tiles_w = (g.out_w + 1) / 2, tiles_h = (g.out_h + 1) / 2;
@@ -256,7 +269,9 @@ void WinogradForward(const Conv2DGeometry& g, const C* in, const C* filter, C* o
   std::shared_ptr<const WinogradPacked<C>> prepared =
       cache != nullptr ? CachedWinograd(g, filter, parallel, &cache->impl()) : nullptr;
   if (prepared == nullptr) prepared = PrepareWinograd(g, filter, parallel);
+  if (!prepared->finite) return false;
   const auto& packed = prepared->packed;
+  std::atomic<bool> non_finite{false};
   parallel.For(bands, 16.0 * static_cast<double>(band_tiles * ci_n * co_n),
                [&](int64_t begin, int64_t end) {
                  Scratch<C> v(static_cast<size_t>(16 * band_tiles * ci_n));
@@ -266,7 +281,12 @@ void WinogradForward(const Conv2DGeometry& g, const C* in, const C* filter, C* o
                    const int64_t r0 = unit * band_rows;
                    const int64_t nty = std::min(band_rows, rows_total - r0);
                    const int64_t nt = nty * tiles_w;
+                   if (non_finite.load(std::memory_order_relaxed)) break;
                    WinogradInputTransform(g, in, r0, nt, zeros.data(), v.data());
+                   if (!AllFinite(v.data(), 16 * nt * ci_n)) {
+                     non_finite.store(true, std::memory_order_relaxed);
+                     break;
+                   }
                    // The 16 products M[xi] = V[xi] U[xi].
                    for (int xi = 0; xi < 16; ++xi) {
                      packed[static_cast<size_t>(xi)]->Multiply(v.data() + xi * nt * ci_n, ci_n,
@@ -312,6 +332,7 @@ void WinogradForward(const Conv2DGeometry& g, const C* in, const C* filter, C* o
                    }
                  }
                });
+  return !non_finite.load();
 }
 
 
@@ -325,8 +346,9 @@ void WinogradForward(const Conv2DGeometry& g, const C* in, const C* filter, C* o
 constexpr int64_t kWinogradGradBandTiles = 512;
 constexpr int64_t kWinogradGradGroups = 8;
 
+// False (grad_filter unspecified) where the input or the gradient holds inf or NaN.
 template <typename C>
-void WinogradFilterGrad(const Conv2DGeometry& g, const C* in, const C* grad, C* grad_filter,
+bool WinogradFilterGrad(const Conv2DGeometry& g, const C* in, const C* grad, C* grad_filter,
                         const Parallel& parallel) {
   const int64_t ci_n = g.in_c, co_n = g.out_c, plane = ci_n * co_n;
   const int64_t tiles_w = (g.out_w + 1) / 2, tiles_h = (g.out_h + 1) / 2;
@@ -338,6 +360,7 @@ void WinogradFilterGrad(const Conv2DGeometry& g, const C* in, const C* grad, C* 
   const int64_t band_tiles = band_rows * tiles_w;
   Scratch<C> du(static_cast<size_t>(groups * 16 * plane));
   const auto& gemm = gemm::BestGemm<C>();
+  std::atomic<bool> non_finite{false};
   parallel.For(
       groups, 16.0 * static_cast<double>(units / groups + 1) * band_tiles * plane,
       [&](int64_t begin, int64_t end) {
@@ -384,6 +407,11 @@ void WinogradFilterGrad(const Conv2DGeometry& g, const C* in, const C* grad, C* 
               put(2, a20, a21);
               put(3, (-dy(1, 0)).eval(), (-dy(1, 1)).eval());
             }
+            if (non_finite.load(std::memory_order_relaxed) ||
+                !AllFinite(v.data(), 16 * nt * ci_n) || !AllFinite(w.data(), 16 * nt * co_n)) {
+              non_finite.store(true, std::memory_order_relaxed);
+              return;
+            }
             for (int xi = 0; xi < 16; ++xi) {
               gemm.at_b_add(v.data() + xi * nt * ci_n, w.data() + xi * nt * co_n,
                             acc + xi * plane, ci_n, nt, co_n);
@@ -391,6 +419,7 @@ void WinogradFilterGrad(const Conv2DGeometry& g, const C* in, const C* grad, C* 
           }
         }
       });
+  if (non_finite.load()) return false;
   // The groups summed in order, then dg = G^T dU G, vectorised over the output channels.
   parallel.For(ci_n, 40.0 * static_cast<double>(co_n * groups), [&](int64_t begin, int64_t end) {
     std::vector<Eigen::Array<C, Eigen::Dynamic, 1>> s(16);
@@ -416,6 +445,7 @@ void WinogradFilterGrad(const Conv2DGeometry& g, const C* in, const C* grad, C* 
       }
     }
   });
+  return true;
 }
 
 }  // namespace
@@ -441,8 +471,8 @@ void Conv2DForward(const Conv2DGeometry& g, const C* in, const C* filter, C* out
                  });
     return;
   }
-  if (g.InputSize() > 0 && UseWinograd(g, cache != nullptr)) {
-    WinogradForward(g, in, filter, out, epilogue, parallel, cache);
+  if (g.InputSize() > 0 && UseWinograd(g, cache != nullptr) &&
+      WinogradForward(g, in, filter, out, epilogue, parallel, cache)) {
     return;
   }
   const auto& gemm = gemm::BestGemm<C>();
@@ -527,8 +557,7 @@ bool Conv2DFilterGradWinograd(const Conv2DGeometry& g, const C* in, const C* gra
         g.out_w >= 4 && g.batch * ((g.out_h + 1) / 2) * ((g.out_w + 1) / 2) >= 64)) {
     return false;
   }
-  WinogradFilterGrad(g, in, grad, grad_filter, parallel);
-  return true;
+  return WinogradFilterGrad(g, in, grad, grad_filter, parallel);
 }
 
 template bool Conv2DFilterGradWinograd<float>(const Conv2DGeometry&, const float*, const float*,

@@ -5,10 +5,13 @@
 // adds its bias and applies its activation there). Conv2DTranspose's input gradient is this
 // convolution.
 //
-// Tiles never cross images and hold at most kConvTileRows output pixels; with fewer than 8 tiles
-// (a small image at batch 1) each tile's product is also split into blocks of 64 output
-// channels, so that every thread gets work. The partition depends on the shapes only (never on
-// the thread count), so results are the same bits for any number of threads.
+// The filter is packed once per call for the products of every tile (gemm::PackedB). Tiles
+// never cross images and hold at most kConvTileRows output pixels; with fewer than 8 tiles (a
+// small image at batch 1) each tile's product is also split into a few groups of output
+// channels, so that every thread gets work. 3x3 stride-1 convolutions with 16+ channels run
+// Winograd F(2x2, 3x3) instead (conv2d_core.cc), forward and filter gradient. The partition
+// depends on the shapes only (never on the thread count), so results are the same bits for any
+// number of threads.
 #ifndef OPFORGE_COMMON_CONV2D_CORE_H_
 #define OPFORGE_COMMON_CONV2D_CORE_H_
 
@@ -80,8 +83,10 @@ void Conv2DForward(const Conv2DGeometry& g, const C* in, const C* filter, C* out
 // The filter gradient of the same convolution, grad_filter[kh, kw, ci, co] = sum over (b, oh,
 // ow) of in[b, oh * stride_h - pad_top + kh * dilation_h, ...] * grad[b, oh, ow, co], by
 // Winograd F(2x2, 3x3)'s transposed transforms, for a 3x3 convolution with stride 1, dilation 1,
-// at least 16 channels on each side and 64 tiles of 2x2 output pixels; returns false (and
-// writes nothing) for any other geometry. grad [batch, out_h, out_w, out_c].
+// at least 16 channels on each side and 64 tiles of 2x2 output pixels; returns false for any
+// other geometry, and where `in` or `grad` holds inf or NaN (Winograd's transforms would turn
+// them into NaN where the direct sum is finite), with grad_filter unspecified: the caller then
+// runs its direct path. grad [batch, out_h, out_w, out_c].
 template <typename C>
 bool Conv2DFilterGradWinograd(const Conv2DGeometry& g, const C* in, const C* grad, C* grad_filter,
                               const Parallel& parallel);

@@ -63,7 +63,11 @@ def machine() -> str:
     except OSError:
         pass
     isa = [name for name in ("avx", "avx2", "fma", "avx512f", "avx512_bf16", "amx_tile") if name in flags]
-    return f"{model}, {os.cpu_count()} cores, {' '.join(isa) or 'no AVX'}"
+    line = f"{model}, {os.cpu_count()} cores, {' '.join(isa) or 'no AVX'}"
+    caps = [f"{var}={os.environ[var]}" for var in ("OPFORGE_MAX_ISA", "ONEDNN_MAX_CPU_ISA") if os.environ.get(var)]
+    if caps:
+        line += f" (capped: {' '.join(caps)})"
+    return line
 
 
 def run(ops: List[str], size: Optional[int], repeats: int, as_json: bool) -> int:

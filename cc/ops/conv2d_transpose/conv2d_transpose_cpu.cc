@@ -1,5 +1,6 @@
 #include <Eigen/Core>
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -457,8 +458,10 @@ bool UsePhaseWinograd(const Conv2DTransposeParams& p) {
          p.batch * p.out_h * p.out_w >= 4 * 64;
 }
 
+// False (the output unspecified) where the filter or the input holds inf or NaN, which the
+// transforms would mix into NaN where the direct sum is finite: the caller runs the direct path.
 template <typename C>
-void ForwardPhaseWinograd(const Conv2DTransposeParams& p, const C* in, const C* filter, C* out,
+bool ForwardPhaseWinograd(const Conv2DTransposeParams& p, const C* in, const C* filter, C* out,
                           const Parallel& parallel) {
   using Row = Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, 1>>;
   using OutRow = Eigen::Map<Eigen::Array<C, Eigen::Dynamic, 1>>;
@@ -493,6 +496,10 @@ void ForwardPhaseWinograd(const Conv2DTransposeParams& p, const C* in, const C* 
   // operand [in_c, out_c] given transposed (no full-size intermediate).
   const auto& gemm = gemm::BestGemm<C>();
   std::vector<std::unique_ptr<gemm::PackedB<C>>> packed(36);
+  std::atomic<bool> non_finite{false};
+  auto all_finite = [](const C* data, int64_t n) {
+    return Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, 1>>(data, n).allFinite();
+  };
   parallel.For(36, 4.0 * static_cast<double>(plane), [&](int64_t begin, int64_t end) {
     const SerialParallel serial;
     Scratch<C> u(static_cast<size_t>(plane));
@@ -511,6 +518,7 @@ void ForwardPhaseWinograd(const Conv2DTransposeParams& p, const C* in, const C* 
           }
         }
       }
+      if (!all_finite(u.data(), plane)) non_finite.store(true, std::memory_order_relaxed);
       packed[i] = std::make_unique<gemm::PackedB<C>>(gemm, u.data(), ci_n, /*transposed=*/true,
                                                      ci_n, co_n, band_tiles_max, serial);
     }
@@ -527,6 +535,7 @@ void ForwardPhaseWinograd(const Conv2DTransposeParams& p, const C* in, const C* 
           const int64_t tiles_w = (w.count + 1) / 2;
           const int64_t tiles_image = ((h.count + 1) / 2) * tiles_w;
           const int64_t nt = un.nt;
+          if (non_finite.load(std::memory_order_relaxed)) break;
           // Input transform: V[xi][t][:] = (B^T d B)[xi] of the 3x3 input block of each tile.
           const int64_t vstride = nt * ci_n;
           for (int64_t t = 0; t < nt; ++t) {
@@ -555,6 +564,10 @@ void ForwardPhaseWinograd(const Conv2DTransposeParams& p, const C* in, const C* 
               OutRow(base + (i * 3 + 1) * vstride, ci_n) = e1;
               OutRow(base + (i * 3 + 2) * vstride, ci_n) = e2 - e1;
             }
+          }
+          if (!all_finite(v.data(), 9 * nt * ci_n)) {
+            non_finite.store(true, std::memory_order_relaxed);
+            break;
           }
           for (int xi = 0; xi < 9; ++xi) {
             packed[un.phase * 9 + xi]->Multiply(v.data() + xi * nt * ci_n, ci_n,
@@ -591,6 +604,7 @@ void ForwardPhaseWinograd(const Conv2DTransposeParams& p, const C* in, const C* 
           }
         }
       });
+  return !non_finite.load();
 }
 
 template <typename C>
@@ -607,10 +621,7 @@ void ForwardNhwc(const Conv2DTransposeParams& p, const C* in, const C* filter, C
     });
     return;
   }
-  if (UsePhaseWinograd(p)) {
-    ForwardPhaseWinograd(p, in, filter, out, parallel);
-    return;
-  }
+  if (UsePhaseWinograd(p) && ForwardPhaseWinograd(p, in, filter, out, parallel)) return;
   // Bands of input rows: whole images (several per step) when they fit the col budget.
   const int64_t row_cols = p.in_w * k;
   const int64_t band_rows = std::clamp<int64_t>(kColBudget / row_cols, 1, p.in_h);

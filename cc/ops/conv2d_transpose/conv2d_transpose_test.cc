@@ -10,6 +10,7 @@
 #include <Eigen/Core>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -213,6 +214,64 @@ TYPED_TEST(Conv2DTransposeKernelTest, SameBitsForAnyThreadCount) {
     EXPECT_TRUE(SameBits(y1, y2));
     EXPECT_TRUE(SameBits(dx1, dx2));
     EXPECT_TRUE(SameBits(df1, df2));
+  }
+}
+
+// Inf and NaN on the Winograd paths (the 4x4 stride-2 forward by phases, the 3x3 stride-1
+// filter gradient): those calls take the direct sums, whose answer is exact: inf or NaN only
+// where a term is.
+TEST(Conv2DTransposeKernelTest, InfAndNanTakeTheDirectSums) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::vector<Case> cases = {
+      {{2, 9, 8, 16}, {4, 4, 17, 16}, {2, 17, 16, 17}, 2, 2, 1, 1, "SAME", {}, false},
+      {{2, 17, 15, 20}, {3, 3, 18, 20}, {2, 17, 15, 18}, 1, 1, 1, 1, "SAME", {}, false},
+  };
+  std::mt19937_64 rng(11);
+  for (size_t c = 0; c < cases.size(); ++c) {
+    Conv2DTransposeParams p;
+    OPFORGE_ASSERT_OK(
+        ValidateConv2DTranspose(AttrsOf(cases[c]), cases[c].input, cases[c].filter, cases[c].output,
+                                &p));
+    for (int where = 0; where < 3; ++where) {
+      SCOPED_TRACE(::testing::Message() << "case " << c << " special in " << where);
+      auto x = test::UniformVector<float>(rng, p.InputSize(), -2.0, 2.0);
+      auto f = test::UniformVector<float>(rng, p.FilterSize(), -2.0, 2.0);
+      auto g = test::UniformVector<float>(rng, p.OutputSize(), -2.0, 2.0);
+      // where 0: inf and NaN in the input; 1: -inf in the filter; 2: inf in the output gradient.
+      if (where == 0) {
+        x[static_cast<size_t>(p.InputSize() / 3)] = static_cast<float>(inf);
+        x[static_cast<size_t>(p.InputSize() - 1)] = std::nanf("");
+      } else if (where == 1) {
+        f[static_cast<size_t>(p.FilterSize() / 2)] = static_cast<float>(-inf);
+      } else {
+        g[static_cast<size_t>(p.OutputSize() / 2 + 5)] = static_cast<float>(inf);
+      }
+      const auto xd = Widen(x), fd = Widen(f), gd = Widen(g);
+      std::vector<double> y_ref(p.OutputSize()), df_ref(p.FilterSize());
+      ForEachTerm(p, [&](int64_t i, int64_t o, int64_t k) {
+        y_ref[o] += xd[i] * fd[k];
+        df_ref[k] += gd[o] * xd[i];
+      });
+      std::vector<float> y(p.OutputSize()), df(p.FilterSize());
+      Conv2DTransposeForward<float>(p, x.data(), f.data(), y.data(), ThreadParallel(2));
+      Conv2DTransposeFilterGrad<float>(p, x.data(), g.data(), df.data(), ThreadParallel(2));
+      auto check = [](const std::vector<float>& got, const std::vector<double>& want) {
+        for (size_t i = 0; i < want.size(); ++i) {
+          const double gv = got[i], wv = want[i];
+          const bool ok = std::isnan(wv)   ? std::isnan(gv)
+                          : std::isinf(wv) ? gv == wv
+                                           : std::isfinite(gv) &&
+                                                 std::abs(gv - wv) <= 1e-3 * (1 + std::abs(wv));
+          if (!ok) return ::testing::AssertionFailure() << "[" << i << "] got " << gv << ", want " << wv;
+        }
+        return ::testing::AssertionSuccess();
+      };
+      EXPECT_TRUE(check(y, y_ref)) << "forward";
+      // With inf in the input the direct filter gradient still multiplies its padding zeros by
+      // it (0 x inf = NaN at the taps that only reach padding): the reliability issue's item 1,
+      // fixed there. Here: the Winograd paths hand such calls over, and the rest is exact.
+      if (where != 0) EXPECT_TRUE(check(df, df_ref)) << "filter gradient";
+    }
   }
 }
 
