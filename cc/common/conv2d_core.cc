@@ -450,6 +450,59 @@ bool WinogradFilterGrad(const Conv2DGeometry& g, const C* in, const C* grad, C* 
 
 }  // namespace
 
+namespace {
+
+// The direct sum with a filter holding inf or NaN: im2col's zeros for the padding would meet
+// them as 0 x inf = NaN, so here each filter tap's product takes only the output pixels whose
+// source pixel exists (gathered rows, one product per tap, added in tap order): padding
+// contributes nothing. Slower than the im2col path; for filters that are not all finite only.
+template <typename C>
+void ExactForward(const Conv2DGeometry& g, const C* in, const C* filter, C* out,
+                  const Epilogue<C>* epilogue, const Parallel& parallel) {
+  const int64_t pixels = g.out_h * g.out_w;
+  const int64_t tiles = (pixels + kConvTileRows - 1) / kConvTileRows;
+  const auto& gemm = gemm::BestGemm<C>();
+  parallel.For(g.batch * tiles,
+               static_cast<double>(std::min(pixels, kConvTileRows) * g.Depth() * g.out_c),
+               [&](int64_t begin, int64_t end) {
+                 Scratch<C> a(static_cast<size_t>(kConvTileRows * g.in_c));
+                 Scratch<C> prod(static_cast<size_t>(kConvTileRows * g.out_c));
+                 std::vector<int64_t> rows_of(static_cast<size_t>(kConvTileRows));
+                 for (int64_t u = begin; u < end; ++u) {
+                   const int64_t b = u / tiles, t0 = (u % tiles) * kConvTileRows;
+                   const int64_t rows = std::min(kConvTileRows, pixels - t0);
+                   C* o = out + (b * pixels + t0) * g.out_c;
+                   std::fill(o, o + rows * g.out_c, C(0));
+                   for (int64_t kh = 0; kh < g.filter_h; ++kh) {
+                     for (int64_t kw = 0; kw < g.filter_w; ++kw) {
+                       int64_t n = 0;
+                       for (int64_t r = 0; r < rows; ++r) {
+                         const int64_t oh = (t0 + r) / g.out_w, ow = (t0 + r) % g.out_w;
+                         const int64_t h = oh * g.stride_h - g.pad_top + kh * g.dilation_h;
+                         const int64_t w = ow * g.stride_w - g.pad_left + kw * g.dilation_w;
+                         if (h < 0 || h >= g.in_h || w < 0 || w >= g.in_w) continue;
+                         std::memcpy(a.data() + n * g.in_c,
+                                     in + ((b * g.in_h + h) * g.in_w + w) * g.in_c,
+                                     sizeof(C) * static_cast<size_t>(g.in_c));
+                         rows_of[static_cast<size_t>(n++)] = r;
+                       }
+                       if (n == 0) continue;
+                       gemm.a_b(a.data(), filter + (kh * g.filter_w + kw) * g.in_c * g.out_c,
+                                prod.data(), n, g.in_c, g.out_c);
+                       for (int64_t i = 0; i < n; ++i) {
+                         C* dst = o + rows_of[static_cast<size_t>(i)] * g.out_c;
+                         const C* src = prod.data() + i * g.out_c;
+                         for (int64_t c = 0; c < g.out_c; ++c) dst[c] += src[c];
+                       }
+                     }
+                   }
+                   if (epilogue != nullptr) (*epilogue)(o, rows, b * pixels + t0);
+                 }
+               });
+}
+
+}  // namespace
+
 template <typename C>
 void Conv2DForward(const Conv2DGeometry& g, const C* in, const C* filter, C* out,
                    const Epilogue<C>* epilogue, const Parallel& parallel, FilterCache* cache) {
@@ -500,6 +553,10 @@ void Conv2DForward(const Conv2DGeometry& g, const C* in, const C* filter, C* out
         std::max<int64_t>(16, ((g.out_c + groups_wanted - 1) / groups_wanted + 15) / 16 * 16);
     const gemm::PackedB<C> packed(gemm, filter, g.out_c, false, k, g.out_c, rows_max, parallel,
                                   n_block_max);
+    if (!packed.finite()) {
+      ExactForward(g, in, filter, out, epilogue, parallel);
+      return;
+    }
     const int64_t n_blocks = packed.layout().n_blocks;
     const int64_t per_group = std::max<int64_t>(1, n_blocks / groups_wanted);
     const int64_t groups = (n_blocks + per_group - 1) / per_group;
@@ -530,6 +587,11 @@ void Conv2DForward(const Conv2DGeometry& g, const C* in, const C* filter, C* out
   // The filter packed once for the products of every tile.
   const gemm::PackedB<C> packed(gemm, filter, g.out_c, false, k, g.out_c,
                                 std::min(pixels, kConvTileRows), parallel);
+  if (!packed.finite()) {
+    // im2col's zeros for the padding would meet the filter's inf or NaN as NaN.
+    ExactForward(g, in, filter, out, epilogue, parallel);
+    return;
+  }
   parallel.For(
       g.batch * tiles, static_cast<double>(std::min(pixels, kConvTileRows) * k * g.out_c),
       [&](int64_t begin, int64_t end) {

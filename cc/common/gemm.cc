@@ -3,8 +3,12 @@
 #include "common/gemm.h"
 
 #include <Eigen/Core>
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <type_traits>
 #include <new>
 
 #include "common/parallel.h"
@@ -29,6 +33,21 @@ const Gemm<C>& BestGemm() {
   return *best;
 }
 
+// Whether no value is inf or NaN: an exponent of all ones, tested on the bits (integer operations,
+// which the compiler vectorises).
+template <typename C>
+bool AllFiniteBits(const C* p, int64_t n) {
+  using Bits = std::conditional_t<sizeof(C) == 4, uint32_t, uint64_t>;
+  constexpr Bits kExponent = static_cast<Bits>(sizeof(C) == 4 ? 0x7f800000ull : 0x7ff0000000000000ull);
+  Bits bad = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    Bits bits;
+    std::memcpy(&bits, p + j, sizeof(C));
+    bad |= static_cast<Bits>((bits & kExponent) == kExponent);
+  }
+  return bad == 0;
+}
+
 template <typename C>
 PackedB<C>::PackedB(const Gemm<C>& gemm, const C* b, int64_t ldb, bool transposed, int64_t k,
                     int64_t n, int64_t m_hint, const Parallel& parallel, int64_t n_block_max)
@@ -43,12 +62,21 @@ PackedB<C>::PackedB(const Gemm<C>& gemm, const C* b, int64_t ldb, bool transpose
   const size_t bytes = sizeof(C) * static_cast<size_t>(blocks * layout_.block_stride);
   data_ = static_cast<C*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
   if (data_ == nullptr) throw std::bad_alloc();
-  parallel.For(blocks, 2.0 * static_cast<double>(layout_.block_stride),
+  std::atomic<bool> finite{true};
+  parallel.For(blocks, 3.0 * static_cast<double>(layout_.block_stride),
                [&](int64_t begin, int64_t end) {
+                 bool ok = true;
                  for (int64_t i = begin; i < end; ++i) {
                    gemm.pack_b_block(b, ldb, transposed, layout_, i, data_);
+                   // The block's values, while they are in cache.
+                   const int64_t nb = i / layout_.k_blocks, kb = i % layout_.k_blocks;
+                   const int64_t rows = std::min(layout_.n_block, n - nb * layout_.n_block);
+                   const int64_t depth = std::min(layout_.k_block, k - kb * layout_.k_block);
+                   ok = ok && AllFiniteBits(data_ + i * layout_.block_stride, rows * depth);
                  }
+                 if (!ok) finite.store(false, std::memory_order_relaxed);
                });
+  finite_ = finite.load();
 }
 
 template <typename C>

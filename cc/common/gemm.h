@@ -93,11 +93,14 @@ class PackedB {
   void MultiplyBlocks(const C* a, int64_t lda, C* c, int64_t m, int64_t ldc, int64_t nb_begin,
                       int64_t nb_end) const;
   const PackedLayout& layout() const { return layout_; }
+  // Whether every value of B is finite (checked while packing, where the values are in cache).
+  bool finite() const { return finite_; }
 
  private:
   const Gemm<C>* gemm_;
   PackedLayout layout_;
   C* data_ = nullptr;
+  bool finite_ = true;
 };
 
 }  // namespace gemm
