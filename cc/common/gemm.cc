@@ -12,6 +12,7 @@
 #include <new>
 
 #include "common/parallel.h"
+#include "common/scratch.h"
 
 namespace opforge {
 
@@ -59,9 +60,7 @@ PackedB<C>::PackedB(const Gemm<C>& gemm, const C* b, int64_t ldb, bool transpose
   }
   const int64_t blocks = layout_.n_blocks * layout_.k_blocks;
   if (blocks == 0 || k == 0 || n == 0) return;
-  const size_t bytes = sizeof(C) * static_cast<size_t>(blocks * layout_.block_stride);
-  data_ = static_cast<C*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
-  if (data_ == nullptr) throw std::bad_alloc();
+  data_ = static_cast<C*>(ScratchAllocate(Bytes()));
   std::atomic<bool> finite{true};
   parallel.For(blocks, 3.0 * static_cast<double>(layout_.block_stride),
                [&](int64_t begin, int64_t end) {
@@ -81,7 +80,12 @@ PackedB<C>::PackedB(const Gemm<C>& gemm, const C* b, int64_t ldb, bool transpose
 
 template <typename C>
 PackedB<C>::~PackedB() {
-  std::free(data_);
+  if (data_ != nullptr) ScratchFree(data_, Bytes());
+}
+
+template <typename C>
+size_t PackedB<C>::Bytes() const {
+  return sizeof(C) * static_cast<size_t>(layout_.n_blocks * layout_.k_blocks * layout_.block_stride);
 }
 
 template <typename C>

@@ -12,6 +12,7 @@
 #ifndef OPFORGE_COMMON_GEMM_H_
 #define OPFORGE_COMMON_GEMM_H_
 
+#include <cstddef>
 #include <cstdint>
 
 namespace opforge {
@@ -99,6 +100,8 @@ class PackedB {
  private:
   const Gemm<C>* gemm_;
   PackedLayout layout_;
+  size_t Bytes() const;
+
   C* data_ = nullptr;
   bool finite_ = true;
 };

@@ -607,6 +607,128 @@ bool ForwardPhaseWinograd(const Conv2DTransposeParams& p, const C* in, const C* 
   return !non_finite.load();
 }
 
+
+// The input gradient of a 4x4 stride-2 filter the same way. grad_in[i] sums grad[2i - pad + f]
+// times tap f; with f = r + 2j, that is a 2-tap correlation of the output gradient's phase r
+// (every second row from r - pad) with taps r and r + 2, summed over the two phases (four in 2-D).
+// Winograd F(2x2, 2x2) on each phase gives nine products per 2x2 block of grad_in, and the
+// four phases stack along the products' depth: [tiles, 4 out_c] x [4 out_c, in_c], 1.78x fewer
+// multiplications than the direct sum. False (grad_in unspecified) where the filter or the
+// gradient holds inf or NaN: the caller runs the direct path.
+template <typename C>
+bool InputGradPhaseWinograd(const Conv2DTransposeParams& p, const C* grad, const C* filter,
+                            C* grad_in, const Parallel& parallel) {
+  using Row = Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, 1>>;
+  using OutRow = Eigen::Map<Eigen::Array<C, Eigen::Dynamic, 1>>;
+  const int64_t ci_n = p.in_c, co_n = p.out_c, depth = 4 * co_n;
+  // U[xi] = [4 out_c, in_c]: rows phase * out_c + co hold (G g G^T)[xi] of the phase's taps
+  // g[jh][jw] = filter[rh + 2jh, rw + 2jw, co, :], the sum of the taps jh in S(a), jw in S(b)
+  // (S(0) = {0}, S(1) = {0, 1}, S(2) = {1}).
+  const auto& gemm = gemm::BestGemm<C>();
+  std::vector<std::unique_ptr<gemm::PackedB<C>>> packed(9);
+  std::atomic<bool> non_finite{false};
+  auto all_finite = [](const C* data, int64_t n) {
+    return Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, 1>>(data, n).allFinite();
+  };
+  parallel.For(9, 8.0 * static_cast<double>(depth * ci_n), [&](int64_t begin, int64_t end) {
+    const SerialParallel serial;
+    Scratch<C> u(static_cast<size_t>(depth * ci_n));
+    for (int64_t xi = begin; xi < end; ++xi) {
+      const int64_t a = xi / 3, bb = xi % 3;
+      const int jh0 = a == 2 ? 1 : 0, jh1 = a == 0 ? 0 : 1;
+      const int jw0 = bb == 2 ? 1 : 0, jw1 = bb == 0 ? 0 : 1;
+      for (int64_t phase = 0; phase < 4; ++phase) {
+        const int64_t rh = phase / 2, rw = phase % 2;
+        for (int64_t co = 0; co < co_n; ++co) {
+          OutRow dst(u.data() + (phase * co_n + co) * ci_n, ci_n);
+          dst.setZero();
+          for (int jh = jh0; jh <= jh1; ++jh) {
+            for (int jw = jw0; jw <= jw1; ++jw) {
+              dst += Row(filter + (((rh + 2 * jh) * 4 + (rw + 2 * jw)) * co_n + co) * ci_n, ci_n);
+            }
+          }
+        }
+      }
+      if (!all_finite(u.data(), depth * ci_n)) non_finite.store(true, std::memory_order_relaxed);
+      packed[static_cast<size_t>(xi)] = std::make_unique<gemm::PackedB<C>>(
+          gemm, u.data(), ci_n, /*transposed=*/false, depth, ci_n, kPhaseBandTiles, serial);
+    }
+  });
+  if (non_finite.load()) return false;
+  const int64_t tiles_h = (p.in_h + 1) / 2, tiles_w = (p.in_w + 1) / 2;
+  const int64_t tiles_image = tiles_h * tiles_w, tiles = p.batch * tiles_image;
+  const int64_t runs = (tiles + kPhaseBandTiles - 1) / kPhaseBandTiles;
+  parallel.For(runs, 9.0 * static_cast<double>(kPhaseBandTiles * depth * ci_n),
+               [&](int64_t begin, int64_t end) {
+                 Scratch<C> v(static_cast<size_t>(9 * kPhaseBandTiles * depth));
+                 Scratch<C> m(static_cast<size_t>(9 * kPhaseBandTiles * ci_n));
+                 const std::vector<C> zeros(static_cast<size_t>(co_n), C(0));
+                 for (int64_t run = begin; run < end; ++run) {
+                   if (non_finite.load(std::memory_order_relaxed)) break;
+                   const int64_t t0 = run * tiles / runs, nt = (run + 1) * tiles / runs - t0;
+                   // V[xi][t][phase * out_c + :] = (B^T d B)[xi] of the phase's 3x3 block.
+                   const int64_t vstride = nt * depth;
+                   for (int64_t t = 0; t < nt; ++t) {
+                     const int64_t tile = t0 + t, b = tile / tiles_image;
+                     const int64_t ty = (tile % tiles_image) / tiles_w, tx = tile % tiles_w;
+                     for (int64_t phase = 0; phase < 4; ++phase) {
+                       const int64_t rh = phase / 2, rw = phase % 2;
+                       const C* src[3][3];
+                       for (int i = 0; i < 3; ++i)
+                         for (int j = 0; j < 3; ++j) {
+                           const int64_t h = 2 * (2 * ty + i) + rh - p.pad_top;
+                           const int64_t w = 2 * (2 * tx + j) + rw - p.pad_left;
+                           src[i][j] = (h < 0 || h >= p.out_h || w < 0 || w >= p.out_w)
+                                           ? zeros.data()
+                                           : grad + ((b * p.out_h + h) * p.out_w + w) * co_n;
+                         }
+                       auto d = [&](int i, int j) { return Row(src[i][j], co_n); };
+                       C* base = v.data() + t * depth + phase * co_n;
+                       for (int i = 0; i < 3; ++i) {
+                         auto e = [&](int j) {
+                           return i == 0   ? (d(0, j) - d(1, j)).eval()
+                                  : i == 1 ? (d(1, j) * C(1)).eval()
+                                           : (d(2, j) - d(1, j)).eval();
+                         };
+                         const auto e0 = e(0), e1 = e(1), e2 = e(2);
+                         OutRow(base + (i * 3 + 0) * vstride, co_n) = e0 - e1;
+                         OutRow(base + (i * 3 + 1) * vstride, co_n) = e1;
+                         OutRow(base + (i * 3 + 2) * vstride, co_n) = e2 - e1;
+                       }
+                     }
+                   }
+                   if (!all_finite(v.data(), 9 * nt * depth)) {
+                     non_finite.store(true, std::memory_order_relaxed);
+                     break;
+                   }
+                   for (int xi = 0; xi < 9; ++xi) {
+                     packed[static_cast<size_t>(xi)]->Multiply(
+                         v.data() + xi * nt * depth, depth, m.data() + xi * nt * ci_n, nt, ci_n);
+                   }
+                   // grad_in's 2x2 block: A^T M A.
+                   const int64_t mstride = nt * ci_n;
+                   for (int64_t t = 0; t < nt; ++t) {
+                     const int64_t tile = t0 + t, b = tile / tiles_image;
+                     const int64_t ty = (tile % tiles_image) / tiles_w, tx = tile % tiles_w;
+                     const C* mt = m.data() + t * ci_n;
+                     auto x = [&](int i, int j) { return Row(mt + (i * 3 + j) * mstride, ci_n); };
+                     for (int a = 0; a < 2; ++a) {
+                       const int64_t ih = 2 * ty + a;
+                       if (ih >= p.in_h) break;
+                       auto r = [&](int j) {
+                         return a == 0 ? (x(0, j) + x(1, j)).eval() : (x(1, j) + x(2, j)).eval();
+                       };
+                       const auto r0 = r(0), r1 = r(1), r2 = r(2);
+                       C* o = grad_in + ((b * p.in_h + ih) * p.in_w + 2 * tx) * ci_n;
+                       OutRow(o, ci_n) = r0 + r1;
+                       if (2 * tx + 1 < p.in_w) OutRow(o + ci_n, ci_n) = r1 + r2;
+                     }
+                   }
+                 }
+               });
+  return !non_finite.load();
+}
+
 template <typename C>
 void ForwardNhwc(const Conv2DTransposeParams& p, const C* in, const C* filter, C* out,
                  const Parallel& parallel) {
@@ -733,6 +855,10 @@ template <typename C>
 void InputGradNhwc(const Conv2DTransposeParams& p, const C* grad, const C* filter, C* grad_in,
                    const Parallel& parallel) {
   if (p.InputSize() == 0) return;
+  if (p.OutputSize() > 0 && UsePhaseWinograd(p) &&
+      InputGradPhaseWinograd(p, grad, filter, grad_in, parallel)) {
+    return;
+  }
   conv::Conv2DForward<C>(AsConvGeometry(p), grad, filter, grad_in, nullptr, parallel);
 }
 
