@@ -272,69 +272,65 @@ bool WinogradForward(const Conv2DGeometry& g, const C* in, const C* filter, C* o
   if (!prepared->finite) return false;
   const auto& packed = prepared->packed;
   std::atomic<bool> non_finite{false};
-  parallel.For(bands, 16.0 * static_cast<double>(band_tiles * ci_n * co_n),
-               [&](int64_t begin, int64_t end) {
-                 Scratch<C> v(static_cast<size_t>(16 * band_tiles * ci_n));
-                 const std::vector<C> zeros(static_cast<size_t>(ci_n), C(0));
-                 Scratch<C> m(static_cast<size_t>(16 * band_tiles * co_n));
-                 for (int64_t unit = begin; unit < end; ++unit) {
-                   const int64_t r0 = unit * band_rows;
-                   const int64_t nty = std::min(band_rows, rows_total - r0);
-                   const int64_t nt = nty * tiles_w;
-                   if (non_finite.load(std::memory_order_relaxed)) break;
-                   WinogradInputTransform(g, in, r0, nt, zeros.data(), v.data());
-                   if (!AllFinite(v.data(), 16 * nt * ci_n)) {
-                     non_finite.store(true, std::memory_order_relaxed);
-                     break;
-                   }
-                   // The 16 products M[xi] = V[xi] U[xi].
-                   for (int xi = 0; xi < 16; ++xi) {
-                     packed[static_cast<size_t>(xi)]->Multiply(v.data() + xi * nt * ci_n, ci_n,
-                                          m.data() + xi * nt * co_n, nt, co_n);
-                   }
-                   // Output transform: the 2x2 block A^T M A of every tile, written where it falls,
-                   // vectorised over the output channels.
-                   const int64_t mstride = nt * co_n;
-                   for (int64_t t = 0; t < nt; ++t) {
-                     const int64_t r = r0 + t / tiles_w, b = r / tiles_h, ty = r % tiles_h;
-                     const int64_t oh = 2 * ty, ow = 2 * (t % tiles_w);
-                     C* o00 = out + ((b * g.out_h + oh) * g.out_w + ow) * co_n;
-                     const bool has_right = ow + 1 < g.out_w, has_below = oh + 1 < g.out_h;
-                     const C* mt = m.data() + t * co_n;
-                     auto x = [&](int i, int j) {
-                       return Row<C>(mt + (i * 4 + j) * mstride, co_n);
-                     };
-                     // A^T x: r0 = x0 + x1 + x2, r1 = x1 - x2 - x3 (rows), then the same on
-                     // columns.
-                     auto r0 = [&](int j) { return (x(0, j) + x(1, j) + x(2, j)).eval(); };
-                     auto r1 = [&](int j) { return (x(1, j) - x(2, j) - x(3, j)).eval(); };
-                     {
-                       const auto a0 = r0(0), a1 = r0(1), a2 = r0(2), a3 = r0(3);
-                       OutRow<C>(o00, co_n) = a0 + a1 + a2;
-                       if (has_right) OutRow<C>(o00 + co_n, co_n) = a1 - a2 - a3;
-                     }
-                     if (has_below) {
-                       C* o10 = o00 + g.out_w * co_n;
-                       const auto b0 = r1(0), b1 = r1(1), b2 = r1(2), b3 = r1(3);
-                       OutRow<C>(o10, co_n) = b0 + b1 + b2;
-                       if (has_right) OutRow<C>(o10 + co_n, co_n) = b1 - b2 - b3;
-                     }
-                   }
-                   if (epilogue != nullptr) {
-                     // The band's output rows are contiguous, across images too (an image's last
-                     // tile row ends at its last output row).
-                     const int64_t r1 = r0 + nty - 1;
-                     const int64_t p0 = ((r0 / tiles_h) * g.out_h + 2 * (r0 % tiles_h)) * g.out_w;
-                     const int64_t p1 =
-                         ((r1 / tiles_h) * g.out_h + std::min(g.out_h, 2 * (r1 % tiles_h) + 2)) *
-                         g.out_w;
-                     (*epilogue)(out + p0 * co_n, p1 - p0, p0);
-                   }
-                 }
-               });
+  parallel.For(
+      bands, 16.0 * static_cast<double>(band_tiles * ci_n * co_n), [&](int64_t begin, int64_t end) {
+        Scratch<C> v(static_cast<size_t>(16 * band_tiles * ci_n));
+        const std::vector<C> zeros(static_cast<size_t>(ci_n), C(0));
+        Scratch<C> m(static_cast<size_t>(16 * band_tiles * co_n));
+        for (int64_t unit = begin; unit < end; ++unit) {
+          const int64_t r0 = unit * band_rows;
+          const int64_t nty = std::min(band_rows, rows_total - r0);
+          const int64_t nt = nty * tiles_w;
+          if (non_finite.load(std::memory_order_relaxed)) break;
+          WinogradInputTransform(g, in, r0, nt, zeros.data(), v.data());
+          if (!AllFinite(v.data(), 16 * nt * ci_n)) {
+            non_finite.store(true, std::memory_order_relaxed);
+            break;
+          }
+          // The 16 products M[xi] = V[xi] U[xi].
+          for (int xi = 0; xi < 16; ++xi) {
+            packed[static_cast<size_t>(xi)]->Multiply(v.data() + xi * nt * ci_n, ci_n,
+                                                      m.data() + xi * nt * co_n, nt, co_n);
+          }
+          // Output transform: the 2x2 block A^T M A of every tile, written where it falls,
+          // vectorised over the output channels.
+          const int64_t mstride = nt * co_n;
+          for (int64_t t = 0; t < nt; ++t) {
+            const int64_t r = r0 + t / tiles_w, b = r / tiles_h, ty = r % tiles_h;
+            const int64_t oh = 2 * ty, ow = 2 * (t % tiles_w);
+            C* o00 = out + ((b * g.out_h + oh) * g.out_w + ow) * co_n;
+            const bool has_right = ow + 1 < g.out_w, has_below = oh + 1 < g.out_h;
+            const C* mt = m.data() + t * co_n;
+            auto x = [&](int i, int j) { return Row<C>(mt + (i * 4 + j) * mstride, co_n); };
+            // A^T x: r0 = x0 + x1 + x2, r1 = x1 - x2 - x3 (rows), then the same on
+            // columns.
+            auto r0 = [&](int j) { return (x(0, j) + x(1, j) + x(2, j)).eval(); };
+            auto r1 = [&](int j) { return (x(1, j) - x(2, j) - x(3, j)).eval(); };
+            {
+              const auto a0 = r0(0), a1 = r0(1), a2 = r0(2), a3 = r0(3);
+              OutRow<C>(o00, co_n) = a0 + a1 + a2;
+              if (has_right) OutRow<C>(o00 + co_n, co_n) = a1 - a2 - a3;
+            }
+            if (has_below) {
+              C* o10 = o00 + g.out_w * co_n;
+              const auto b0 = r1(0), b1 = r1(1), b2 = r1(2), b3 = r1(3);
+              OutRow<C>(o10, co_n) = b0 + b1 + b2;
+              if (has_right) OutRow<C>(o10 + co_n, co_n) = b1 - b2 - b3;
+            }
+          }
+          if (epilogue != nullptr) {
+            // The band's output rows are contiguous, across images too (an image's last
+            // tile row ends at its last output row).
+            const int64_t r1 = r0 + nty - 1;
+            const int64_t p0 = ((r0 / tiles_h) * g.out_h + 2 * (r0 % tiles_h)) * g.out_w;
+            const int64_t p1 =
+                ((r1 / tiles_h) * g.out_h + std::min(g.out_h, 2 * (r1 % tiles_h) + 2)) * g.out_w;
+            (*epilogue)(out + p0 * co_n, p1 - p0, p0);
+          }
+        }
+      });
   return !non_finite.load();
 }
-
 
 // The filter gradient of the same convolution by the transposed transforms: with the forward
 // block Y = A^T [U . V] A, U = G g G^T, the gradient of one (input, output) channel pair is
@@ -413,8 +409,8 @@ bool WinogradFilterGrad(const Conv2DGeometry& g, const C* in, const C* grad, C* 
               return;
             }
             for (int xi = 0; xi < 16; ++xi) {
-              gemm.at_b_add(v.data() + xi * nt * ci_n, w.data() + xi * nt * co_n,
-                            acc + xi * plane, ci_n, nt, co_n);
+              gemm.at_b_add(v.data() + xi * nt * ci_n, w.data() + xi * nt * co_n, acc + xi * plane,
+                            ci_n, nt, co_n);
             }
           }
         }
@@ -462,43 +458,42 @@ void ExactForward(const Conv2DGeometry& g, const C* in, const C* filter, C* out,
   const int64_t pixels = g.out_h * g.out_w;
   const int64_t tiles = (pixels + kConvTileRows - 1) / kConvTileRows;
   const auto& gemm = gemm::BestGemm<C>();
-  parallel.For(g.batch * tiles,
-               static_cast<double>(std::min(pixels, kConvTileRows) * g.Depth() * g.out_c),
-               [&](int64_t begin, int64_t end) {
-                 Scratch<C> a(static_cast<size_t>(kConvTileRows * g.in_c));
-                 Scratch<C> prod(static_cast<size_t>(kConvTileRows * g.out_c));
-                 std::vector<int64_t> rows_of(static_cast<size_t>(kConvTileRows));
-                 for (int64_t u = begin; u < end; ++u) {
-                   const int64_t b = u / tiles, t0 = (u % tiles) * kConvTileRows;
-                   const int64_t rows = std::min(kConvTileRows, pixels - t0);
-                   C* o = out + (b * pixels + t0) * g.out_c;
-                   std::fill(o, o + rows * g.out_c, C(0));
-                   for (int64_t kh = 0; kh < g.filter_h; ++kh) {
-                     for (int64_t kw = 0; kw < g.filter_w; ++kw) {
-                       int64_t n = 0;
-                       for (int64_t r = 0; r < rows; ++r) {
-                         const int64_t oh = (t0 + r) / g.out_w, ow = (t0 + r) % g.out_w;
-                         const int64_t h = oh * g.stride_h - g.pad_top + kh * g.dilation_h;
-                         const int64_t w = ow * g.stride_w - g.pad_left + kw * g.dilation_w;
-                         if (h < 0 || h >= g.in_h || w < 0 || w >= g.in_w) continue;
-                         std::memcpy(a.data() + n * g.in_c,
-                                     in + ((b * g.in_h + h) * g.in_w + w) * g.in_c,
-                                     sizeof(C) * static_cast<size_t>(g.in_c));
-                         rows_of[static_cast<size_t>(n++)] = r;
-                       }
-                       if (n == 0) continue;
-                       gemm.a_b(a.data(), filter + (kh * g.filter_w + kw) * g.in_c * g.out_c,
-                                prod.data(), n, g.in_c, g.out_c);
-                       for (int64_t i = 0; i < n; ++i) {
-                         C* dst = o + rows_of[static_cast<size_t>(i)] * g.out_c;
-                         const C* src = prod.data() + i * g.out_c;
-                         for (int64_t c = 0; c < g.out_c; ++c) dst[c] += src[c];
-                       }
-                     }
-                   }
-                   if (epilogue != nullptr) (*epilogue)(o, rows, b * pixels + t0);
-                 }
-               });
+  parallel.For(
+      g.batch * tiles, static_cast<double>(std::min(pixels, kConvTileRows) * g.Depth() * g.out_c),
+      [&](int64_t begin, int64_t end) {
+        Scratch<C> a(static_cast<size_t>(kConvTileRows * g.in_c));
+        Scratch<C> prod(static_cast<size_t>(kConvTileRows * g.out_c));
+        std::vector<int64_t> rows_of(static_cast<size_t>(kConvTileRows));
+        for (int64_t u = begin; u < end; ++u) {
+          const int64_t b = u / tiles, t0 = (u % tiles) * kConvTileRows;
+          const int64_t rows = std::min(kConvTileRows, pixels - t0);
+          C* o = out + (b * pixels + t0) * g.out_c;
+          std::fill(o, o + rows * g.out_c, C(0));
+          for (int64_t kh = 0; kh < g.filter_h; ++kh) {
+            for (int64_t kw = 0; kw < g.filter_w; ++kw) {
+              int64_t n = 0;
+              for (int64_t r = 0; r < rows; ++r) {
+                const int64_t oh = (t0 + r) / g.out_w, ow = (t0 + r) % g.out_w;
+                const int64_t h = oh * g.stride_h - g.pad_top + kh * g.dilation_h;
+                const int64_t w = ow * g.stride_w - g.pad_left + kw * g.dilation_w;
+                if (h < 0 || h >= g.in_h || w < 0 || w >= g.in_w) continue;
+                std::memcpy(a.data() + n * g.in_c, in + ((b * g.in_h + h) * g.in_w + w) * g.in_c,
+                            sizeof(C) * static_cast<size_t>(g.in_c));
+                rows_of[static_cast<size_t>(n++)] = r;
+              }
+              if (n == 0) continue;
+              gemm.a_b(a.data(), filter + (kh * g.filter_w + kw) * g.in_c * g.out_c, prod.data(), n,
+                       g.in_c, g.out_c);
+              for (int64_t i = 0; i < n; ++i) {
+                C* dst = o + rows_of[static_cast<size_t>(i)] * g.out_c;
+                const C* src = prod.data() + i * g.out_c;
+                for (int64_t c = 0; c < g.out_c; ++c) dst[c] += src[c];
+              }
+            }
+          }
+          if (epilogue != nullptr) (*epilogue)(o, rows, b * pixels + t0);
+        }
+      });
 }
 
 }  // namespace
@@ -624,8 +619,8 @@ bool Conv2DFilterGradWinograd(const Conv2DGeometry& g, const C* in, const C* gra
 
 template bool Conv2DFilterGradWinograd<float>(const Conv2DGeometry&, const float*, const float*,
                                               float*, const Parallel&);
-template bool Conv2DFilterGradWinograd<double>(const Conv2DGeometry&, const double*,
-                                               const double*, double*, const Parallel&);
+template bool Conv2DFilterGradWinograd<double>(const Conv2DGeometry&, const double*, const double*,
+                                               double*, const Parallel&);
 template void Conv2DForward<float>(const Conv2DGeometry&, const float*, const float*, float*,
                                    const Epilogue<float>*, const Parallel&, FilterCache*);
 template void Conv2DForward<double>(const Conv2DGeometry&, const double*, const double*, double*,

@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <type_traits>
 #include <new>
+#include <type_traits>
 
 #include "common/parallel.h"
 #include "common/scratch.h"
@@ -39,7 +39,8 @@ const Gemm<C>& BestGemm() {
 template <typename C>
 bool AllFiniteBits(const C* p, int64_t n) {
   using Bits = std::conditional_t<sizeof(C) == 4, uint32_t, uint64_t>;
-  constexpr Bits kExponent = static_cast<Bits>(sizeof(C) == 4 ? 0x7f800000ull : 0x7ff0000000000000ull);
+  constexpr Bits kExponent =
+      static_cast<Bits>(sizeof(C) == 4 ? 0x7f800000ull : 0x7ff0000000000000ull);
   Bits bad = 0;
   for (int64_t j = 0; j < n; ++j) {
     Bits bits;
@@ -85,7 +86,8 @@ PackedB<C>::~PackedB() {
 
 template <typename C>
 size_t PackedB<C>::Bytes() const {
-  return sizeof(C) * static_cast<size_t>(layout_.n_blocks * layout_.k_blocks * layout_.block_stride);
+  return sizeof(C) *
+         static_cast<size_t>(layout_.n_blocks * layout_.k_blocks * layout_.block_stride);
 }
 
 template <typename C>

@@ -32,7 +32,8 @@ def row(op: str, run: SpeedRun, medians: Dict[str, float]) -> Row:
 
 def format_rows(rows: List[Row]) -> str:
     lines = []
-    header = f"{'op':<22}{'case':<60}{'opforge ms':>11}  vs others (median ratio, >1 = opforge faster)"
+    width = max([22] + [len(str(r["op"])) + 2 for r in rows])
+    header = f"{'op':<{width}}{'case':<60}{'opforge ms':>11}  vs others (median ratio, >1 = opforge faster)"
     lines.append(header)
     lines.append("-" * len(header))
     for r in rows:
@@ -42,7 +43,7 @@ def format_rows(rows: List[Row]) -> str:
                 name = key[len("ratio_vs_"):]
                 others.append(f"{name} {r[name + '_ms']:.3f} ms = {value:.2f}x")
         gbps = [f"{k[:-5]} {v:.1f}" for k, v in r.items() if k.endswith("_GBps")]
-        line = f"{r['op']:<22}{r['case']:<60}{r['opforge_ms']:>11.3f}  " + "; ".join(others)
+        line = f"{r['op']:<{width}}{r['case']:<60}{r['opforge_ms']:>11.3f}  " + "; ".join(others)
         if gbps:
             line += "  [GB/s: " + ", ".join(gbps) + "]"
         lines.append(line)

@@ -34,9 +34,9 @@
 #include "common/status.h"
 
 // The element types of boxes and scores.
-#define OPFORGE_NMS_TYPES(X, ...)   \
-  X(Eigen::half, __VA_ARGS__)       \
-  X(Eigen::bfloat16, __VA_ARGS__)   \
+#define OPFORGE_NMS_TYPES(X, ...) \
+  X(Eigen::half, __VA_ARGS__)     \
+  X(Eigen::bfloat16, __VA_ARGS__) \
   X(float, __VA_ARGS__)
 
 namespace opforge {
@@ -80,8 +80,8 @@ Status ValidateCombinedNmsValues(const CombinedNmsParams& params);
 // valid_detections [B] (int32), D = params.max_detections(). Parallel over images and classes;
 // the same bits for any partition.
 template <typename T>
-void CombinedNms(const CombinedNmsParams& params, const T* boxes, const T* scores,
-                 T* nmsed_boxes, T* nmsed_scores, float* nmsed_classes, int32_t* valid_detections,
+void CombinedNms(const CombinedNmsParams& params, const T* boxes, const T* scores, T* nmsed_boxes,
+                 T* nmsed_scores, float* nmsed_classes, int32_t* valid_detections,
                  const Parallel& parallel);
 
 }  // namespace opforge

@@ -425,6 +425,31 @@ inline int64_t SourceIndex(int64_t o, int64_t f, int64_t stride, int64_t pad, in
   return i < size ? i : -1;
 }
 
+// Winograd F(2x2, 2x2)'s input transform of one 3x3 block (pointers to its rows of n values):
+// V[xi] = (B^T d B)[xi], B^T = [1 -1 0; 0 1 0; 0 -1 1], written to base + xi * stride.
+template <typename C>
+void F22InputTransform(const C* const (&src)[3][3], int64_t n, C* base, int64_t stride) {
+  using Row = Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, 1>>;
+  using OutRow = Eigen::Map<Eigen::Array<C, Eigen::Dynamic, 1>>;
+  auto d = [&](int i, int j) { return Row(src[i][j], n); };
+  for (int i = 0; i < 3; ++i) {
+    // Row i of B^T d: d0 - d1, d1, d2 - d1; then the same over the columns.
+    auto e = [&](int j) {
+      return i == 0   ? (d(0, j) - d(1, j)).eval()
+             : i == 1 ? (d(1, j) * C(1)).eval()
+                      : (d(2, j) - d(1, j)).eval();
+    };
+    const auto e0 = e(0), e1 = e(1), e2 = e(2);
+    OutRow(base + (i * 3 + 0) * stride, n) = e0 - e1;
+    OutRow(base + (i * 3 + 1) * stride, n) = e1;
+    OutRow(base + (i * 3 + 2) * stride, n) = e2 - e1;
+  }
+}
+
+template <typename C>
+bool AllFiniteValues(const C* data, int64_t n) {
+  return Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, 1>>(data, n).allFinite();
+}
 
 // --- 4x4 stride-2 filters: four phases, each a 2x2 convolution by Winograd F(2x2, 2x2) --------
 //
@@ -439,9 +464,10 @@ inline int64_t SourceIndex(int64_t o, int64_t f, int64_t stride, int64_t pad, in
 constexpr int64_t kPhaseBandTiles = 256;
 
 struct Phase1D {
-  int64_t first = 0;   // the first output index of the phase
-  int64_t count = 0;   // its outputs (every second index from `first`)
-  int64_t offset = 0;  // phase output t reads input t + offset - 1 (tap r + 2) and t + offset (tap r)
+  int64_t first = 0;  // the first output index of the phase
+  int64_t count = 0;  // its outputs (every second index from `first`)
+  int64_t offset =
+      0;  // phase output t reads input t + offset - 1 (tap r + 2) and t + offset (tap r)
 };
 
 Phase1D PhaseOf(int64_t r, int64_t pad, int64_t out) {
@@ -479,8 +505,8 @@ bool ForwardPhaseWinograd(const Conv2DTransposeParams& p, const C* in, const C* 
   };
   std::vector<Unit> units;
   for (int64_t phase = 0; phase < 4; ++phase) {
-    const int64_t tiles = p.batch * ((ph_h[phase / 2].count + 1) / 2) *
-                          ((ph_w[phase % 2].count + 1) / 2);
+    const int64_t tiles =
+        p.batch * ((ph_h[phase / 2].count + 1) / 2) * ((ph_w[phase % 2].count + 1) / 2);
     const int64_t runs = (tiles + kPhaseBandTiles - 1) / kPhaseBandTiles;
     for (int64_t r = 0; r < runs; ++r) {
       // Runs of equal size (within one tile).
@@ -497,9 +523,6 @@ bool ForwardPhaseWinograd(const Conv2DTransposeParams& p, const C* in, const C* 
   const auto& gemm = gemm::BestGemm<C>();
   std::vector<std::unique_ptr<gemm::PackedB<C>>> packed(36);
   std::atomic<bool> non_finite{false};
-  auto all_finite = [](const C* data, int64_t n) {
-    return Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, 1>>(data, n).allFinite();
-  };
   parallel.For(36, 4.0 * static_cast<double>(plane), [&](int64_t begin, int64_t end) {
     const SerialParallel serial;
     Scratch<C> u(static_cast<size_t>(plane));
@@ -518,95 +541,81 @@ bool ForwardPhaseWinograd(const Conv2DTransposeParams& p, const C* in, const C* 
           }
         }
       }
-      if (!all_finite(u.data(), plane)) non_finite.store(true, std::memory_order_relaxed);
+      if (!AllFiniteValues(u.data(), plane)) non_finite.store(true, std::memory_order_relaxed);
       packed[i] = std::make_unique<gemm::PackedB<C>>(gemm, u.data(), ci_n, /*transposed=*/true,
                                                      ci_n, co_n, band_tiles_max, serial);
     }
   });
-  parallel.For(
-      static_cast<int64_t>(units.size()), 9.0 * static_cast<double>(band_tiles_max * plane),
-      [&](int64_t begin, int64_t end) {
-        Scratch<C> v(static_cast<size_t>(9 * band_tiles_max * ci_n));
-        Scratch<C> m(static_cast<size_t>(9 * band_tiles_max * co_n));
-        const std::vector<C> zeros(static_cast<size_t>(ci_n), C(0));
-        for (int64_t k = begin; k < end; ++k) {
-          const Unit& un = units[static_cast<size_t>(k)];
-          const Phase1D &h = ph_h[un.phase / 2], &w = ph_w[un.phase % 2];
-          const int64_t tiles_w = (w.count + 1) / 2;
-          const int64_t tiles_image = ((h.count + 1) / 2) * tiles_w;
-          const int64_t nt = un.nt;
-          if (non_finite.load(std::memory_order_relaxed)) break;
-          // Input transform: V[xi][t][:] = (B^T d B)[xi] of the 3x3 input block of each tile.
-          const int64_t vstride = nt * ci_n;
-          for (int64_t t = 0; t < nt; ++t) {
-            const int64_t tile = un.t0 + t, b = tile / tiles_image;
-            const int64_t ty = (tile % tiles_image) / tiles_w, tx = tile % tiles_w;
-            const int64_t h0 = 2 * ty + h.offset - 1, w0 = 2 * tx + w.offset - 1;
-            const C* src[3][3];
-            for (int i = 0; i < 3; ++i)
-              for (int j = 0; j < 3; ++j) {
-                const int64_t hh = h0 + i, ww = w0 + j;
-                src[i][j] = (hh < 0 || hh >= p.in_h || ww < 0 || ww >= p.in_w)
-                                ? zeros.data()
-                                : in + ((b * p.in_h + hh) * p.in_w + ww) * ci_n;
-              }
-            auto d = [&](int i, int j) { return Row(src[i][j], ci_n); };
-            C* base = v.data() + t * ci_n;
-            for (int i = 0; i < 3; ++i) {
-              // Row i of B^T d: d0 - d1, d1, d2 - d1; then the same over the columns.
-              auto e = [&](int j) {
-                return i == 0 ? (d(0, j) - d(1, j)).eval()
-                       : i == 1 ? (d(1, j) * C(1)).eval()
-                                : (d(2, j) - d(1, j)).eval();
-              };
-              const auto e0 = e(0), e1 = e(1), e2 = e(2);
-              OutRow(base + (i * 3 + 0) * vstride, ci_n) = e0 - e1;
-              OutRow(base + (i * 3 + 1) * vstride, ci_n) = e1;
-              OutRow(base + (i * 3 + 2) * vstride, ci_n) = e2 - e1;
-            }
-          }
-          if (!all_finite(v.data(), 9 * nt * ci_n)) {
-            non_finite.store(true, std::memory_order_relaxed);
-            break;
-          }
-          for (int xi = 0; xi < 9; ++xi) {
-            packed[un.phase * 9 + xi]->Multiply(v.data() + xi * nt * ci_n, ci_n,
-                                                m.data() + xi * nt * co_n, nt, co_n);
-          }
-          // Output transform: A^T M A (y0 = m0 + m1, y1 = m1 + m2 on rows, then columns),
-          // written to the phase's output pixels.
-          const int64_t mstride = nt * co_n;
-          for (int64_t t = 0; t < nt; ++t) {
-            const int64_t tile = un.t0 + t, b = tile / tiles_image;
-            const int64_t ty = (tile % tiles_image) / tiles_w, tx = tile % tiles_w;
-            const C* mt = m.data() + t * co_n;
-            auto x = [&](int i, int j) { return Row(mt + (i * 3 + j) * mstride, co_n); };
-            for (int a = 0; a < 2; ++a) {
-              const int64_t th = 2 * ty + a;
-              if (th >= h.count) break;
-              const int64_t oh = h.first + 2 * th;
-              auto r = [&](int j) {
-                return a == 0 ? (x(0, j) + x(1, j)).eval() : (x(1, j) + x(2, j)).eval();
-              };
-              const auto r0 = r(0), r1 = r(1), r2 = r(2);
-              for (int bb = 0; bb < 2; ++bb) {
-                const int64_t tw = 2 * tx + bb;
-                if (tw >= w.count) break;
-                const int64_t ow = w.first + 2 * tw;
-                C* o = out + ((b * p.out_h + oh) * p.out_w + ow) * co_n;
-                if (bb == 0) {
-                  OutRow(o, co_n) = r0 + r1;
-                } else {
-                  OutRow(o, co_n) = r1 + r2;
-                }
-              }
-            }
-          }
-        }
-      });
+  parallel.For(static_cast<int64_t>(units.size()),
+               9.0 * static_cast<double>(band_tiles_max * plane), [&](int64_t begin, int64_t end) {
+                 Scratch<C> v(static_cast<size_t>(9 * band_tiles_max * ci_n));
+                 Scratch<C> m(static_cast<size_t>(9 * band_tiles_max * co_n));
+                 const std::vector<C> zeros(static_cast<size_t>(ci_n), C(0));
+                 for (int64_t k = begin; k < end; ++k) {
+                   const Unit& un = units[static_cast<size_t>(k)];
+                   const Phase1D &h = ph_h[un.phase / 2], &w = ph_w[un.phase % 2];
+                   const int64_t tiles_w = (w.count + 1) / 2;
+                   const int64_t tiles_image = ((h.count + 1) / 2) * tiles_w;
+                   const int64_t nt = un.nt;
+                   if (non_finite.load(std::memory_order_relaxed)) break;
+                   // Input transform: V[xi][t][:] = (B^T d B)[xi] of the 3x3 input block of each
+                   // tile.
+                   const int64_t vstride = nt * ci_n;
+                   for (int64_t t = 0; t < nt; ++t) {
+                     const int64_t tile = un.t0 + t, b = tile / tiles_image;
+                     const int64_t ty = (tile % tiles_image) / tiles_w, tx = tile % tiles_w;
+                     const int64_t h0 = 2 * ty + h.offset - 1, w0 = 2 * tx + w.offset - 1;
+                     const C* src[3][3];
+                     for (int i = 0; i < 3; ++i)
+                       for (int j = 0; j < 3; ++j) {
+                         const int64_t hh = h0 + i, ww = w0 + j;
+                         src[i][j] = (hh < 0 || hh >= p.in_h || ww < 0 || ww >= p.in_w)
+                                         ? zeros.data()
+                                         : in + ((b * p.in_h + hh) * p.in_w + ww) * ci_n;
+                       }
+                     F22InputTransform<C>(src, ci_n, v.data() + t * ci_n, vstride);
+                   }
+                   if (!AllFiniteValues(v.data(), 9 * nt * ci_n)) {
+                     non_finite.store(true, std::memory_order_relaxed);
+                     break;
+                   }
+                   for (int xi = 0; xi < 9; ++xi) {
+                     packed[un.phase * 9 + xi]->Multiply(v.data() + xi * nt * ci_n, ci_n,
+                                                         m.data() + xi * nt * co_n, nt, co_n);
+                   }
+                   // Output transform: A^T M A (y0 = m0 + m1, y1 = m1 + m2 on rows, then columns),
+                   // written to the phase's output pixels.
+                   const int64_t mstride = nt * co_n;
+                   for (int64_t t = 0; t < nt; ++t) {
+                     const int64_t tile = un.t0 + t, b = tile / tiles_image;
+                     const int64_t ty = (tile % tiles_image) / tiles_w, tx = tile % tiles_w;
+                     const C* mt = m.data() + t * co_n;
+                     auto x = [&](int i, int j) { return Row(mt + (i * 3 + j) * mstride, co_n); };
+                     for (int a = 0; a < 2; ++a) {
+                       const int64_t th = 2 * ty + a;
+                       if (th >= h.count) break;
+                       const int64_t oh = h.first + 2 * th;
+                       auto r = [&](int j) {
+                         return a == 0 ? (x(0, j) + x(1, j)).eval() : (x(1, j) + x(2, j)).eval();
+                       };
+                       const auto r0 = r(0), r1 = r(1), r2 = r(2);
+                       for (int bb = 0; bb < 2; ++bb) {
+                         const int64_t tw = 2 * tx + bb;
+                         if (tw >= w.count) break;
+                         const int64_t ow = w.first + 2 * tw;
+                         C* o = out + ((b * p.out_h + oh) * p.out_w + ow) * co_n;
+                         if (bb == 0) {
+                           OutRow(o, co_n) = r0 + r1;
+                         } else {
+                           OutRow(o, co_n) = r1 + r2;
+                         }
+                       }
+                     }
+                   }
+                 }
+               });
   return !non_finite.load();
 }
-
 
 // The input gradient of a 4x4 stride-2 filter the same way. grad_in[i] sums grad[2i - pad + f]
 // times tap f; with f = r + 2j, that is a 2-tap correlation of the output gradient's phase r
@@ -627,9 +636,6 @@ bool InputGradPhaseWinograd(const Conv2DTransposeParams& p, const C* grad, const
   const auto& gemm = gemm::BestGemm<C>();
   std::vector<std::unique_ptr<gemm::PackedB<C>>> packed(9);
   std::atomic<bool> non_finite{false};
-  auto all_finite = [](const C* data, int64_t n) {
-    return Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, 1>>(data, n).allFinite();
-  };
   parallel.For(9, 8.0 * static_cast<double>(depth * ci_n), [&](int64_t begin, int64_t end) {
     const SerialParallel serial;
     Scratch<C> u(static_cast<size_t>(depth * ci_n));
@@ -649,7 +655,8 @@ bool InputGradPhaseWinograd(const Conv2DTransposeParams& p, const C* grad, const
           }
         }
       }
-      if (!all_finite(u.data(), depth * ci_n)) non_finite.store(true, std::memory_order_relaxed);
+      if (!AllFiniteValues(u.data(), depth * ci_n))
+        non_finite.store(true, std::memory_order_relaxed);
       packed[static_cast<size_t>(xi)] = std::make_unique<gemm::PackedB<C>>(
           gemm, u.data(), ci_n, /*transposed=*/false, depth, ci_n, kPhaseBandTiles, serial);
     }
@@ -682,28 +689,17 @@ bool InputGradPhaseWinograd(const Conv2DTransposeParams& p, const C* grad, const
                                            ? zeros.data()
                                            : grad + ((b * p.out_h + h) * p.out_w + w) * co_n;
                          }
-                       auto d = [&](int i, int j) { return Row(src[i][j], co_n); };
-                       C* base = v.data() + t * depth + phase * co_n;
-                       for (int i = 0; i < 3; ++i) {
-                         auto e = [&](int j) {
-                           return i == 0   ? (d(0, j) - d(1, j)).eval()
-                                  : i == 1 ? (d(1, j) * C(1)).eval()
-                                           : (d(2, j) - d(1, j)).eval();
-                         };
-                         const auto e0 = e(0), e1 = e(1), e2 = e(2);
-                         OutRow(base + (i * 3 + 0) * vstride, co_n) = e0 - e1;
-                         OutRow(base + (i * 3 + 1) * vstride, co_n) = e1;
-                         OutRow(base + (i * 3 + 2) * vstride, co_n) = e2 - e1;
-                       }
+                       F22InputTransform<C>(src, co_n, v.data() + t * depth + phase * co_n,
+                                            vstride);
                      }
                    }
-                   if (!all_finite(v.data(), 9 * nt * depth)) {
+                   if (!AllFiniteValues(v.data(), 9 * nt * depth)) {
                      non_finite.store(true, std::memory_order_relaxed);
                      break;
                    }
                    for (int xi = 0; xi < 9; ++xi) {
-                     packed[static_cast<size_t>(xi)]->Multiply(
-                         v.data() + xi * nt * depth, depth, m.data() + xi * nt * ci_n, nt, ci_n);
+                     packed[static_cast<size_t>(xi)]->Multiply(v.data() + xi * nt * depth, depth,
+                                                               m.data() + xi * nt * ci_n, nt, ci_n);
                    }
                    // grad_in's 2x2 block: A^T M A.
                    const int64_t mstride = nt * ci_n;
@@ -769,19 +765,20 @@ void ForwardNhwc(const Conv2DTransposeParams& p, const C* in, const C* filter, C
       C* colp = col.data();
       // 1. col[pixel, (fh, fw, co)] = input[pixel, :] . filter[(fh, fw, co), :], in tiles of
       // rows and blocks of columns (a fixed partition: the same products for any thread count).
-      parallel.For(nb * tiles * col_blocks,
-                   static_cast<double>(std::min(pixels, kTileRows) * ci * std::min(k, kColBlock)),
-                   [=, &packed](int64_t begin, int64_t end) {
-                     for (int64_t u = begin; u < end; ++u) {
-                       const int64_t nb0 = (u % col_blocks) * blocks_per_unit;
-                       const int64_t nb1 = std::min(nb0 + blocks_per_unit, packed.layout().n_blocks);
-                       const int64_t t = u / col_blocks;
-                       const int64_t b = t / tiles, t0 = (t % tiles) * kTileRows;
-                       const int64_t rows = std::min(kTileRows, pixels - t0);
-                       const C* a = in + (((b0 + b) * p.in_h + r0) * p.in_w + t0) * ci;
-                       packed.MultiplyBlocks(a, ci, colp + (b * pixels + t0) * k, rows, k, nb0, nb1);
-                     }
-                   });
+      parallel.For(
+          nb * tiles * col_blocks,
+          static_cast<double>(std::min(pixels, kTileRows) * ci * std::min(k, kColBlock)),
+          [=, &packed](int64_t begin, int64_t end) {
+            for (int64_t u = begin; u < end; ++u) {
+              const int64_t nb0 = (u % col_blocks) * blocks_per_unit;
+              const int64_t nb1 = std::min(nb0 + blocks_per_unit, packed.layout().n_blocks);
+              const int64_t t = u / col_blocks;
+              const int64_t b = t / tiles, t0 = (t % tiles) * kTileRows;
+              const int64_t rows = std::min(kTileRows, pixels - t0);
+              const C* a = in + (((b0 + b) * p.in_h + r0) * p.in_w + t0) * ci;
+              packed.MultiplyBlocks(a, ci, colp + (b * pixels + t0) * k, rows, k, nb0, nb1);
+            }
+          });
       // 2. col2im as a gather: each output row sums what this band sends it. For one output
       // pixel, fh descending means input row ascending (and fw descending, input column
       // ascending), so the additions follow TensorFlow's scatter order: input position

@@ -139,7 +139,16 @@ std::vector<Case> Cases() {
       // of its reduction)
       {{2, 17, 15, 20}, {3, 3, 18, 20}, {2, 17, 15, 18}, 1, 1, 1, 1, "SAME", {}, false},
       {{2, 14, 13, 16}, {3, 3, 16, 16}, {2, 16, 15, 16}, 1, 1, 1, 1, "VALID", {}, false},
-      {{3, 11, 11, 17}, {3, 3, 19, 17}, {3, 12, 12, 19}, 1, 1, 1, 1, "EXPLICIT", {1, 0, 0, 1}, false},
+      {{3, 11, 11, 17},
+       {3, 3, 19, 17},
+       {3, 12, 12, 19},
+       1,
+       1,
+       1,
+       1,
+       "EXPLICIT",
+       {1, 0, 0, 1},
+       false},
       {{9, 16, 16, 16}, {3, 3, 16, 16}, {9, 16, 16, 16}, 1, 1, 1, 1, "SAME", {}, false},
       // 4x4 stride 2 with 16+ channels: the forward by phases and Winograd F(2x2, 2x2): SAME with
       // an odd output height, EXPLICIT asymmetric, VALID
@@ -229,9 +238,8 @@ TEST(Conv2DTransposeKernelTest, InfAndNanTakeTheDirectSums) {
   std::mt19937_64 rng(11);
   for (size_t c = 0; c < cases.size(); ++c) {
     Conv2DTransposeParams p;
-    OPFORGE_ASSERT_OK(
-        ValidateConv2DTranspose(AttrsOf(cases[c]), cases[c].input, cases[c].filter, cases[c].output,
-                                &p));
+    OPFORGE_ASSERT_OK(ValidateConv2DTranspose(AttrsOf(cases[c]), cases[c].input, cases[c].filter,
+                                              cases[c].output, &p));
     for (int where = 0; where < 3; ++where) {
       SCOPED_TRACE(::testing::Message() << "case " << c << " special in " << where);
       auto x = test::UniformVector<float>(rng, p.InputSize(), -2.0, 2.0);
@@ -260,11 +268,12 @@ TEST(Conv2DTransposeKernelTest, InfAndNanTakeTheDirectSums) {
       auto check = [](const std::vector<float>& got, const std::vector<double>& want) {
         for (size_t i = 0; i < want.size(); ++i) {
           const double gv = got[i], wv = want[i];
-          const bool ok = std::isnan(wv)   ? std::isnan(gv)
-                          : std::isinf(wv) ? gv == wv
-                                           : std::isfinite(gv) &&
-                                                 std::abs(gv - wv) <= 1e-3 * (1 + std::abs(wv));
-          if (!ok) return ::testing::AssertionFailure() << "[" << i << "] got " << gv << ", want " << wv;
+          const bool ok = std::isnan(wv) ? std::isnan(gv)
+                          : std::isinf(wv)
+                              ? gv == wv
+                              : std::isfinite(gv) && std::abs(gv - wv) <= 1e-3 * (1 + std::abs(wv));
+          if (!ok)
+            return ::testing::AssertionFailure() << "[" << i << "] got " << gv << ", want " << wv;
         }
         return ::testing::AssertionSuccess();
       };

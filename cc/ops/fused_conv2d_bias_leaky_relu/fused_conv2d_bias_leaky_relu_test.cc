@@ -273,9 +273,10 @@ TEST(FusedConv2DTest, FilterCacheGivesTheSameBitsAndNoticesEveryChange) {
                                                const std::vector<double>& want, double tol) {
   for (size_t i = 0; i < want.size(); ++i) {
     const double g = got[i], w = want[i];
-    const bool ok = std::isnan(w)   ? std::isnan(g)
-                    : std::isinf(w) ? g == w
-                                    : std::isfinite(g) && std::abs(g - w) <= tol * (1 + std::abs(w));
+    const bool ok = std::isnan(w) ? std::isnan(g)
+                    : std::isinf(w)
+                        ? g == w
+                        : std::isfinite(g) && std::abs(g - w) <= tol * (1 + std::abs(w));
     if (!ok) return ::testing::AssertionFailure() << "[" << i << "] got " << g << ", want " << w;
   }
   return ::testing::AssertionSuccess();
@@ -308,8 +309,8 @@ TEST(FusedConv2DTest, InfAndNanTakeTheDirectSum) {
       FusedConv2DBiasLeakyRelu<float>(p, As<float>(in).data(), As<float>(f).data(),
                                       As<float>(b).data(), out.data(), ThreadParallel(2),
                                       with_cache ? &cache : nullptr);
-      EXPECT_TRUE(MatchesWithSpecials(out, want, 1e-4)) << "case " << where << " cache "
-                                                        << with_cache;
+      EXPECT_TRUE(MatchesWithSpecials(out, want, 1e-4))
+          << "case " << where << " cache " << with_cache;
     }
   }
 }

@@ -102,12 +102,12 @@ absl::Status DecodeGradShape(InferenceContext* c) {
 
 }  // namespace
 
-#define OPFORGE_YOLO_DECODE_ATTRS_                   \
-  Attr("num_classes: int")                           \
-      .Attr("input_size: list(int)")                 \
-      .Attr("box_format: string = 'xyxy'")           \
-      .Attr("normalized: bool = false")              \
-      .Attr("scale_x_y: float = 1.0")                \
+#define OPFORGE_YOLO_DECODE_ATTRS_         \
+  Attr("num_classes: int")                 \
+      .Attr("input_size: list(int)")       \
+      .Attr("box_format: string = 'xyxy'") \
+      .Attr("normalized: bool = false")    \
+      .Attr("scale_x_y: float = 1.0")      \
       .Attr("T: {half, bfloat16, float, double} = DT_FLOAT")
 
 REGISTER_OP("Opforge>YoloDecode")
@@ -117,10 +117,10 @@ REGISTER_OP("Opforge>YoloDecode")
     .Output("scores: T")
     .Output("class_indices: int32")
     .Output("class_scores: T")
-    .OPFORGE_YOLO_DECODE_ATTRS_
-    .SetShapeFn(DecodeShape)
-    .Doc("YOLO-v3 head features [B, H, W, A*(5+C)] to boxes [B, N, 4], scores [B, N], "
-         "class_indices [B, N] and class_scores [B, N, C], N = H*W*A.");
+    .OPFORGE_YOLO_DECODE_ATTRS_.SetShapeFn(DecodeShape)
+    .Doc(
+        "YOLO-v3 head features [B, H, W, A*(5+C)] to boxes [B, N, 4], scores [B, N], "
+        "class_indices [B, N] and class_scores [B, N, C], N = H*W*A.");
 
 REGISTER_OP("Opforge>YoloDecodeGrad")
     .Input("grad_boxes: T")
@@ -129,8 +129,7 @@ REGISTER_OP("Opforge>YoloDecodeGrad")
     .Input("features: T")
     .Input("anchors: T")
     .Output("grad_features: T")
-    .OPFORGE_YOLO_DECODE_ATTRS_
-    .SetShapeFn(DecodeGradShape)
+    .OPFORGE_YOLO_DECODE_ATTRS_.SetShapeFn(DecodeGradShape)
     .Doc("Gradient of Opforge>YoloDecode with respect to features.");
 
 namespace {

@@ -71,8 +71,8 @@ Status ValidateYoloTargets(const std::vector<int64_t>& boxes, const std::vector<
 // The values (host memory): every row of boxes and classes as described above, anchors finite
 // and positive. The first bad row (in image, then row order) is reported.
 template <typename T>
-Status CheckYoloTargetsData(const YoloTargetsParams& params, const T* boxes,
-                            const int32_t* classes, const T* anchors);
+Status CheckYoloTargetsData(const YoloTargetsParams& params, const T* boxes, const int32_t* classes,
+                            const T* anchors);
 
 // The anchors part of CheckYoloTargetsData (host memory; the CUDA path copies them back to
 // reuse it): every one finite and positive, the first bad one reported.

@@ -31,19 +31,22 @@ Status ValidateYoloTargetsAttrs(const YoloTargetsParams& p) {
     total += n;
   }
   if (total != static_cast<int64_t>(p.anchor_masks.size())) {
-    return InvalidArgument(kOp, "anchors_per_scale", "lengths that add up to len(anchor_masks) = " +
-                           std::to_string(p.anchor_masks.size()), ShapeString(p.anchors_per_scale));
+    return InvalidArgument(
+        kOp, "anchors_per_scale",
+        "lengths that add up to len(anchor_masks) = " + std::to_string(p.anchor_masks.size()),
+        ShapeString(p.anchors_per_scale));
   }
   for (int64_t v : p.anchor_masks) {
     if (v < 0) {
-      return InvalidArgument(kOp, "anchor_masks", "anchor indices >= 0", ShapeString(p.anchor_masks));
+      return InvalidArgument(kOp, "anchor_masks", "anchor indices >= 0",
+                             ShapeString(p.anchor_masks));
     }
   }
   if (static_cast<int64_t>(p.grid_sizes.size()) != 2 * scales) {
-    return InvalidArgument(kOp, "grid_sizes",
-                           "one (grid_height, grid_width) per scale, " + std::to_string(scales) +
-                               " scales",
-                           ShapeString(p.grid_sizes));
+    return InvalidArgument(
+        kOp, "grid_sizes",
+        "one (grid_height, grid_width) per scale, " + std::to_string(scales) + " scales",
+        ShapeString(p.grid_sizes));
   }
   for (int64_t v : p.grid_sizes) {
     if (v < 1 || v > (int64_t{1} << 24)) {
@@ -67,10 +70,10 @@ Status ValidateYoloTargets(const std::vector<int64_t>& boxes, const std::vector<
                            ShapeString(boxes));
   }
   if (classes.size() != 2 || classes[0] != boxes[0] || classes[1] != boxes[1]) {
-    return InvalidArgument(kOp, "classes",
-                           "[batch, max_boxes] = " + ShapeString({boxes[0], boxes[1]}) +
-                               " (one class per box)",
-                           ShapeString(classes));
+    return InvalidArgument(
+        kOp, "classes",
+        "[batch, max_boxes] = " + ShapeString({boxes[0], boxes[1]}) + " (one class per box)",
+        ShapeString(classes));
   }
   if (anchors.size() != 2 || anchors[1] != 2 || anchors[0] < 1) {
     return InvalidArgument(kOp, "anchors", "[num_anchors, 2] (normalised width, height)",
@@ -101,8 +104,8 @@ Status YoloTargetsRowError(const YoloTargetsParams& p, int64_t image, int64_t ro
                            const double v[4], int64_t cls) {
   std::ostringstream where;
   where << "[" << image << ", " << row << "] (image " << image << ", row " << row << ")";
-  const bool box_ok = std::isfinite(v[0]) && std::isfinite(v[1]) && std::isfinite(v[2]) &&
-                      std::isfinite(v[3]);
+  const bool box_ok =
+      std::isfinite(v[0]) && std::isfinite(v[1]) && std::isfinite(v[2]) && std::isfinite(v[3]);
   std::ostringstream box;
   box << "[" << v[0] << ", " << v[1] << ", " << v[2] << ", " << v[3] << "]";
   if (!box_ok) {
@@ -112,8 +115,7 @@ Status YoloTargetsRowError(const YoloTargetsParams& p, int64_t image, int64_t ro
   for (int k = 0; k < 4; ++k) {
     if (v[k] < lo || v[k] > hi) {
       std::ostringstream expected;
-      expected << "normalised (x1, y1, x2, y2) inside [0, 1] (within " << kYoloBoxTolerance
-               << ")";
+      expected << "normalised (x1, y1, x2, y2) inside [0, 1] (within " << kYoloBoxTolerance << ")";
       return InvalidArgument(kOp, ("boxes" + where.str()).c_str(), expected.str(), box.str());
     }
   }
@@ -196,8 +198,8 @@ void YoloTargets(const YoloTargetsParams& p, const T* boxes, const int32_t* clas
           const int64_t gh = shape[1], gw = shape[2];
           const int64_t cx = yolo_targets::Cell(b[0], b[2], gw);
           const int64_t cy = yolo_targets::Cell(b[1], b[3], gh);
-          T* out = outputs[static_cast<size_t>(s)] +
-                   (((image * gh + cy) * gw + cx) * count + slot) * 6;
+          T* out =
+              outputs[static_cast<size_t>(s)] + (((image * gh + cy) * gw + cx) * count + slot) * 6;
           for (int k = 0; k < 4; ++k) out[k] = b[k];
           out[4] = T(1);
           out[5] = static_cast<T>(classes[r]);
@@ -207,7 +209,7 @@ void YoloTargets(const YoloTargetsParams& p, const T* boxes, const int32_t* clas
   });
 }
 
-#define OPFORGE_INSTANTIATE_YOLO_TARGETS_(T, ...)                                            \
+#define OPFORGE_INSTANTIATE_YOLO_TARGETS_(T, ...)                                             \
   template Status CheckYoloTargetsData<T>(const YoloTargetsParams&, const T*, const int32_t*, \
                                           const T*);                                          \
   template Status CheckYoloTargetsAnchors<T>(const YoloTargetsParams&, const T*);             \

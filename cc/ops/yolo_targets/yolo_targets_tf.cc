@@ -31,8 +31,7 @@ absl::Status TargetsShape(InferenceContext* c) {
   TF_RETURN_IF_ERROR(c->GetAttr("num_scales", &num_scales));
   if (num_scales != p.num_scales()) {
     return ToTfStatus(InvalidArgument("YoloTargets", "num_scales",
-                                      "len(anchors_per_scale) = " +
-                                          std::to_string(p.num_scales()),
+                                      "len(anchors_per_scale) = " + std::to_string(p.num_scales()),
                                       num_scales));
   }
   ShapeHandle boxes, classes, anchors;
@@ -64,8 +63,9 @@ REGISTER_OP("Opforge>YoloTargets")
     .Attr("num_scales: int >= 1")
     .Attr("T: {float, double} = DT_FLOAT")
     .SetShapeFn(TargetsShape)
-    .Doc("Ground-truth boxes [B, M, 4] and classes [B, M] to one YOLO-v3 y_true "
-         "[B, gh, gw, len(mask), 6] per scale.");
+    .Doc(
+        "Ground-truth boxes [B, M, 4] and classes [B, M] to one YOLO-v3 y_true "
+        "[B, gh, gw, len(mask), 6] per scale.");
 
 namespace {
 
@@ -90,13 +90,15 @@ struct YoloTargetsOp {
   Status Validate(TfCall& call, Params* p) const {
     *p = attrs;
     OPFORGE_RETURN_IF_ERROR(ValidateYoloTargets(call.shape(0), call.shape(1), call.shape(2), p));
-    for (int64_t s = 0; s < p->num_scales(); ++s) call.Output(static_cast<int>(s), p->output_shape(s));
+    for (int64_t s = 0; s < p->num_scales(); ++s)
+      call.Output(static_cast<int>(s), p->output_shape(s));
     return Status::Ok();
   }
   template <typename T>
   std::vector<T*> Outputs(const Params& p, const TfCall& call) const {
     std::vector<T*> outputs;
-    for (int64_t s = 0; s < p.num_scales(); ++s) outputs.push_back(call.out<T>(static_cast<int>(s)));
+    for (int64_t s = 0; s < p.num_scales(); ++s)
+      outputs.push_back(call.out<T>(static_cast<int>(s)));
     return outputs;
   }
   template <typename T>
