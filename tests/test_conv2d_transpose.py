@@ -369,3 +369,39 @@ def test_graph_build_rejects_wrong_ranks_and_channels():
 
     with pytest.raises(ValueError, match="Dimensions must be equal"):
         bad_channels.get_concrete_function(tf.TensorSpec([1, 4, 4, 4]))
+
+
+@pytest.mark.parametrize("shape,filter_shape,strides", [
+    ((1, 1, 1, 1), (3, 3, 1, 1), 1),        # the 8 outer taps reach only padding
+    ((2, 9, 8, 16), (4, 4, 17, 16), 2),     # the phase-Winograd paths hand the call over
+    ((2, 17, 15, 20), (3, 3, 18, 20), 1),   # the Winograd filter gradient hands it over
+])
+def test_inf_and_nan_give_tensorflows_exact_gradients(shape, filter_shape, strides):
+    # Padding contributes nothing (never 0 x inf): with inf in the input the filter gradient, and
+    # with inf in the filter the input gradient, equal TensorFlow's float32 answers, NaN where
+    # they are NaN.
+    rng = np.random.default_rng(4)
+    n, h, w, _ = shape
+    out = [n, h * strides, w * strides, filter_shape[2]]
+    x = rng.uniform(-2, 2, shape).astype(np.float32)
+    f = rng.uniform(-2, 2, filter_shape).astype(np.float32)
+    dy = tf.constant(rng.uniform(-2, 2, out).astype(np.float32))
+    x_inf = x.copy()
+    x_inf.flat[x.size // 3] = np.inf
+    f_inf = f.copy()
+    f_inf.flat[f.size // 2] = -np.inf
+    for xv, fv in ((x_inf, f), (x, f_inf), (x_inf, f_inf)):
+        grads = []
+        for fn in (opforge.ops.conv2d_transpose, tf.nn.conv2d_transpose):
+            xt, ft = tf.constant(xv), tf.constant(fv)
+            with tf.GradientTape() as tape:
+                tape.watch([xt, ft])
+                y = fn(xt, ft, out, strides, "SAME")
+            grads.append([y] + tape.gradient(y, [xt, ft], output_gradients=dy))
+        for ours, theirs, what in zip(grads[0], grads[1], ("forward", "input gradient", "filter gradient")):
+            ours, theirs = ours.numpy(), theirs.numpy()
+            np.testing.assert_array_equal(np.isnan(ours), np.isnan(theirs), err_msg=what)
+            np.testing.assert_array_equal(np.isinf(ours), np.isinf(theirs), err_msg=what)
+            finite = np.isfinite(theirs)
+            np.testing.assert_allclose(ours[finite], theirs[finite], rtol=1e-4, atol=1e-3, err_msg=what)
+            np.testing.assert_array_equal(ours[~finite], theirs[~finite], err_msg=what)
