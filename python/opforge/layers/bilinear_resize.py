@@ -7,6 +7,7 @@ import keras
 import tensorflow as tf
 
 from opforge.layers._checks import check_with_op
+from opforge.ops._common import python_bool, python_int
 from opforge.ops.resize_bilinear import resize_bilinear
 
 __all__ = ["BilinearResize"]
@@ -33,9 +34,14 @@ class BilinearResize(keras.layers.Layer):
     ) -> None:
         super().__init__(**kwargs)
         try:
-            size = tuple(int(v) for v in target_size)
-        except (TypeError, ValueError):
+            # Ints and bools as given, not coerced: (3.9, 4) and align_corners=1 are errors.
+            size = tuple(python_int("BilinearResize", "target_size", v) for v in target_size)
+            python_bool("BilinearResize", "align_corners", align_corners)
+            python_bool("BilinearResize", "half_pixel_centers", half_pixel_centers)
+        except TypeError:
             size = ()
+        except tf.errors.InvalidArgumentError as exc:
+            raise ValueError(f"opforge.layers.BilinearResize: {exc.message}") from None
         if len(size) != 2:
             raise ValueError(
                 "opforge.layers.BilinearResize: target_size must be (height, width), two ints, "

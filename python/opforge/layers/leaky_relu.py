@@ -7,6 +7,7 @@ import keras
 import tensorflow as tf
 
 from opforge.layers._checks import check_with_op
+from opforge.ops._common import python_number
 from opforge.ops.leaky_relu import leaky_relu
 
 __all__ = ["LeakyReLU"]
@@ -25,11 +26,10 @@ class LeakyReLU(keras.layers.Layer):
     def __init__(self, negative_slope: float = 0.3, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         try:
-            self.negative_slope = float(negative_slope)
-        except (TypeError, ValueError):
-            raise ValueError(
-                f"opforge.layers.LeakyReLU: negative_slope must be a number, got {negative_slope!r}"
-            ) from None
+            # A number, not coerced: "0.3" and True are errors.
+            self.negative_slope = python_number("LeakyReLU", "negative_slope", negative_slope)
+        except tf.errors.InvalidArgumentError as exc:
+            raise ValueError(f"opforge.layers.LeakyReLU: {exc.message}") from None
         check_with_op(f"opforge.layers.LeakyReLU(negative_slope={negative_slope!r})",
                       lambda: leaky_relu(tf.zeros([0]), alpha=self.negative_slope))
         self.supports_masking = True

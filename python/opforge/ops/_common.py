@@ -6,8 +6,10 @@ see (Python types, conversions), and says so in the core's format:
 """
 from __future__ import annotations
 
+import numbers
 from typing import Iterable
 
+import numpy as np
 import tensorflow as tf
 
 from opforge._loader import load_library
@@ -23,6 +25,41 @@ def lib():
 def invalid_argument(op: str, argument: str, expected: str, given) -> tf.errors.InvalidArgumentError:
     """The error the core would raise: `<op>: <argument> must be <expected>, got <given>`."""
     return tf.errors.InvalidArgumentError(None, None, f"{op}: {argument} must be {expected}, got {given}")
+
+
+def short_repr(value, limit: int = 60) -> str:
+    """repr(value), cut to `limit` characters (10**400 has 401 digits)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def python_number(op: str, argument: str, value, expected: str = "a number") -> float:
+    """A Python or NumPy real number as a float. Strings ("0.3"), bools, tensors and numbers
+    beyond the float range (10**400) are errors naming the argument, not coerced."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value.item()
+    if isinstance(value, tf.Tensor):
+        raise invalid_argument(op, argument, f"{expected} (a Python number)", "a tensor")
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise invalid_argument(op, argument, expected, short_repr(value))
+    try:
+        return float(value)
+    except OverflowError:
+        raise invalid_argument(op, argument, f"{expected} within the float range", short_repr(value)) from None
+
+
+def python_int(op: str, argument: str, value) -> int:
+    """A Python or NumPy integer (not a float such as 3.9, not a bool) as an int."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Integral, np.integer)):
+        raise invalid_argument(op, argument, "ints", short_repr(value))
+    return int(value)
+
+
+def python_bool(op: str, argument: str, value) -> bool:
+    """A Python or NumPy bool (not 1, not "yes")."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise invalid_argument(op, argument, "a Python bool", short_repr(value))
+    return bool(value)
 
 
 def dtype_names(dtypes: Iterable[tf.DType]) -> str:

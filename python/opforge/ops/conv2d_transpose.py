@@ -6,7 +6,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
-from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib
+from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib, short_repr
 from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch
 
 __all__ = ["conv2d_transpose"]
@@ -101,6 +101,10 @@ def conv2d_transpose(
         not fit, bad strides, dilations or paddings, unsupported dtypes.
       ValueError: malformed `strides`, `dilations` or `padding` lists (as TensorFlow).
     """
+    if data_format is None:
+        data_format = "NHWC"  # as tf.nn.conv2d_transpose takes None
+    if not isinstance(data_format, str):
+        raise invalid_argument(_OP, "data_format", '"NHWC" or "NCHW"', short_repr(data_format))
     channel_index = 1 if data_format.startswith("NC") else 3
     strides4 = _get_sequence(strides, channel_index, "strides")
     dilations4 = _get_sequence(dilations, channel_index, "dilations")

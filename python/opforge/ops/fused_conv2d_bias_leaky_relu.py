@@ -4,13 +4,12 @@ form of a Darknet Conv + BatchNorm + LeakyReLU block, batch norm folded into fil
 C++ op `Opforge>FusedConv2DBiasLeakyRelu` (CPU)."""
 from __future__ import annotations
 
-import numbers
 from typing import Optional
 
 import numpy as np
 import tensorflow as tf
 
-from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib
+from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib, python_number
 from opforge.ops.conv2d_transpose import _convert_padding, _get_sequence
 from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch
 
@@ -23,9 +22,7 @@ _OP = "FusedConv2DBiasLeakyRelu"
 
 
 def _alpha(alpha) -> float:
-    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
-        raise invalid_argument(_OP, "alpha", "a number >= 0", repr(alpha))
-    value = float(alpha)
+    value = python_number(_OP, "alpha", alpha, "a number >= 0")
     if not np.isfinite(value) or value < 0 or abs(value) > 3.4e38:
         raise invalid_argument(_OP, "alpha", "finite and >= 0", repr(alpha))
     return value

@@ -6,7 +6,7 @@ from typing import Optional, Tuple
 import numpy as np
 import tensorflow as tf
 
-from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib
+from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib, python_number
 from opforge.spec import BadInput, Case, OpSpec, Sample, elementwise_speed
 from opforge.timing import numpy_copy
 
@@ -18,14 +18,7 @@ _FLOAT_SET = frozenset(FLOAT_DTYPES)
 
 def _alpha(op: str, alpha) -> float:
     # Only the Python conversion; the C++ core checks the value (finite) for every entry point.
-    if isinstance(alpha, np.ndarray):
-        alpha = alpha.item()
-    if isinstance(alpha, tf.Tensor):
-        raise invalid_argument(op, "alpha", "a Python number", "a tensor")
-    try:
-        return float(alpha)
-    except (TypeError, ValueError):
-        raise invalid_argument(op, "alpha", "a number", repr(alpha)) from None
+    return python_number(op, "alpha", alpha)
 
 
 def _features(op: str, features) -> tf.Tensor:

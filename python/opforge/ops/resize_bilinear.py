@@ -6,7 +6,7 @@ from typing import Optional
 
 import tensorflow as tf
 
-from opforge.ops._common import check_dtype, invalid_argument, lib
+from opforge.ops._common import check_dtype, invalid_argument, lib, python_int
 from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch
 
 __all__ = ["resize_bilinear", "resize_bilinear_grad"]
@@ -45,11 +45,15 @@ def _size(size) -> tf.Tensor:
             raise invalid_argument("ResizeBilinear", "size", "an int32 tensor", size.dtype.name)
         return size
     try:
-        values = [int(v) for v in size]
-    except (TypeError, ValueError):
+        if isinstance(size, (str, bytes)):
+            raise TypeError
+        items = list(size)
+    except TypeError:
         raise invalid_argument(
             "ResizeBilinear", "size", "[new_height, new_width] as two ints", repr(size)
         ) from None
+    # Ints only: [3.9, 4.99] is an error (as in TensorFlow), not a 3x4 resize.
+    values = [python_int("ResizeBilinear", "size", v) for v in items]
     if any(abs(v) > 2**31 - 1 for v in values):
         raise invalid_argument("ResizeBilinear", "size", "int32 values", values)
     return tf.constant(values, tf.int32)

@@ -1,0 +1,63 @@
+"""Arguments of the wrong Python type are errors naming the argument, never coerced (the
+reliability issue's items 2 and 3): a float size is not truncated, a string slope is not parsed,
+1 is not a bool, 10**400 is not an OverflowError, and data_format=None is TensorFlow's default."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import opforge
+from opforge.layers import BilinearResize, LeakyReLU
+
+
+def test_resize_size_must_be_ints():
+    x = tf.ones([1, 5, 5, 1])
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"ResizeBilinear: size must be ints, got 3\.9"):
+        opforge.ops.resize_bilinear(x, [3.9, 4.99])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="size must be ints, got True"):
+        opforge.ops.resize_bilinear(x, [True, 4])
+    # NumPy ints are ints.
+    assert opforge.ops.resize_bilinear(x, np.array([3, 4])).shape == (1, 3, 4, 1)
+
+
+@pytest.mark.parametrize("alpha,given", [("0.3", "'0.3'"), (True, "True"), (10**400, "1000000000"), (None, "None")])
+def test_leaky_relu_alpha_must_be_a_number_in_range(alpha, given):
+    with pytest.raises(tf.errors.InvalidArgumentError, match=f"LeakyRelu: alpha must be a number.*got {given}"):
+        opforge.ops.leaky_relu(tf.ones([3]), alpha=alpha)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="FusedConv2DBiasLeakyRelu: alpha must be"):
+        opforge.ops.fused_conv2d_bias_leaky_relu(tf.ones([1, 3, 3, 1]), tf.ones([1, 1, 1, 1]), tf.ones([1]), 1,
+                                                 "SAME", alpha=alpha)
+
+
+def test_leaky_relu_alpha_accepts_numpy_scalars():
+    y = opforge.ops.leaky_relu(tf.constant([-1.0, 2.0]), alpha=np.float64(0.5))
+    np.testing.assert_array_equal(y, [-0.5, 2.0])
+
+
+@pytest.mark.parametrize("kwargs,fragment", [
+    (dict(negative_slope="0.3"), "negative_slope must be a number, got '0.3'"),
+    (dict(negative_slope=10**400), "negative_slope must be a number within the float range"),
+])
+def test_leaky_relu_layer_rejects_what_it_used_to_coerce(kwargs, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        LeakyReLU(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs,fragment", [
+    (dict(target_size=(8, 8), align_corners=1, half_pixel_centers=False), "align_corners must be a Python bool, got 1"),
+    (dict(target_size=(8, 8), half_pixel_centers="yes"), "half_pixel_centers must be a Python bool, got 'yes'"),
+    (dict(target_size=(8.5, 8)), "target_size must be ints, got 8.5"),
+])
+def test_bilinear_resize_layer_rejects_what_it_used_to_coerce(kwargs, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        BilinearResize(**kwargs)
+
+
+def test_conv2d_transpose_data_format_none_is_nhwc():
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.normal(size=(1, 3, 3, 2)), tf.float32)
+    f = tf.constant(rng.normal(size=(3, 3, 4, 2)), tf.float32)
+    ours = opforge.ops.conv2d_transpose(x, f, [1, 6, 6, 4], 2, "SAME", data_format=None)
+    theirs = tf.nn.conv2d_transpose(x, f, [1, 6, 6, 4], 2, "SAME", data_format=None)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="data_format must be"):
+        opforge.ops.conv2d_transpose(x, f, [1, 6, 6, 4], 2, "SAME", data_format=3)
