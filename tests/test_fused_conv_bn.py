@@ -1,5 +1,5 @@
-"""The fused Darknet block: fused_conv2d_bias_leaky_relu and fused_batch_norm_leaky_relu against
-TensorFlow's and Keras's unfused compositions, ConvBNLeaky against Conv2D + BatchNormalization +
+"""The fused Darknet block (the ops themselves: tests/test_fused_conv2d_bias_leaky_relu.py and
+tests/test_fused_batch_norm_leaky_relu.py): ConvBNLeaky against Conv2D + BatchNormalization +
 LeakyReLU (same variables, training statistics, moving averages, inference), fold_batch_norm on
 a trained small model and on YOLO-tiny, saving and loading. The generic op checks (references
 over dtypes, float64 numerical gradients, bad inputs in a child process, determinism) come from
@@ -18,63 +18,6 @@ from opforge.layers import ConvBNLeaky
 def unfused_block(filters, k, strides=1, padding="same", alpha=0.1, name="b"):
     return [keras.layers.Conv2D(filters, k, strides=strides, padding=padding, use_bias=False, name=f"{name}_conv"),
             keras.layers.BatchNormalization(name=f"{name}_bn"), keras.layers.LeakyReLU(alpha, name=f"{name}_leaky")]
-
-
-@pytest.mark.parametrize("strides,padding,k", [(1, "same", 3), (2, "valid", 3), (1, "valid", 1), (2, "same", 4)])
-@pytest.mark.parametrize("alpha", [0.1, 0.0])
-def test_fused_conv_matches_conv_bias_leaky(strides, padding, k, alpha):
-    rng = np.random.default_rng(k + strides)
-    x = tf.constant(rng.normal(size=(2, 13, 11, 6)), tf.float32)
-    w = tf.constant(rng.normal(size=(k, k, 6, 8)) * 0.3, tf.float32)
-    b = tf.constant(rng.normal(size=8), tf.float32)
-    ours = opforge.ops.fused_conv2d_bias_leaky_relu(x, w, b, strides, padding.upper(), alpha=alpha)
-    theirs = tf.nn.leaky_relu(tf.nn.bias_add(tf.nn.conv2d(x, w, strides, padding.upper()), b), alpha)
-    np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
-
-
-def test_fused_conv_gradients_match_tensorflow():
-    rng = np.random.default_rng(0)
-    x = tf.constant(rng.normal(size=(2, 9, 9, 4)), tf.float32)
-    w = tf.constant(rng.normal(size=(3, 3, 4, 5)) * 0.3, tf.float32)
-    b = tf.constant(rng.normal(size=5), tf.float32)
-    dy = tf.constant(rng.normal(size=(2, 5, 5, 5)), tf.float32)
-
-    def grads(fn):
-        with tf.GradientTape() as tape:
-            tape.watch([x, w, b])
-            y = fn()
-        return tape.gradient(y, [x, w, b], output_gradients=dy)
-
-    ours = grads(lambda: opforge.ops.fused_conv2d_bias_leaky_relu(x, w, b, 2, "SAME", alpha=0.1))
-    theirs = grads(lambda: tf.nn.leaky_relu(tf.nn.bias_add(tf.nn.conv2d(x, w, 2, "SAME"), b), 0.1))
-    for o, t in zip(ours, theirs):
-        np.testing.assert_allclose(o, t, rtol=1e-5, atol=1e-5)
-
-
-def test_fused_batch_norm_matches_keras_forward_and_gradients():
-    rng = np.random.default_rng(1)
-    x = tf.constant(rng.normal(0.5, 2.0, size=(4, 6, 6, 7)), tf.float32)
-    gamma = tf.constant(rng.uniform(0.5, 1.5, 7), tf.float32)
-    beta = tf.constant(rng.normal(size=7), tf.float32)
-    dy = tf.constant(rng.normal(size=x.shape), tf.float32)
-    bn = keras.layers.BatchNormalization()
-    bn.build(x.shape)
-    bn.gamma.assign(gamma)
-    bn.beta.assign(beta)
-    with tf.GradientTape() as tape:
-        tape.watch(x)
-        theirs = tf.nn.leaky_relu(bn(x, training=True), 0.1)
-    t_grads = tape.gradient(theirs, [x, bn.gamma, bn.beta], output_gradients=dy)
-    with tf.GradientTape() as tape:
-        tape.watch([x, gamma, beta])
-        ours, mean, var = opforge.ops.fused_batch_norm_leaky_relu(x, gamma, beta, alpha=0.1)
-    o_grads = tape.gradient(ours, [x, gamma, beta], output_gradients=dy)
-    np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
-    m, v = tf.nn.moments(x, [0, 1, 2])
-    np.testing.assert_allclose(mean, m, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(var, v, rtol=1e-5)
-    for o, t in zip(o_grads, t_grads):
-        np.testing.assert_allclose(o, t, rtol=1e-4, atol=1e-4)
 
 
 def small_unfused_model():

@@ -3,13 +3,12 @@ tf.nn.bias_add(features, bias), alpha)` as one op with CPU and CUDA kernels (the
 convolution TensorFlow ran, cuDNN on a GPU); C++ op `Opforge>BiasLeakyRelu`."""
 from __future__ import annotations
 
-import numbers
 from typing import Optional
 
 import numpy as np
 import tensorflow as tf
 
-from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib
+from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib, python_number
 from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch
 
 __all__ = ["bias_leaky_relu"]
@@ -35,11 +34,10 @@ def bias_leaky_relu(features, bias, alpha: float = 0.2, name: Optional[str] = No
     bias = tf.convert_to_tensor(bias, dtype_hint=features.dtype, name="bias")
     if bias.dtype != features.dtype:
         raise invalid_argument(_OP, "bias", f"the dtype of features ({features.dtype.name})", bias.dtype.name)
-    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
-        raise invalid_argument(_OP, "alpha", "a number >= 0", repr(alpha))
-    if not np.isfinite(float(alpha)) or float(alpha) < 0 or abs(float(alpha)) > 3.4e38:
+    value = python_number(_OP, "alpha", alpha, "a number >= 0")
+    if not np.isfinite(value) or value < 0 or abs(value) > 3.4e38:
         raise invalid_argument(_OP, "alpha", "finite and >= 0", repr(alpha))
-    return lib().opforge_bias_leaky_relu(features, bias, alpha=float(alpha), name=name)
+    return lib().opforge_bias_leaky_relu(features, bias, alpha=value, name=name)
 
 
 @tf.RegisterGradient("Opforge>BiasLeakyRelu")
