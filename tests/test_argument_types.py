@@ -61,3 +61,42 @@ def test_conv2d_transpose_data_format_none_is_nhwc():
     np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
     with pytest.raises(tf.errors.InvalidArgumentError, match="data_format must be"):
         opforge.ops.conv2d_transpose(x, f, [1, 6, 6, 4], 2, "SAME", data_format=3)
+
+
+# --- raw ops: TensorFlow's positional dtype errors, named --------------------------------------
+
+def test_raw_op_dtype_errors_name_the_argument():
+    lib = opforge.load_library()
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"^ElementMul: b must be a float tensor \(attr T, the dtype of a\), got an int32 tensor$"):
+        lib.Opforge_ElementMul(a=tf.ones([2]), b=tf.ones([2], tf.int32))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Conv2DTranspose: filter must be a float tensor"):
+        lib.Opforge_Conv2DTranspose(input=tf.ones([1, 2, 2, 1]), filter=tf.ones([2, 2, 1, 1], tf.float64),
+                                    output_shape=[1, 4, 4, 1], strides=[1, 2, 2, 1], padding="SAME")
+    with pytest.raises(tf.errors.InvalidArgumentError, match="ResizeBilinear: size must be an int32 tensor, got a float"):
+        lib.Opforge_ResizeBilinear(images=tf.ones([1, 2, 2, 1]), size=tf.constant([2.0, 3.0]))
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match="ElementMul: a must have a dtype among half, bfloat16, float, double, int32, int64, got uint8"):
+        lib.Opforge_ElementMul(a=tf.ones([2], tf.uint8), b=tf.ones([2], tf.uint8))
+    # Calls that are right are untouched, and other errors pass through as they were.
+    np.testing.assert_array_equal(lib.Opforge_ElementMul(a=tf.ones([2]), b=tf.fill([2], 3.0)), [3.0, 3.0])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="broadcast-compatible"):
+        lib.Opforge_ElementMul(a=tf.ones([2]), b=tf.ones([3]))
+
+
+def test_every_raw_op_input_position_maps_to_its_name():
+    """For every op the library registers and every input, TensorFlow's positional message
+    becomes one that names the input."""
+    from tensorflow.python.framework import op_def_registry
+
+    from opforge._loader import raw_op_error_message
+
+    opforge.load_library()
+    for name in opforge.ops.OP_NAMES:
+        op_def = op_def_registry.get(name)
+        for i, arg in enumerate(op_def.input_arg):
+            message = (f"cannot compute {name} as input #{i}(zero-based) was expected to be a float tensor "
+                       f"but is a int64 tensor [Op:{name}]")
+            named = raw_op_error_message(op_def, message)
+            assert named.startswith(f"{name.split('>')[1]}: {arg.name} must be a float tensor"), (name, named)
+            assert named.endswith("got an int64 tensor"), named

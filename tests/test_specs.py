@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 
 import numpy as np
 import pytest
@@ -125,6 +126,47 @@ def test_shape_function_agrees_with_runtime(spec):
                     assert s == r, (case.name, s, r)
                 else:
                     assert s.is_compatible_with(r), (case.name, s, r)
+
+
+GENERIC_SHAPE_ERROR = re.compile(r"Shape must be|Dimensions must be equal|Incompatible shapes|"
+                                 r"must be rank|zero-based")
+# "<Op>: <argument> must be <expected>, got <given>" (or "... does not fit ...").
+NAMED_ERROR = re.compile(r"\b[A-Z][A-Za-z0-9]+: [a-z_]+[\w\[\]']*( [^ ]+)* (must|does not) ")
+
+
+def _wrong_signatures(tensors):
+    """Signatures that change one input: its rank (one more or one less, every dimension
+    unknown), or one known dimension (one larger), the others as they are."""
+    for i, t in enumerate(tensors):
+        base = [tf.TensorSpec(x.shape, x.dtype) for x in tensors]
+        for rank in sorted({t.shape.rank + 1, max(t.shape.rank - 1, 0)} - {t.shape.rank}):
+            yield f"input {i} as rank {rank}", base[:i] + [tf.TensorSpec([None] * rank, t.dtype)] + base[i + 1:]
+        for d in range(t.shape.rank):
+            shape = list(t.shape)
+            shape[d] += 1
+            yield f"input {i} {shape}", base[:i] + [tf.TensorSpec(shape, t.dtype)] + base[i + 1:]
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=ids)
+def test_graph_mode_shape_errors_name_the_argument(spec):
+    """Inside tf.function, an input of the wrong rank or size is refused when the graph is built,
+    by the shape function, with the kernels' message (op, argument, expected, given), never
+    TensorFlow's generic 'Shape must be rank 4 but is rank 5 for {{node ...}}'."""
+    dtype = _float_dtype(spec)
+    refused = 0
+    for case in spec.cases[:3]:
+        for label, signature in _wrong_signatures(case.tensors(dtype)):
+            fn = tf.function(lambda *xs: spec.call(spec.op, case, xs), input_signature=signature)
+            try:
+                fn.get_concrete_function()
+            except (ValueError, TypeError, tf.errors.InvalidArgumentError) as exc:
+                message = str(exc)
+                where = f"{spec.name} {case.name}: {label}: {message[:600]}"
+                assert not GENERIC_SHAPE_ERROR.search(message), where
+                assert NAMED_ERROR.search(message), where
+                refused += 1
+    if any(len(case.inputs) > 1 for case in spec.cases):  # an op of one input may take any shape
+        assert refused > 0, f"{spec.name}: no wrong shape was refused"
 
 
 # --- bad inputs: every spec's table, in one child process ----------------------------------------

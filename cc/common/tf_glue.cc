@@ -1,4 +1,5 @@
 #include "common/tf_glue.h"
+#include "common/tf_shape.h"
 
 #include <sys/mman.h>
 
@@ -60,5 +61,116 @@ void* GpuStream(tensorflow::OpKernelContext* context) {
   return context->op_device_context()->stream()->platform_specific_handle().stream;
 }
 #endif
+
+// --- ShapeFn (common/tf_shape.h) ----------------------------------------------------------------
+
+absl::Status ShapeFn::Invalid(const char* argument, const std::string& expected,
+                              const std::string& given) const {
+  return ToTfStatus(InvalidArgument(op_, argument, expected, given));
+}
+
+std::string ShapeFn::Text(DimensionHandle d) const {
+  return c_->ValueKnown(d) ? std::to_string(c_->Value(d)) : "?";
+}
+
+std::string ShapeFn::Text(ShapeHandle s) const {
+  if (!c_->RankKnown(s)) return "an unknown shape";
+  std::string text = "[";
+  for (int i = 0; i < c_->Rank(s); ++i) text += (i ? ", " : "") + Text(c_->Dim(s, i));
+  return text + "]";
+}
+
+bool ShapeFn::Known(std::initializer_list<ShapeHandle> shapes) const {
+  for (ShapeHandle s : shapes) {
+    if (!c_->FullyDefined(s)) return false;
+  }
+  return true;
+}
+
+std::vector<int64_t> ShapeFn::Dims(ShapeHandle s) const {
+  std::vector<int64_t> dims;
+  for (int i = 0; i < c_->Rank(s); ++i) dims.push_back(c_->Value(c_->Dim(s, i)));
+  return dims;
+}
+
+ShapeFn::ShapeHandle ShapeFn::Make(const std::vector<int64_t>& dims) const {
+  std::vector<DimensionHandle> handles;
+  for (int64_t d : dims) handles.push_back(c_->MakeDim(d));
+  return c_->MakeShape(handles);
+}
+
+absl::Status ShapeFn::Rank(int index, const char* argument, int rank, ShapeHandle* out,
+                           const std::string& expected) const {
+  const ShapeHandle s = c_->input(index);
+  if (c_->RankKnown(s) && c_->Rank(s) != rank) {
+    return Invalid(argument, expected.empty() ? "a " + std::to_string(rank) + "-D tensor" : expected,
+                   "rank " + std::to_string(c_->Rank(s)) + ", shape " + Text(s));
+  }
+  return c_->WithRank(s, rank, out);
+}
+
+absl::Status ShapeFn::RankAtLeast(int index, const char* argument, int rank, ShapeHandle* out,
+                                  const std::string& expected) const {
+  const ShapeHandle s = c_->input(index);
+  if (c_->RankKnown(s) && c_->Rank(s) < rank) {
+    return Invalid(argument,
+                   expected.empty() ? "at least " + std::to_string(rank) + "-D" : expected,
+                   "rank " + std::to_string(c_->Rank(s)) + ", shape " + Text(s));
+  }
+  return c_->WithRankAtLeast(s, rank, out);
+}
+
+absl::Status ShapeFn::MergeDim(DimensionHandle a, DimensionHandle b, const char* argument,
+                               const std::string& expected, const std::string& given,
+                               DimensionHandle* out) const {
+  if (!c_->Merge(a, b, out).ok()) return Invalid(argument, expected, given);
+  return absl::OkStatus();
+}
+
+absl::Status ShapeFn::MergeInput(int index, const char* argument, ShapeHandle like,
+                                 const std::string& expected, ShapeHandle* out) const {
+  if (!c_->Merge(c_->input(index), like, out).ok()) {
+    return Invalid(argument, expected + " " + Text(like), Text(c_->input(index)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShapeFn::Broadcast(int a, const char* a_name, int b, const char* b_name,
+                                ShapeHandle* out) const {
+  const ShapeHandle sa = c_->input(a), sb = c_->input(b);
+  if (!c_->RankKnown(sa) || !c_->RankKnown(sb)) {
+    *out = c_->UnknownShape();
+    return absl::OkStatus();
+  }
+  const int ra = c_->Rank(sa), rb = c_->Rank(sb), rank = std::max(ra, rb);
+  std::vector<DimensionHandle> dims(static_cast<size_t>(rank));
+  for (int d = 0; d < rank; ++d) {
+    const int ia = d - (rank - ra), ib = d - (rank - rb);
+    const DimensionHandle da = ia >= 0 ? c_->Dim(sa, ia) : c_->MakeDim(1);
+    const DimensionHandle db = ib >= 0 ? c_->Dim(sb, ib) : c_->MakeDim(1);
+    const bool ka = c_->ValueKnown(da), kb = c_->ValueKnown(db);
+    const int64_t va = ka ? c_->Value(da) : -1, vb = kb ? c_->Value(db) : -1;
+    if (ka && kb && va != vb && va != 1 && vb != 1) {
+      return absl::InvalidArgumentError(
+          std::string(op_) + ": " + a_name + " and " + b_name +
+          " must have broadcast-compatible shapes, got " + Text(sa) + " and " + Text(sb) +
+          " (dimension " + std::to_string(d - rank) + " is " + std::to_string(va) + " vs " +
+          std::to_string(vb) + ")");
+    }
+    if (ka && va == 1) {
+      dims[static_cast<size_t>(d)] = db;
+    } else if (kb && vb == 1) {
+      dims[static_cast<size_t>(d)] = da;
+    } else if (ka) {
+      dims[static_cast<size_t>(d)] = da;  // vb is va or unknown (then it must be va or 1)
+    } else if (kb) {
+      dims[static_cast<size_t>(d)] = db;
+    } else {
+      dims[static_cast<size_t>(d)] = c_->UnknownDim();
+    }
+  }
+  *out = c_->MakeShape(dims);
+  return absl::OkStatus();
+}
 
 }  // namespace opforge

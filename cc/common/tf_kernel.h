@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "common/tf_glue.h"
+#include "common/tf_shape.h"
 
 namespace opforge {
 

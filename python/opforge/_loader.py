@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import re
 import threading
 from pathlib import Path
@@ -142,6 +143,68 @@ def load_library(path: Optional[Path] = None) -> ModuleType:
             raise LoadError(
                 explain_load_failure(target, message, built_abi, _running_abi(tf))
             ) from None
+        name_raw_op_errors(module)
         if path is None:
             _library = module
         return module
+
+
+# TensorFlow's eager type check names inputs by position: "cannot compute Opforge>ElementMul as
+# input #1(zero-based) was expected to be a float tensor but is a int32 tensor".
+_POSITION_ERROR = re.compile(r"input #(\d+)\(zero-based\) was expected to be a (\w+) tensor "
+                             r"but is a (\w+) tensor")
+_ALLOWED_ERROR = re.compile(r"Value for attr '(\w+)' of (\w+) is not in the list of allowed "
+                            r"values: ([\w, ]+)")
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1] in "aeiou" else "a"
+
+
+def raw_op_error_message(op_def, message: str) -> Optional[str]:
+    """The message naming the argument for TensorFlow's positional dtype errors of a raw op call
+    (None for any other message): "<Op>: <argument> must be <expected>, got <given>"."""
+    op = op_def.name.split(">", 1)[-1]
+    inputs = list(op_def.input_arg)
+    match = _POSITION_ERROR.search(message)
+    if match and int(match.group(1)) < len(inputs):
+        arg = inputs[int(match.group(1))]
+        expected = f"{_article(match.group(2))} {match.group(2)} tensor"
+        if arg.type_attr:
+            same = [a.name for a in inputs if a.type_attr == arg.type_attr and a.name != arg.name]
+            expected += f" (attr {arg.type_attr}" + (f", the dtype of {', '.join(same)}" if same else "") + ")"
+        return f"{op}: {arg.name} must be {expected}, got {_article(match.group(3))} {match.group(3)} tensor"
+    match = _ALLOWED_ERROR.search(message)
+    if match:
+        names = [a.name for a in inputs if a.type_attr == match.group(1) or a.number_attr == match.group(1)]
+        argument = names[0] if names else f"attr {match.group(1)}"
+        return f"{op}: {argument} must have a dtype among {match.group(3).strip()}, got {match.group(2)}"
+    return None
+
+
+def name_raw_op_errors(module: ModuleType) -> None:
+    """Wraps the raw op functions of a loaded library (`Opforge_ElementMul`, ...) so that a dtype
+    error names the argument as opforge's own errors do, instead of an input position."""
+    import tensorflow as tf
+    from tensorflow.python.framework import op_def_registry
+
+    for attr in dir(module):
+        fn = getattr(module, attr)
+        if not attr.startswith("Opforge_") or not callable(fn) or getattr(fn, "_opforge_named", False):
+            continue
+        op_def = op_def_registry.get("Opforge>" + attr[len("Opforge_"):])
+        if op_def is None:
+            continue
+
+        def wrapper(*args, __fn=fn, __op_def=op_def, **kwargs):
+            try:
+                return __fn(*args, **kwargs)
+            except tf.errors.InvalidArgumentError as exc:
+                named = raw_op_error_message(__op_def, exc.message)
+                if named is None:
+                    raise
+                raise tf.errors.InvalidArgumentError(exc.node_def, exc.op, named) from None
+
+        functools.update_wrapper(wrapper, fn)
+        wrapper._opforge_named = True
+        setattr(module, attr, wrapper)

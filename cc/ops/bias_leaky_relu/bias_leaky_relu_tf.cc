@@ -24,22 +24,16 @@ absl::Status Shape(InferenceContext* c) {
   if (!std::isfinite(p.alpha) || p.alpha < 0.0f) {
     return ToTfStatus(InvalidArgument(kOp, "alpha", "finite and >= 0", p.alpha));
   }
-  if (c->RankKnown(c->input(0)) && c->Rank(c->input(0)) < 1) {
-    return ToTfStatus(InvalidArgument(kOp, "features", "at least 1-D [..., channels]", "rank 0"));
-  }
-  if (c->RankKnown(c->input(1)) && c->Rank(c->input(1)) != 1) {
-    return ToTfStatus(InvalidArgument(kOp, "bias", "1-D [channels]",
-                                      "rank " + std::to_string(c->Rank(c->input(1)))));
-  }
+  const ShapeFn fn(c, kOp);
   ShapeHandle features, bias;
-  TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(0), 1, &features));
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 1, &bias));
+  TF_RETURN_IF_ERROR(fn.RankAtLeast(0, "features", 1, &features, "at least 1-D [..., channels]"));
+  TF_RETURN_IF_ERROR(fn.Rank(1, "bias", 1, &bias, "1-D [channels]"));
   if (c->RankKnown(features)) {
     DimensionHandle merged;
-    if (!c->Merge(c->Dim(features, -1), c->Dim(bias, 0), &merged).ok()) {
-      return ToTfStatus(InvalidArgument(kOp, "bias", "[channels], the last dimension of features",
-                                        "[" + std::to_string(c->Value(c->Dim(bias, 0))) + "]"));
-    }
+    TF_RETURN_IF_ERROR(fn.MergeDim(c->Dim(features, -1), c->Dim(bias, 0), "bias",
+                                   "[channels], the last dimension of features " +
+                                       fn.Text(features),
+                                   fn.Text(bias), &merged));
     ShapeHandle out;
     TF_RETURN_IF_ERROR(c->ReplaceDim(features, -1, merged, &out));
     c->set_output(0, out);

@@ -20,27 +20,30 @@ namespace {
 constexpr char kOp[] = "CombinedNonMaxSuppression";
 
 absl::Status NmsShape(InferenceContext* c) {
-  ShapeHandle boxes, scores;
-  if (c->RankKnown(c->input(0)) && c->Rank(c->input(0)) != 4) {
-    return ToTfStatus(InvalidArgument(kOp, "boxes", "4-D [batch, num_boxes, q, 4]",
-                                      "rank " + std::to_string(c->Rank(c->input(0)))));
-  }
-  if (c->RankKnown(c->input(1)) && c->Rank(c->input(1)) != 3) {
-    return ToTfStatus(InvalidArgument(kOp, "scores", "3-D [batch, num_boxes, num_classes]",
-                                      "rank " + std::to_string(c->Rank(c->input(1)))));
-  }
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, &boxes));
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 3, &scores));
+  const ShapeFn fn(c, kOp);
+  ShapeHandle boxes, scores, scalar;
+  TF_RETURN_IF_ERROR(fn.Rank(0, "boxes", 4, &boxes, "4-D [batch, num_boxes, q, 4]"));
+  TF_RETURN_IF_ERROR(fn.Rank(1, "scores", 3, &scores, "3-D [batch, num_boxes, num_classes]"));
   static const char* const kScalars[] = {"max_output_size_per_class", "max_total_size",
                                          "iou_threshold", "score_threshold", "soft_nms_sigma"};
   for (int i = 2; i < 7; ++i) {
-    if (c->RankKnown(c->input(i)) && c->Rank(c->input(i)) != 0) {
-      return ToTfStatus(InvalidArgument(kOp, kScalars[i - 2], "a scalar (0-D)",
-                                        "rank " + std::to_string(c->Rank(c->input(i)))));
-    }
+    TF_RETURN_IF_ERROR(fn.Rank(i, kScalars[i - 2], 0, &scalar, "a scalar (0-D)"));
   }
-  DimensionHandle batch;
-  TF_RETURN_IF_ERROR(c->Merge(c->Dim(boxes, 0), c->Dim(scores, 0), &batch));
+  const std::string scores_expected =
+      "[batch, num_boxes, num_classes] with the batch and num_boxes of boxes " + fn.Text(boxes);
+  DimensionHandle batch, count, four;
+  TF_RETURN_IF_ERROR(fn.MergeDim(c->Dim(boxes, 0), c->Dim(scores, 0), "scores", scores_expected,
+                                 fn.Text(scores), &batch));
+  TF_RETURN_IF_ERROR(fn.MergeDim(c->Dim(boxes, 1), c->Dim(scores, 1), "scores", scores_expected,
+                                 fn.Text(scores), &count));
+  TF_RETURN_IF_ERROR(fn.MergeDim(c->Dim(boxes, 3), c->MakeDim(4), "boxes",
+                                 "4-D [batch, num_boxes, q, 4]", fn.Text(boxes), &four));
+  const DimensionHandle q = c->Dim(boxes, 2), k = c->Dim(scores, 2);
+  if (c->ValueKnown(q) && c->ValueKnown(k) && c->Value(q) != 1 && c->Value(q) != c->Value(k)) {
+    return fn.Invalid("boxes",
+                      "[batch, num_boxes, q, 4] with q = 1 or num_classes = " + fn.Text(k),
+                      fn.Text(boxes));
+  }
   bool pad_per_class = false;
   TF_RETURN_IF_ERROR(c->GetAttr("pad_per_class", &pad_per_class));
   const DimensionHandle classes = c->Dim(scores, 2);

@@ -52,16 +52,26 @@ ShapeHandle MakeImageShape(InferenceContext* c, const std::string& data_format, 
   return c->MakeShape({n, h, w, ch});
 }
 
+constexpr char kOp[] = "Conv2DTranspose";
+
 absl::Status ForwardShape(InferenceContext* c) {
   Conv2DTransposeAttrs a;
   TF_RETURN_IF_ERROR(ReadAttrs(c, &a));
+  TF_RETURN_IF_ERROR(ToTfStatus(ValidateConv2DTransposeAttrs(a)));
+  const ShapeFn fn(c, kOp);
   const LayoutIndex l = IndexOf(a.data_format);
   ShapeHandle input, filter, sizes;
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, &input));
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 4, &filter));
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 1, &sizes));
+  TF_RETURN_IF_ERROR(fn.Rank(0, "input", 4, &input));
+  TF_RETURN_IF_ERROR(fn.Rank(1, "filter", 4, &filter));
+  TF_RETURN_IF_ERROR(fn.Rank(2, "output_shape", 1, &sizes, "a 1-D tensor"));
   DimensionHandle in_channels;
-  TF_RETURN_IF_ERROR(c->Merge(c->Dim(input, l.c), c->Dim(filter, 3), &in_channels));
+  TF_RETURN_IF_ERROR(fn.MergeDim(c->Dim(input, l.c), c->Dim(filter, 3),
+                                 "filter's last dimension (in_channels)",
+                                 "the input's channels (" + fn.Text(c->Dim(input, l.c)) +
+                                     ", dimension " + std::to_string(l.c) + " of input " +
+                                     fn.Text(input) + ")",
+                                 fn.Text(c->Dim(filter, 3)) + " in filter " + fn.Text(filter),
+                                 &in_channels));
   DimensionHandle batch = c->Dim(input, 0);
   DimensionHandle channels = c->Dim(filter, 2);
   DimensionHandle h = c->UnknownDim(), w = c->UnknownDim();
@@ -69,21 +79,34 @@ absl::Status ForwardShape(InferenceContext* c) {
   if (c->ValueKnown(length)) {
     const int64_t n = c->Value(length);
     if (n != 4 && n != 2) {
-      return absl::InvalidArgumentError(
-          "Conv2DTranspose: output_shape must have 4 values (in data_format order) or 2 values, "
-          "got " +
-          std::to_string(n) + " values");
+      return fn.Invalid("output_shape", "4 values (in data_format order) or 2 values",
+                        std::to_string(n) + " values");
     }
     // Keeps every value that is known: a constant, or a tf.stack of constants and
     // tf.shape(x)[i] pieces (partial evaluation of the shape tensor).
     ShapeHandle values;
-    TF_RETURN_IF_ERROR(c->MakeShapeFromShapeTensor(2, &values));
+    if (!c->MakeShapeFromShapeTensor(2, &values).ok()) {
+      return fn.Invalid("output_shape", "sizes between 0 and 2^31", "a negative size");
+    }
+    if (fn.Known({input, filter, values})) {
+      // Everything is known: the kernel's own checks, with its messages.
+      Conv2DTransposeParams p;
+      TF_RETURN_IF_ERROR(ToTfStatus(
+          ValidateConv2DTranspose(a, fn.Dims(input), fn.Dims(filter), fn.Dims(values), &p)));
+      c->set_output(0, fn.Make(p.OutputShape()));
+      return absl::OkStatus();
+    }
     if (n == 4) {
       // As TensorFlow's: the batch comes from the input (an unknown one stays unknown); the
       // value in output_shape is only checked against it.
       DimensionHandle checked;
-      TF_RETURN_IF_ERROR(c->Merge(batch, c->Dim(values, 0), &checked));
-      TF_RETURN_IF_ERROR(c->Merge(channels, c->Dim(values, l.c), &channels));
+      TF_RETURN_IF_ERROR(fn.MergeDim(batch, c->Dim(values, 0), "output_shape",
+                                     "the input's batch size " + fn.Text(batch) + " first",
+                                     fn.Text(values), &checked));
+      TF_RETURN_IF_ERROR(fn.MergeDim(channels, c->Dim(values, l.c), "output_shape",
+                                     "the filter's out_channels (dimension 2 of filter " +
+                                         fn.Text(filter) + ") as its channel size",
+                                     fn.Text(values), &channels));
       h = c->Dim(values, l.h);
       w = c->Dim(values, l.w);
     } else {
@@ -98,14 +121,26 @@ absl::Status ForwardShape(InferenceContext* c) {
 absl::Status InputGradShape(InferenceContext* c) {
   Conv2DTransposeAttrs a;
   TF_RETURN_IF_ERROR(ReadAttrs(c, &a));
+  TF_RETURN_IF_ERROR(ToTfStatus(ValidateConv2DTransposeAttrs(a)));
+  const ShapeFn fn(c, kOp);
   const LayoutIndex l = IndexOf(a.data_format);
   ShapeHandle grad, filter;
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, &grad));
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 4, &filter));
+  TF_RETURN_IF_ERROR(fn.Rank(0, "grad", 4, &grad));
+  TF_RETURN_IF_ERROR(fn.Rank(1, "filter", 4, &filter));
+  if (fn.Known({grad, filter})) {
+    Conv2DTransposeParams p;
+    TF_RETURN_IF_ERROR(ToTfStatus(
+        ValidateConv2DTransposeInputGrad(a, fn.Dims(grad), fn.Dims(filter), &p)));
+    c->set_output(0, fn.Make(p.InputShape()));
+    return absl::OkStatus();
+  }
   DimensionHandle out_channels;
-  TF_RETURN_IF_ERROR(c->Merge(c->Dim(grad, l.c), c->Dim(filter, 2), &out_channels));
+  TF_RETURN_IF_ERROR(fn.MergeDim(c->Dim(grad, l.c), c->Dim(filter, 2), "grad",
+                                 "the filter's out_channels " + fn.Text(c->Dim(filter, 2)) +
+                                     " as its channel size",
+                                 fn.Text(grad), &out_channels));
   DimensionHandle spatial[2] = {c->UnknownDim(), c->UnknownDim()};
-  if (ValidateConv2DTransposeAttrs(a).ok()) {
+  {
     const std::vector<int64_t>& e = a.explicit_paddings;
     const int index[2] = {l.h, l.w};
     for (int i = 0; i < 2; ++i) {
@@ -156,10 +191,19 @@ REGISTER_OP("Opforge>Conv2DTransposeFilterGrad")
     .Output("grad_filter: T")
     .OPFORGE_CONV2D_TRANSPOSE_ATTRS
     .SetShapeFn([](InferenceContext* c) {
-      ShapeHandle filter;
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, &filter));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 4, &filter));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 4, &filter));
+      Conv2DTransposeAttrs a;
+      TF_RETURN_IF_ERROR(ReadAttrs(c, &a));
+      TF_RETURN_IF_ERROR(ToTfStatus(ValidateConv2DTransposeAttrs(a)));
+      const ShapeFn fn(c, kOp);
+      ShapeHandle input, filter, grad;
+      TF_RETURN_IF_ERROR(fn.Rank(0, "input", 4, &input));
+      TF_RETURN_IF_ERROR(fn.Rank(2, "grad", 4, &grad));
+      TF_RETURN_IF_ERROR(fn.Rank(1, "filter", 4, &filter));
+      if (fn.Known({input, filter, grad})) {
+        Conv2DTransposeParams p;
+        TF_RETURN_IF_ERROR(ToTfStatus(
+            ValidateConv2DTranspose(a, fn.Dims(input), fn.Dims(filter), fn.Dims(grad), &p, "grad")));
+      }
       c->set_output(0, filter);
       return absl::OkStatus();
     })

@@ -14,8 +14,13 @@ REGISTER_OP("Opforge>ElementMul")
     .Output("product: T")
     .Attr("T: {half, bfloat16, float, double, int32, int64}")
     // Broadcasts known dimensions, keeps unknown ones unknown, and rejects incompatible known
-    // dimensions when the graph is built.
-    .SetShapeFn(shape_inference::BroadcastBinaryOpShapeFn)
+    // dimensions when the graph is built, with the kernel's message.
+    .SetShapeFn([](shape_inference::InferenceContext* c) {
+      shape_inference::ShapeHandle product;
+      TF_RETURN_IF_ERROR(ShapeFn(c, "ElementMul").Broadcast(0, "a", 1, "b", &product));
+      c->set_output(0, product);
+      return absl::OkStatus();
+    })
     .Doc("product = a * b with NumPy broadcasting (as tf.multiply).");
 
 REGISTER_OP("Opforge>ElementMulGrad")
@@ -30,10 +35,11 @@ REGISTER_OP("Opforge>ElementMulGrad")
     .Attr("need_grad_a: bool = true")
     .Attr("need_grad_b: bool = true")
     .SetShapeFn([](shape_inference::InferenceContext* c) {
+      const ShapeFn fn(c, "ElementMulGrad");
       shape_inference::ShapeHandle product;
-      TF_RETURN_IF_ERROR(shape_inference::BroadcastBinaryOpOutputShapeFnHelper(
-          c, c->input(1), c->input(2), true, &product));
-      TF_RETURN_IF_ERROR(c->Merge(c->input(0), product, &product));
+      TF_RETURN_IF_ERROR(fn.Broadcast(1, "a", 2, "b", &product));
+      TF_RETURN_IF_ERROR(
+          fn.MergeInput(0, "grad", product, "the broadcast shape of a and b", &product));
       bool need_a = true, need_b = true;
       TF_RETURN_IF_ERROR(c->GetAttr("need_grad_a", &need_a));
       TF_RETURN_IF_ERROR(c->GetAttr("need_grad_b", &need_b));

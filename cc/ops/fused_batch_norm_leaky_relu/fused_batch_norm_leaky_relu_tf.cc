@@ -29,25 +29,17 @@ absl::Status Channels(InferenceContext* c, const char* op, int x,
   BatchNormLeakyParams p;
   TF_RETURN_IF_ERROR(ReadAttrs(c, &p));
   TF_RETURN_IF_ERROR(ToTfStatus(ValidateBatchNormLeakyAttrs(p, op)));
+  const ShapeFn fn(c, op);
   ShapeHandle xs;
-  if (c->RankKnown(c->input(x)) && c->Rank(c->input(x)) < 1) {
-    return ToTfStatus(InvalidArgument(op, "x", "at least 1-D [..., channels]", "rank 0"));
-  }
-  TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(x), 1, &xs));
+  TF_RETURN_IF_ERROR(fn.RankAtLeast(x, "x", 1, &xs, "at least 1-D [..., channels]"));
   *channels = c->RankKnown(xs) ? c->Dim(xs, c->Rank(xs) - 1) : c->UnknownDim();
   for (const auto& [i, name] : vectors) {
-    if (c->RankKnown(c->input(i)) && c->Rank(c->input(i)) != 1) {
-      return ToTfStatus(InvalidArgument(op, name, "1-D [channels]",
-                                        "rank " + std::to_string(c->Rank(c->input(i)))));
-    }
     ShapeHandle v;
-    TF_RETURN_IF_ERROR(c->WithRank(c->input(i), 1, &v));
-    DimensionHandle merged;
-    if (!c->Merge(*channels, c->Dim(v, 0), &merged).ok()) {
-      return ToTfStatus(InvalidArgument(op, name, "[channels] of x, the size of its last axis",
-                                        "[" + std::to_string(c->Value(c->Dim(v, 0))) + "]"));
-    }
-    *channels = merged;
+    TF_RETURN_IF_ERROR(fn.Rank(i, name, 1, &v, "1-D [channels]"));
+    TF_RETURN_IF_ERROR(fn.MergeDim(*channels, c->Dim(v, 0), name,
+                                   "[channels] of x, the size of its last axis (x is " +
+                                       fn.Text(xs) + ")",
+                                   fn.Text(v), channels));
   }
   return absl::OkStatus();
 }
@@ -68,10 +60,8 @@ absl::Status GradShape(InferenceContext* c) {
       Channels(c, "FusedBatchNormLeakyReluGrad", 1,
                {{2, "scale"}, {3, "offset"}, {4, "batch_mean"}, {5, "batch_variance"}}, &channels));
   ShapeHandle dx;
-  if (!c->Merge(c->input(0), c->input(1), &dx).ok()) {
-    return ToTfStatus(InvalidArgument("FusedBatchNormLeakyReluGrad", "grad", "the shape of x",
-                                      c->DebugString(c->input(0))));
-  }
+  TF_RETURN_IF_ERROR(ShapeFn(c, "FusedBatchNormLeakyReluGrad")
+                         .MergeInput(0, "grad", c->input(1), "the shape of x", &dx));
   c->set_output(0, dx);
   c->set_output(1, c->MakeShape({channels}));
   c->set_output(2, c->MakeShape({channels}));

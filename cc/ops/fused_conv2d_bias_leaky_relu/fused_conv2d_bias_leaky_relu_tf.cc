@@ -32,47 +32,31 @@ absl::Status ReadAttrs(Context* c, FusedConv2DParams* p) {
   return absl::OkStatus();
 }
 
-std::vector<int64_t> Dims(InferenceContext* c, ShapeHandle s) {
-  std::vector<int64_t> d;
-  for (int i = 0; i < c->Rank(s); ++i) d.push_back(c->Value(c->Dim(s, i)));
-  return d;
-}
-
 absl::Status Shape(InferenceContext* c) {
   FusedConv2DParams p;
   TF_RETURN_IF_ERROR(ReadAttrs(c, &p));
   TF_RETURN_IF_ERROR(ToTfStatus(ValidateFusedConv2DAttrs(p)));
-  static const char* const kNames[] = {"input", "filter", "bias"};
-  static const int kRanks[] = {4, 4, 1};
-  for (int i = 0; i < 3; ++i) {
-    if (c->RankKnown(c->input(i)) && c->Rank(c->input(i)) != kRanks[i]) {
-      return ToTfStatus(InvalidArgument(kOp, kNames[i], std::to_string(kRanks[i]) + "-D",
-                                        "rank " + std::to_string(c->Rank(c->input(i)))));
-    }
-  }
+  const ShapeFn fn(c, kOp);
   ShapeHandle input, filter, bias;
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, &input));
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 4, &filter));
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 1, &bias));
-  if (c->FullyDefined(input) && c->FullyDefined(filter) && c->FullyDefined(bias)) {
+  TF_RETURN_IF_ERROR(fn.Rank(0, "input", 4, &input, "4-D"));
+  TF_RETURN_IF_ERROR(fn.Rank(1, "filter", 4, &filter, "4-D"));
+  TF_RETURN_IF_ERROR(fn.Rank(2, "bias", 1, &bias, "1-D"));
+  if (fn.Known({input, filter, bias})) {  // every check of the kernel, with its messages
     FusedConv2DParams full = p;
     TF_RETURN_IF_ERROR(
-        ToTfStatus(ValidateFusedConv2D(Dims(c, input), Dims(c, filter), Dims(c, bias), &full)));
-    std::vector<DimensionHandle> out;
-    for (int64_t d : full.OutputShape()) out.push_back(c->MakeDim(d));
-    c->set_output(0, c->MakeShape(out));
+        ToTfStatus(ValidateFusedConv2D(fn.Dims(input), fn.Dims(filter), fn.Dims(bias), &full)));
+    c->set_output(0, fn.Make(full.OutputShape()));
     return absl::OkStatus();
   }
   DimensionHandle channels;
-  if (!c->Merge(c->Dim(filter, 3), c->Dim(bias, 0), &channels).ok()) {
-    return ToTfStatus(InvalidArgument(kOp, "bias", "[out_channels] of the filter",
-                                      "[" + std::to_string(c->Value(c->Dim(bias, 0))) + "]"));
-  }
+  TF_RETURN_IF_ERROR(fn.MergeDim(c->Dim(filter, 3), c->Dim(bias, 0), "bias",
+                                 "[out_channels] of the filter " + fn.Text(filter),
+                                 fn.Text(bias), &channels));
   DimensionHandle in_channels;
-  if (!c->Merge(c->Dim(input, 3), c->Dim(filter, 2), &in_channels).ok()) {
-    return ToTfStatus(InvalidArgument(kOp, "filter", "in_channels equal to the input's channels",
-                                      std::to_string(c->Value(c->Dim(filter, 2)))));
-  }
+  TF_RETURN_IF_ERROR(fn.MergeDim(c->Dim(input, 3), c->Dim(filter, 2), "filter",
+                                 "in_channels equal to the input's channels (input " +
+                                     fn.Text(input) + ")",
+                                 fn.Text(filter), &in_channels));
   // Each spatial size is known when the input's size and the filter's are.
   DimensionHandle spatial[2] = {c->UnknownDim(), c->UnknownDim()};
   for (int d = 0; d < 2; ++d) {

@@ -34,7 +34,13 @@ REGISTER_OP("Opforge>LeakyReluGrad")
     .Output("backprops: T")
     .Attr("alpha: float = 0.2")
     .Attr("T: {half, bfloat16, float, double} = DT_FLOAT")
-    .SetShapeFn(shape_inference::MergeBothInputsShapeFn)
+    .SetShapeFn([](shape_inference::InferenceContext* c) {
+      shape_inference::ShapeHandle out;
+      TF_RETURN_IF_ERROR(ShapeFn(c, "LeakyReluGrad")
+                             .MergeInput(0, "gradients", c->input(1), "the shape of features", &out));
+      c->set_output(0, out);
+      return absl::OkStatus();
+    })
     .Doc("backprops = features > 0 ? gradients : alpha * gradients.");
 
 namespace {

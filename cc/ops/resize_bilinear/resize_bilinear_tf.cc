@@ -25,12 +25,16 @@ absl::Status CheckAttrs(shape_inference::InferenceContext* c, const char* op) {
 // tf.stack of a constant and a run-time value gives the constant one).
 absl::Status ResizeShape(shape_inference::InferenceContext* c) {
   TF_RETURN_IF_ERROR(CheckAttrs(c, "ResizeBilinear"));
+  const ShapeFn fn(c, "ResizeBilinear");
   shape_inference::ShapeHandle images;
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, &images));
+  TF_RETURN_IF_ERROR(
+      fn.Rank(0, "images", 4, &images, "a 4-D tensor [batch, height, width, channels]"));
   shape_inference::ShapeHandle size;
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 1, &size));
+  const std::string size_expected = "a 1-D tensor of two elements [new_height, new_width]";
+  TF_RETURN_IF_ERROR(fn.Rank(1, "size", 1, &size, size_expected));
   shape_inference::DimensionHandle unused;
-  TF_RETURN_IF_ERROR(c->WithValue(c->Dim(size, 0), 2, &unused));
+  TF_RETURN_IF_ERROR(
+      fn.MergeDim(c->Dim(size, 0), c->MakeDim(2), "size", size_expected, fn.Text(size), &unused));
   if (const Tensor* values = c->input_tensor(1)) {
     const auto v = values->vec<int32_t>();
     if (v(0) <= 0 || v(1) <= 0) {
@@ -48,14 +52,19 @@ absl::Status ResizeShape(shape_inference::InferenceContext* c) {
 // The original image's shape, with batch and channels merged with those of grads.
 absl::Status ResizeGradShape(shape_inference::InferenceContext* c) {
   TF_RETURN_IF_ERROR(CheckAttrs(c, "ResizeBilinearGrad"));
+  const ShapeFn fn(c, "ResizeBilinearGrad");
+  const std::string image_text = "a 4-D tensor [batch, height, width, channels]";
   shape_inference::ShapeHandle grads;
   shape_inference::ShapeHandle image;
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, &grads));
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 4, &image));
+  TF_RETURN_IF_ERROR(fn.Rank(0, "grads", 4, &grads, image_text));
+  TF_RETURN_IF_ERROR(fn.Rank(1, "original_image", 4, &image, image_text));
+  const std::string expected = "the batch size and channels of grads " + fn.Text(grads);
   shape_inference::DimensionHandle batch;
   shape_inference::DimensionHandle channels;
-  TF_RETURN_IF_ERROR(c->Merge(c->Dim(grads, 0), c->Dim(image, 0), &batch));
-  TF_RETURN_IF_ERROR(c->Merge(c->Dim(grads, 3), c->Dim(image, 3), &channels));
+  TF_RETURN_IF_ERROR(fn.MergeDim(c->Dim(grads, 0), c->Dim(image, 0), "original_image", expected,
+                                 "shape " + fn.Text(image), &batch));
+  TF_RETURN_IF_ERROR(fn.MergeDim(c->Dim(grads, 3), c->Dim(image, 3), "original_image", expected,
+                                 "shape " + fn.Text(image), &channels));
   c->set_output(0, c->MakeShape({batch, c->Dim(image, 1), c->Dim(image, 2), channels}));
   return absl::OkStatus();
 }

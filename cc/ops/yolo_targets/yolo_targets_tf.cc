@@ -34,12 +34,26 @@ absl::Status TargetsShape(InferenceContext* c) {
                                       "len(anchors_per_scale) = " + std::to_string(p.num_scales()),
                                       num_scales));
   }
+  const ShapeFn fn(c, "YoloTargets");
   ShapeHandle boxes, classes, anchors;
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 3, &boxes));
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 2, &classes));
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 2, &anchors));
-  shape_inference::DimensionHandle batch;
-  TF_RETURN_IF_ERROR(c->Merge(c->Dim(boxes, 0), c->Dim(classes, 0), &batch));
+  TF_RETURN_IF_ERROR(
+      fn.Rank(0, "boxes", 3, &boxes, "3-D [batch, max_boxes, 4] (normalised x1, y1, x2, y2)"));
+  TF_RETURN_IF_ERROR(fn.Rank(1, "classes", 2, &classes, "[batch, max_boxes] (one class per box)"));
+  TF_RETURN_IF_ERROR(
+      fn.Rank(2, "anchors", 2, &anchors, "[num_anchors, 2] (normalised width, height)"));
+  if (fn.Known({boxes, classes, anchors})) {  // every check of the kernel, with its messages
+    YoloTargetsParams full = p;
+    TF_RETURN_IF_ERROR(ToTfStatus(
+        ValidateYoloTargets(fn.Dims(boxes), fn.Dims(classes), fn.Dims(anchors), &full)));
+  }
+  const std::string classes_expected =
+      "[batch, max_boxes] = the first two dimensions of boxes " + fn.Text(boxes) +
+      " (one class per box)";
+  shape_inference::DimensionHandle batch, count;
+  TF_RETURN_IF_ERROR(fn.MergeDim(c->Dim(boxes, 0), c->Dim(classes, 0), "classes",
+                                 classes_expected, fn.Text(classes), &batch));
+  TF_RETURN_IF_ERROR(fn.MergeDim(c->Dim(boxes, 1), c->Dim(classes, 1), "classes",
+                                 classes_expected, fn.Text(classes), &count));
   for (int64_t s = 0; s < p.num_scales(); ++s) {
     const std::vector<int64_t> shape = p.output_shape(s);
     c->set_output(static_cast<int>(s),
