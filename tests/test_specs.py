@@ -6,6 +6,7 @@ process. A new op gets all of them by writing its spec; op-specific tests stay i
 tests/test_<op>.py."""
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -131,7 +132,7 @@ def test_shape_function_agrees_with_runtime(spec):
 GENERIC_SHAPE_ERROR = re.compile(r"Shape must be|Dimensions must be equal|Incompatible shapes|"
                                  r"must be rank|zero-based")
 # "<Op>: <argument> must be <expected>, got <given>" (or "... does not fit ...").
-NAMED_ERROR = re.compile(r"\b[A-Z][A-Za-z0-9]+: [a-z_]+[\w\[\]']*( [^ ]+)* (must|does not) ")
+NAMED_ERROR = re.compile(r"\b[A-Z][A-Za-z0-9]+: [a-z_][^:]*? (must|does not) ")
 
 
 def _wrong_signatures(tensors):
@@ -167,6 +168,112 @@ def test_graph_mode_shape_errors_name_the_argument(spec):
                 refused += 1
     if any(len(case.inputs) > 1 for case in spec.cases):  # an op of one input may take any shape
         assert refused > 0, f"{spec.name}: no wrong shape was refused"
+
+
+# --- inf and NaN: the exact answer, forward and gradient ------------------------------------------
+
+def _float_sample(sample):
+    return sample.dtype is None or tf.as_dtype(sample.dtype).is_floating
+
+
+def _with_specials(case, index):
+    """The case with SPECIAL_VALUES (0, -0, +-inf, NaN, tiny, huge) at the start of input
+    `index`."""
+    inputs = tuple(dataclasses.replace(s, specials=True) if i == index else s for i, s in enumerate(case.inputs))
+    return dataclasses.replace(case, inputs=inputs)
+
+
+def _special_mismatch(actual, expected, tolerance):
+    """Where actual and expected differ: NaN where the other is not, a different infinity, or
+    finite values further apart than `tolerance` relative to the largest finite expected value."""
+    a = np.asarray(actual, np.float64)
+    e = np.asarray(expected, np.float64)
+    if a.shape != e.shape:
+        return f"shapes {a.shape} and {e.shape}"
+    nan = np.isnan(a) != np.isnan(e)
+    inf = (np.isinf(a) | np.isinf(e)) & ~np.isnan(a) & ~np.isnan(e) & (a != e)
+    finite = np.isfinite(a) & np.isfinite(e)
+    scale = max(1.0, float(np.abs(e[finite]).max())) if finite.any() else 1.0
+    far = finite & (np.abs(np.where(finite, a - e, 0)) > tolerance * scale)
+    if nan.any() or inf.any() or far.any():
+        first = np.argwhere(nan | inf | far)[0]
+        return (f"{int(nan.sum())} NaN, {int(inf.sum())} inf and {int(far.sum())} finite mismatches; first at "
+                f"{tuple(first)}: {a[tuple(first)]} against {e[tuple(first)]}")
+    return None
+
+
+# Relative to the largest finite expected value: batch statistics over values from 1e-30 to 7e4
+# lose digits in any summation order.
+SPECIAL_TOLERANCE = {"float32": 2e-6, "float64": 1e-9}
+GRADIENT_SPECIAL_TOLERANCE = 1e-9
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=ids)
+def test_inf_and_nan_give_the_exact_answer(spec):
+    """Every op's forward with inf, NaN, -0, tiny and huge values in every float input equals
+    the exact answer: the reference where it is exact, else the spec's exact_reference (the
+    convolutions as direct sums: padding adds nothing, never 0 x inf). NaN exactly where the
+    answer is NaN, the same infinities, finite values to round-off."""
+    reference = spec.exact_reference or spec.reference
+    checked = 0
+    for dtype in (tf.float32, tf.float64):
+        if dtype not in spec.dtypes:
+            continue
+        for case in spec.cases:
+            if case.dtypes is not None and dtype not in case.dtypes:
+                continue
+            for index in [i for i, s in enumerate(case.inputs) if _float_sample(s)]:
+                special = _with_specials(case, index)
+                tensors = special.tensors(dtype)
+                where = f"{spec.name} {case.name} {dtype.name}, specials in input {index}"
+                try:
+                    ours = spec.call(spec.op, special, tensors)
+                except tf.errors.InvalidArgumentError as exc:
+                    # An input that must be finite (anchors): refused with a message naming it.
+                    assert NAMED_ERROR.search(exc.message) and "finite" in exc.message, (where, exc.message)
+                    continue
+                theirs = spec.call(reference, special, tensors)
+                for k, (o, t) in enumerate(zip(ours, theirs)):
+                    if not o.dtype.is_floating:
+                        continue
+                    problem = _special_mismatch(o, t, SPECIAL_TOLERANCE[dtype.name])
+                    assert problem is None, f"{where}, output {k}: {problem}"
+                checked += 1
+    assert checked > 0, f"{spec.name}: no case runs in float32 or float64"
+
+
+@pytest.mark.parametrize("spec", [s for s in SPECS if s.differentiable], ids=[s.name for s in SPECS if s.differentiable])
+def test_inf_and_nan_give_the_exact_gradient(spec):
+    """The gradient (float64) with inf and NaN in each input in turn, and in the upstream
+    gradient, equals TensorFlow's autodiff of the exact reference. Output `gradient_output` gets a
+    drawn upstream gradient and the other float outputs zeros, on both sides: what TensorFlow's
+    tape hands an op's gradient for the outputs a loss does not use (so 0 x NaN is NaN on both)."""
+    reference = spec.exact_reference or spec.reference
+    for case in spec.gradient_cases:
+        floats = [i for i, s in enumerate(case.inputs) if _float_sample(s)]
+        for where in [("input", i) for i in floats] + [("upstream", None)]:
+            special = _with_specials(case, where[1]) if where[0] == "input" else case
+            tensors = special.tensors(tf.float64)
+            wrt = [i for i, s in enumerate(case.inputs) if s.differentiable]
+            grads = []
+            for fn in (spec.op, reference):
+                with tf.GradientTape() as tape:
+                    for i in wrt:
+                        tape.watch(tensors[i])
+                    outs = [o for o in spec.call(fn, case, tensors)]
+                targets = [o for o in outs if o.dtype.is_floating]
+                target = outs[spec.gradient_output]
+                upstream = [Sample(tuple(o.shape), seed=7, specials=where[0] == "upstream").make(o.dtype)
+                            if o is target else tf.zeros_like(o) for o in targets]
+                grads.append(tape.gradient(targets, [tensors[i] for i in wrt], output_gradients=upstream))
+            assert any(t is not None for t in grads[1]), (
+                f"{spec.name}: the reference has no TensorFlow gradient; give the spec an exact_reference in TF ops")
+            for i, o, t in zip(wrt, *grads):
+                if t is None:  # an input the reference takes outside the tape (a Keras weight)
+                    continue
+                o = tf.zeros_like(tensors[i]) if o is None else tf.convert_to_tensor(o)
+                problem = _special_mismatch(o, t, GRADIENT_SPECIAL_TOLERANCE)
+                assert problem is None, f"{spec.name} {case.name}, specials in the {where}, d/d input {i}: {problem}"
 
 
 # --- bad inputs: every spec's table, in one child process ----------------------------------------

@@ -31,7 +31,9 @@ class Sample:
     SPECIAL_VALUES (float dtypes); `away_from_zero` pushes values off a kink (|x| >= that much);
     `values` gives the exact values instead, `fill` one value for all. A `dtype` fixes the dtype whatever is under test
     (resize's float32 gradients); `differentiable=False` keeps gradient checks off this input
-    (an input that only gives a shape).
+    (an input that only gives a shape); `ties=False` marks values that must not tie (NMS scores,
+    whose tie order TensorFlow leaves unspecified): `specials` then puts in only the special
+    values that tie with nothing (inf, -inf, NaN, 65504, -70000), not 0, -0 and +-1e-30.
     """
 
     shape: Tuple[int, ...]
@@ -45,29 +47,33 @@ class Sample:
     fill: Optional[float] = None
     dtype: Any = None
     differentiable: bool = True
+    ties: bool = True
 
     def numpy(self, dtype) -> np.ndarray:
         """The values, as a float64 or int64 array (before the cast to `dtype`)."""
-        if self.values is not None:
-            return np.asarray(self.values).reshape(self.shape)
-        if self.fill is not None:
-            return np.full(self.shape, self.fill)
-        rng = np.random.default_rng(self.seed)
-        if dtype.is_integer:
+        if self.values is not None or self.fill is not None:
+            x = (np.array(self.values).reshape(self.shape) if self.values is not None
+                 else np.full(self.shape, self.fill))
+        elif dtype.is_integer:
             info = np.iinfo(dtype.as_numpy_dtype)
             low, high = info.min, info.max
             if self.int_range is not None:
                 low, high = max(low, -self.int_range), min(high, self.int_range)
-            return rng.integers(low, high, size=self.shape, endpoint=True)
-        if self.integer_valued:
-            return rng.integers(-int(self.scale), int(self.scale), self.shape, endpoint=True) * 1.0
-        x = np.asarray(rng.standard_normal(self.shape) * self.scale)  # an array for shape () too
-        if self.away_from_zero:
-            x = np.where(np.abs(x) < self.away_from_zero, np.where(x < 0, -1, 1) * 2 * self.away_from_zero, x)
+            return np.random.default_rng(self.seed).integers(low, high, size=self.shape, endpoint=True)
+        else:
+            rng = np.random.default_rng(self.seed)
+            if self.integer_valued:
+                x = rng.integers(-int(self.scale), int(self.scale), self.shape, endpoint=True) * 1.0
+            else:
+                x = np.asarray(rng.standard_normal(self.shape) * self.scale)  # an array for shape () too
+            if self.away_from_zero:
+                x = np.where(np.abs(x) < self.away_from_zero, np.where(x < 0, -1, 1) * 2 * self.away_from_zero, x)
         if self.specials and dtype.is_floating:
+            x = np.array(x, dtype=np.float64)
             flat = x.reshape(-1)
-            n = min(flat.size, len(SPECIAL_VALUES))
-            flat[:n] = SPECIAL_VALUES[:n]
+            values = SPECIAL_VALUES if self.ties else tuple(v for v in SPECIAL_VALUES if abs(v) not in (0, 1e-30))
+            n = min(flat.size, len(values))
+            flat[:n] = values[:n]
         return x
 
     def make(self, dtype):
@@ -140,7 +146,11 @@ class OpSpec:
     - speed: the benchmarks (`opforge bench`); the first is verify's speed column;
     - bad_inputs: name -> BadInput;
     - differentiable: False for an op without a gradient (registered with tf.no_gradient: NMS,
-      target assignment); it then has no gradient cases.
+      target assignment); it then has no gradient cases;
+    - exact_reference: the answer for inputs holding inf and NaN where `reference` is not exact
+      there (TensorFlow's convolutions multiply padding as 0 x inf), in TensorFlow ops so that
+      its gradient is exact too; None: `reference` is exact (and, for a differentiable op,
+      written in TensorFlow ops).
     """
 
     name: str
@@ -158,6 +168,7 @@ class OpSpec:
     speed: Tuple[SpeedCase, ...] = ()
     bad_inputs: Mapping[str, BadInput] = field(default_factory=dict)
     differentiable: bool = True
+    exact_reference: Optional[Callable[..., Any]] = None
 
     def __repr__(self) -> str:
         return f"OpSpec({self.name!r})"

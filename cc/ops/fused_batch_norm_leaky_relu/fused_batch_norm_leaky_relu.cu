@@ -71,6 +71,13 @@ Status Failure(const char* op, const char* what, cudaError_t err) {
 
 // --- forward -----------------------------------------------------------------------------------
 
+// The pivot of a channel: its first value, or 0 when that is not finite (as the CPU).
+template <typename T>
+__device__ double Pivot(const T* x, int64_t c) {
+  const double first = static_cast<double>(Load(x[c]));
+  return isfinite(first) ? first : 0.0;
+}
+
 // partial[k] = (sum of d, sum of d * d) over chunk k's rows, d = x - the first row (the pivot).
 template <typename T>
 __global__ void StatsPartial(int64_t rows, int64_t ch, int64_t chunks, const T* x,
@@ -78,7 +85,7 @@ __global__ void StatsPartial(int64_t rows, int64_t ch, int64_t chunks, const T* 
   for (int64_t k = blockIdx.x; k < chunks; k += gridDim.x) {
     const int64_t r1 = min(rows, (k + 1) * kChunkRows);
     for (int64_t c = threadIdx.x; c < ch; c += blockDim.x) {
-      const double pivot = static_cast<double>(Load(x[c]));
+      const double pivot = Pivot(x, c);
       double s = 0.0, q = 0.0;
       for (int64_t r = k * kChunkRows; r < r1; ++r) {
         const double d = Sub(static_cast<double>(Load(x[r * ch + c])), pivot);
@@ -96,7 +103,7 @@ __global__ void StatsPartial(int64_t rows, int64_t ch, int64_t chunks, const T* 
 template <typename T, typename C>
 __global__ void StatsFinish(int64_t rows, int64_t ch, int64_t chunks, const T* x,
                             const double* partial, C epsilon, const C* gamma, const C* beta,
-                            C* mean, C* variance, C* scale, C* shift) {
+                            C* mean, C* variance, C* scale, C* shift, C* inv, int* unfolded) {
   for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < ch;
        c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     double s = 0.0, q = 0.0;
@@ -108,24 +115,39 @@ __global__ void StatsFinish(int64_t rows, int64_t ch, int64_t chunks, const T* x
     const double d = Div(s, n);
     double var = Sub(Div(q, n), Mul(d, d));
     var = var < 0.0 ? 0.0 : var;  // std::max(var, 0.0), NaN included
-    const C m = static_cast<C>(Add(static_cast<double>(Load(x[c])), d));
+    const C m = static_cast<C>(Add(Pivot(x, c), d));
     const C v = static_cast<C>(var);
     mean[c] = m;
     variance[c] = v;
     const C r = Div(C(1), Sqrt(Add(v, epsilon)));
     const C sc = Mul(r, gamma[c]);
+    const C sh = Sub(beta[c], Mul(m, sc));
+    inv[c] = r;
     scale[c] = sc;
-    shift[c] = Sub(beta[c], Mul(m, sc));
+    shift[c] = sh;
+    if (!isfinite(sc) || !isfinite(sh)) atomicOr(unfolded, 1);
   }
+}
+
+// The pre-activation z = xhat * gamma + beta of channel c, as the CPU computes it: folded,
+// x * scale + shift, unless some channel's scale or shift is not finite (*unfolded set), where
+// the fold makes inf - inf; then (x - mean) * inv * gamma + beta.
+template <typename C>
+__device__ inline C PreActivation(C x, int64_t c, const C* scale, const C* shift, const C* mean,
+                                  const C* inv, const C* gamma, const C* beta,
+                                  const int* unfolded) {
+  if (*unfolded == 0) return Add(Mul(x, scale[c]), shift[c]);
+  return Add(Mul(Mul(Sub(x, mean[c]), inv[c]), gamma[c]), beta[c]);
 }
 
 template <typename T, typename C>
 __global__ void Normalize(int64_t n, int64_t ch, const T* x, const C* scale, const C* shift,
-                          C alpha, T* y) {
+                          const C* mean, const C* inv, const C* gamma, const C* beta,
+                          const int* unfolded, C alpha, T* y) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t c = i % ch;
-    const C z = Add(Mul(Load(x[i]), scale[c]), shift[c]);
+    const C z = PreActivation(Load(x[i]), c, scale, shift, mean, inv, gamma, beta, unfolded);
     y[i] = Store<T>(z > C(0) ? z : Mul(z, alpha));
   }
 }
@@ -135,39 +157,51 @@ __global__ void Normalize(int64_t n, int64_t ch, const T* x, const C* scale, con
 // Per channel, from the given statistics: scale, shift and inv = 1 / sqrt(variance + epsilon).
 template <typename C>
 __global__ void Coefficients(int64_t ch, C epsilon, const C* gamma, const C* beta, const C* mean,
-                             const C* variance, C* scale, C* shift, C* inv) {
+                             const C* variance, C* scale, C* shift, C* inv, int* unfolded) {
   for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < ch;
        c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const C r = Div(C(1), Sqrt(Add(variance[c], epsilon)));
     inv[c] = r;
     const C s = Mul(r, gamma[c]);
+    const C sh = Sub(beta[c], Mul(mean[c], s));
     scale[c] = s;
-    shift[c] = Sub(beta[c], Mul(mean[c], s));
+    shift[c] = sh;
+    if (!isfinite(s) || !isfinite(sh)) atomicOr(unfolded, 1);
   }
 }
 
+// The per-channel arrays of the gradient kernels.
+template <typename C>
+struct GradCoefficients {
+  const C* scale;
+  const C* shift;
+  const C* mean;
+  const C* inv;
+  const C* gamma;
+  const C* beta;
+  const int* unfolded;
+};
+
 template <typename T, typename C>
-__device__ inline void GradTerms(T xv_t, T gv_t, C scale, C shift, C mean, C inv, C alpha, C* g,
-                                 C* xhat) {
+__device__ inline void GradTerms(T xv_t, T gv_t, int64_t c, const GradCoefficients<C>& k, C alpha,
+                                 C* g, C* xhat) {
   const C xv = Load(xv_t);
-  const C z = Add(Mul(xv, scale), shift);
+  const C z = PreActivation(xv, c, k.scale, k.shift, k.mean, k.inv, k.gamma, k.beta, k.unfolded);
   const C gv = Load(gv_t);
   *g = z > C(0) ? gv : Mul(gv, alpha);
-  *xhat = Mul(Sub(xv, mean), inv);
+  *xhat = Mul(Sub(xv, k.mean[c]), k.inv[c]);
 }
 
 template <typename T, typename C>
 __global__ void GradPartial(int64_t rows, int64_t ch, int64_t chunks, const T* dy, const T* x,
-                            const C* scale, const C* shift, const C* mean, const C* inv, C alpha,
-                            double* partial) {
+                            GradCoefficients<C> coef, C alpha, double* partial) {
   for (int64_t k = blockIdx.x; k < chunks; k += gridDim.x) {
     const int64_t r1 = min(rows, (k + 1) * kChunkRows);
     for (int64_t c = threadIdx.x; c < ch; c += blockDim.x) {
       double s = 0.0, q = 0.0;
       for (int64_t r = k * kChunkRows; r < r1; ++r) {
         C g, xhat;
-        GradTerms<T, C>(x[r * ch + c], dy[r * ch + c], scale[c], shift[c], mean[c], inv[c], alpha,
-                        &g, &xhat);
+        GradTerms<T, C>(x[r * ch + c], dy[r * ch + c], c, coef, alpha, &g, &xhat);
         s = Add(s, static_cast<double>(g));
         q = Add(q, Mul(static_cast<double>(g), static_cast<double>(xhat)));
       }
@@ -197,14 +231,14 @@ __global__ void GradFinish(int64_t rows, int64_t ch, int64_t chunks, const doubl
 }
 
 template <typename T, typename C>
-__global__ void GradElementwise(int64_t n, int64_t ch, const T* dy, const T* x, const C* scale,
-                                const C* shift, const C* mean, const C* inv, const C* a,
-                                const C* mg, const C* mgx, C alpha, T* dx) {
+__global__ void GradElementwise(int64_t n, int64_t ch, const T* dy, const T* x,
+                                GradCoefficients<C> coef, const C* a, const C* mg, const C* mgx,
+                                C alpha, T* dx) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t c = i % ch;
     C g, xhat;
-    GradTerms<T, C>(x[i], dy[i], scale[c], shift[c], mean[c], inv[c], alpha, &g, &xhat);
+    GradTerms<T, C>(x[i], dy[i], c, coef, alpha, &g, &xhat);
     dx[i] = Store<T>(Mul(a[c], Sub(Sub(g, mg[c]), Mul(xhat, mgx[c]))));
   }
 }
@@ -234,19 +268,27 @@ Status Forward(const BatchNormLeakyParams& p, const void* xv, const void* gammav
   const int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
   StreamScratch scratch(stream);
   const size_t partial_bytes = sizeof(double) * static_cast<size_t>(chunks * 2 * ch);
-  if (const cudaError_t e = scratch.Allocate(partial_bytes + sizeof(C) * 2 * ch);
+  if (const cudaError_t e = scratch.Allocate(partial_bytes + sizeof(C) * 3 * ch + sizeof(int));
       e != cudaSuccess) {
     return Failure(kOp, "cudaMallocAsync", e);
   }
   double* partial = reinterpret_cast<double*>(scratch.get());
   C* scale = reinterpret_cast<C*>(scratch.get() + partial_bytes);
   C* shift = scale + ch;
+  C* inv = shift + ch;
+  int* unfolded = reinterpret_cast<int*>(inv + ch);
+  if (const cudaError_t e = cudaMemsetAsync(unfolded, 0, sizeof(int), stream); e != cudaSuccess) {
+    return Failure(kOp, "cudaMemsetAsync", e);
+  }
+  const C* gamma = static_cast<const C*>(gammav);
+  const C* beta = static_cast<const C*>(betav);
   StatsPartial<T><<<ChunkBlocks(chunks), cuda::kThreads, 0, stream>>>(rows, ch, chunks, x, partial);
   StatsFinish<T, C><<<cuda::Blocks(ch), cuda::kThreads, 0, stream>>>(
-      rows, ch, chunks, x, partial, static_cast<C>(p.epsilon), static_cast<const C*>(gammav),
-      static_cast<const C*>(betav), mean, variance, scale, shift);
+      rows, ch, chunks, x, partial, static_cast<C>(p.epsilon), gamma, beta, mean, variance, scale,
+      shift, inv, unfolded);
   Normalize<T, C><<<cuda::Blocks(rows * ch), cuda::kThreads, 0, stream>>>(
-      rows * ch, ch, x, scale, shift, static_cast<C>(p.alpha), static_cast<T*>(yv));
+      rows * ch, ch, x, scale, shift, mean, inv, gamma, beta, unfolded, static_cast<C>(p.alpha),
+      static_cast<T*>(yv));
   return cuda::LaunchStatus(kOp);
 }
 
@@ -262,7 +304,7 @@ Status Backward(const BatchNormLeakyParams& p, const void* dyv, const void* xv, 
   StreamScratch scratch(stream);
   const size_t partial_bytes =
       sizeof(double) * static_cast<size_t>(std::max<int64_t>(chunks, 1) * 2 * ch);
-  if (const cudaError_t e = scratch.Allocate(partial_bytes + sizeof(C) * 6 * ch);
+  if (const cudaError_t e = scratch.Allocate(partial_bytes + sizeof(C) * 6 * ch + sizeof(int));
       e != cudaSuccess) {
     return Failure(kOp, "cudaMallocAsync", e);
   }
@@ -273,24 +315,30 @@ Status Backward(const BatchNormLeakyParams& p, const void* dyv, const void* xv, 
   C* a = inv + ch;
   C* mg = a + ch;
   C* mgx = mg + ch;
+  int* unfolded = reinterpret_cast<int*>(mgx + ch);
+  if (const cudaError_t e = cudaMemsetAsync(unfolded, 0, sizeof(int), stream); e != cudaSuccess) {
+    return Failure(kOp, "cudaMemsetAsync", e);
+  }
   const C* gamma = static_cast<const C*>(gammav);
+  const C* beta = static_cast<const C*>(betav);
   const C* mean = static_cast<const C*>(meanv);
   const C alpha = static_cast<C>(p.alpha);
   const T* x = static_cast<const T*>(xv);
   const T* dy = static_cast<const T*>(dyv);
   Coefficients<C><<<cuda::Blocks(ch), cuda::kThreads, 0, stream>>>(
-      ch, static_cast<C>(p.epsilon), gamma, static_cast<const C*>(betav), mean,
-      static_cast<const C*>(variancev), scale, shift, inv);
+      ch, static_cast<C>(p.epsilon), gamma, beta, mean, static_cast<const C*>(variancev), scale,
+      shift, inv, unfolded);
+  const GradCoefficients<C> coef{scale, shift, mean, inv, gamma, beta, unfolded};
   if (chunks > 0) {
-    GradPartial<T, C><<<ChunkBlocks(chunks), cuda::kThreads, 0, stream>>>(
-        rows, ch, chunks, dy, x, scale, shift, mean, inv, alpha, partial);
+    GradPartial<T, C><<<ChunkBlocks(chunks), cuda::kThreads, 0, stream>>>(rows, ch, chunks, dy, x, coef,
+                                                                          alpha, partial);
   }
   GradFinish<C><<<cuda::Blocks(ch), cuda::kThreads, 0, stream>>>(
       rows, ch, chunks, partial, gamma, inv, static_cast<C*>(dgammav), static_cast<C*>(dbetav), a,
       mg, mgx);
   if (rows > 0) {
     GradElementwise<T, C><<<cuda::Blocks(rows * ch), cuda::kThreads, 0, stream>>>(
-        rows * ch, ch, dy, x, scale, shift, mean, inv, a, mg, mgx, alpha, static_cast<T*>(dxv));
+        rows * ch, ch, dy, x, coef, a, mg, mgx, alpha, static_cast<T*>(dxv));
   }
   return cuda::LaunchStatus(kOp);
 }

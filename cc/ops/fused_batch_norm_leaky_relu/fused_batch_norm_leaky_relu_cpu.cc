@@ -68,42 +68,99 @@ void AccumulateRow(const T* __restrict row, const double* __restrict pivot, doub
   }
 }
 
-template <typename T, typename C>
-void NormalizeRow(const T* __restrict in, T* __restrict out, const C* __restrict scale,
-                  const C* __restrict shift, C alpha, int64_t ch) {
+// The per-channel values of the pre-activation z = xhat * gamma + beta, xhat = (x - mean) * inv.
+// Folded (the fast path), z = x * scale + shift with scale = inv * gamma, shift = beta - mean *
+// scale: one multiply-add, equal to the unfolded form up to rounding while both are finite. A
+// channel with a non-finite scale or shift (gamma = inf, say) folds inf - inf into NaN where z
+// is +-inf, so a call holding one takes the unfolded form for every element.
+template <typename C>
+struct Affine {
+  const C* __restrict scale;
+  const C* __restrict shift;
+  const C* __restrict mean;
+  const C* __restrict inv;
+  const C* __restrict gamma;
+  const C* __restrict beta;
+  bool folded;
+};
+
+template <bool kFolded, typename C>
+inline C PreActivation(C x, const Affine<C>& a, int64_t c) {
+  if (kFolded) return x * a.scale[c] + a.shift[c];
+  return (x - a.mean[c]) * a.inv[c] * a.gamma[c] + a.beta[c];
+}
+
+template <typename C>
+bool FoldsExactly(const std::vector<C>& scale, const std::vector<C>& shift) {
+  for (size_t c = 0; c < scale.size(); ++c) {
+    if (!std::isfinite(scale[c]) || !std::isfinite(shift[c])) return false;
+  }
+  return true;
+}
+
+template <bool kFolded, typename T, typename C>
+void NormalizeRowT(const T* __restrict in, T* __restrict out, const Affine<C>& a, C alpha,
+                   int64_t ch) {
   for (int64_t c = 0; c < ch; ++c) {
-    const C z = Load(in[c]) * scale[c] + shift[c];
+    const C z = PreActivation<kFolded>(Load(in[c]), a, c);
     out[c] = static_cast<T>(z > C(0) ? z : z * alpha);
   }
 }
 
 template <typename T, typename C>
-void GradSumsRow(const T* __restrict xr, const T* __restrict gr, const C* __restrict scale,
-                 const C* __restrict shift, const C* __restrict mean, const C* __restrict inv,
-                 C alpha, double* __restrict s, double* __restrict q, int64_t ch) {
+void NormalizeRow(const T* in, T* out, const Affine<C>& a, C alpha, int64_t ch) {
+  if (a.folded) {
+    NormalizeRowT<true>(in, out, a, alpha, ch);
+  } else {
+    NormalizeRowT<false>(in, out, a, alpha, ch);
+  }
+}
+
+template <bool kFolded, typename T, typename C>
+void GradSumsRowT(const T* __restrict xr, const T* __restrict gr, const Affine<C>& a, C alpha,
+                  double* __restrict s, double* __restrict q, int64_t ch) {
   for (int64_t c = 0; c < ch; ++c) {
     const C xv = Load(xr[c]);
-    const C z = xv * scale[c] + shift[c];
+    const C z = PreActivation<kFolded>(xv, a, c);
     const C gv = Load(gr[c]);
     const C g = z > C(0) ? gv : gv * alpha;
-    const C xhat = (xv - mean[c]) * inv[c];
+    const C xhat = (xv - a.mean[c]) * a.inv[c];
     s[c] += static_cast<double>(g);
     q[c] += static_cast<double>(g) * static_cast<double>(xhat);
   }
 }
 
 template <typename T, typename C>
-void GradRow(const T* __restrict xr, const T* __restrict gr, T* __restrict out,
-             const C* __restrict scale, const C* __restrict shift, const C* __restrict mean,
-             const C* __restrict inv, const C* __restrict a, const C* __restrict mg,
-             const C* __restrict mgx, C alpha, int64_t ch) {
+void GradSumsRow(const T* xr, const T* gr, const Affine<C>& a, C alpha, double* s, double* q,
+                 int64_t ch) {
+  if (a.folded) {
+    GradSumsRowT<true>(xr, gr, a, alpha, s, q, ch);
+  } else {
+    GradSumsRowT<false>(xr, gr, a, alpha, s, q, ch);
+  }
+}
+
+template <bool kFolded, typename T, typename C>
+void GradRowT(const T* __restrict xr, const T* __restrict gr, T* __restrict out,
+              const Affine<C>& a, const C* __restrict k, const C* __restrict mg,
+              const C* __restrict mgx, C alpha, int64_t ch) {
   for (int64_t c = 0; c < ch; ++c) {
     const C xv = Load(xr[c]);
-    const C z = xv * scale[c] + shift[c];
+    const C z = PreActivation<kFolded>(xv, a, c);
     const C gv = Load(gr[c]);
     const C g = z > C(0) ? gv : gv * alpha;
-    const C xhat = (xv - mean[c]) * inv[c];
-    out[c] = static_cast<T>(a[c] * (g - mg[c] - xhat * mgx[c]));
+    const C xhat = (xv - a.mean[c]) * a.inv[c];
+    out[c] = static_cast<T>(k[c] * (g - mg[c] - xhat * mgx[c]));
+  }
+}
+
+template <typename T, typename C>
+void GradRow(const T* xr, const T* gr, T* out, const Affine<C>& a, const C* k, const C* mg,
+             const C* mgx, C alpha, int64_t ch) {
+  if (a.folded) {
+    GradRowT<true>(xr, gr, out, a, k, mg, mgx, alpha, ch);
+  } else {
+    GradRowT<false>(xr, gr, out, a, k, mg, mgx, alpha, ch);
   }
 }
 
@@ -183,12 +240,16 @@ void BatchNormLeakyForward(const BatchNormLeakyParams& p, const T* x, const BnPa
   const int64_t rows = p.rows, ch = p.channels;
   if (ch == 0) return;
   // 1. Sums and sums of squared deviations from a per-channel pivot (the first row's values),
-  // which keeps the one-pass variance accurate when the mean is large against the spread.
+  // which keeps the one-pass variance accurate when the mean is large against the spread. A
+  // non-finite first value pivots at 0 instead: inf - inf would make the mean of a channel
+  // holding inf NaN, where its exact value is inf.
   const int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
   std::vector<double> pivot(static_cast<size_t>(ch), 0.0);
   if (rows > 0) {
-    for (int64_t c = 0; c < ch; ++c)
-      pivot[static_cast<size_t>(c)] = static_cast<double>(Load(x[c]));
+    for (int64_t c = 0; c < ch; ++c) {
+      const double first = static_cast<double>(Load(x[c]));
+      pivot[static_cast<size_t>(c)] = std::isfinite(first) ? first : 0.0;
+    }
   }
   std::vector<double> partial(static_cast<size_t>(chunks * 2 * ch));
   parallel.For(chunks, static_cast<double>(kChunkRows * ch) * 2, [&](int64_t begin, int64_t end) {
@@ -219,10 +280,12 @@ void BatchNormLeakyForward(const BatchNormLeakyParams& p, const T* x, const BnPa
   // 2. y = leaky(x * scale + shift).
   std::vector<C> scale, shift, inv;
   ScaleShift<C>(p, gamma, beta, mean, variance, &scale, &shift, &inv);
+  const Affine<C> affine{scale.data(), shift.data(), mean, inv.data(),
+                         gamma,        beta,         FoldsExactly(scale, shift)};
   const C alpha = static_cast<C>(p.alpha);
   parallel.For(rows, static_cast<double>(ch) * 2, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      NormalizeRow<T, C>(x + r * ch, y + r * ch, scale.data(), shift.data(), alpha, ch);
+      NormalizeRow<T, C>(x + r * ch, y + r * ch, affine, alpha, ch);
     }
   });
 }
@@ -238,6 +301,8 @@ void BatchNormLeakyBackward(const BatchNormLeakyParams& p, const T* dy, const T*
   if (ch == 0) return;
   std::vector<C> scale, shift, inv;
   ScaleShift<C>(p, gamma, beta, mean, variance, &scale, &shift, &inv);
+  const Affine<C> affine{scale.data(), shift.data(), mean, inv.data(),
+                         gamma,        beta,         FoldsExactly(scale, shift)};
   const C alpha = static_cast<C>(p.alpha);
   // 1. Per channel sum(g) and sum(g * xhat).
   const int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
@@ -249,8 +314,7 @@ void BatchNormLeakyBackward(const BatchNormLeakyParams& p, const T* dy, const T*
       std::fill(s, s + 2 * ch, 0.0);
       const int64_t r1 = std::min(rows, (k + 1) * kChunkRows);
       for (int64_t r = k * kChunkRows; r < r1; ++r) {
-        GradSumsRow<T, C>(x + r * ch, dy + r * ch, scale.data(), shift.data(), mean, inv.data(),
-                          alpha, s, q, ch);
+        GradSumsRow<T, C>(x + r * ch, dy + r * ch, affine, alpha, s, q, ch);
       }
     }
   });
@@ -270,8 +334,8 @@ void BatchNormLeakyBackward(const BatchNormLeakyParams& p, const T* dy, const T*
   // 2. dx = gamma * inv * (g - mean(g) - xhat * mean(g * xhat)).
   parallel.For(rows, static_cast<double>(ch) * 4, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      GradRow<T, C>(x + r * ch, dy + r * ch, dx + r * ch, scale.data(), shift.data(), mean,
-                    inv.data(), a.data(), mg.data(), mgx.data(), alpha, ch);
+      GradRow<T, C>(x + r * ch, dy + r * ch, dx + r * ch, affine, a.data(), mg.data(),
+                    mgx.data(), alpha, ch);
     }
   });
 }

@@ -189,7 +189,7 @@ def _case(name, batch, n, classes, q, seed, **attrs):
     boxes = random_nms_boxes(batch, n, q, seed)
     return Case(name, (Sample(boxes.shape, values=boxes, differentiable=False),
                        Sample((batch, n, classes), values=distinct_scores(batch, n, classes, seed),
-                              differentiable=False)),
+                              differentiable=False, ties=False)),
                 dict(attrs))
 
 

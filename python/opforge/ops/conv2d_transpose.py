@@ -7,6 +7,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 import tensorflow as tf
 
 from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib, short_repr
+from opforge.ops._direct_conv import direct_conv2d_transpose
 from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch
 
 __all__ = ["conv2d_transpose"]
@@ -252,6 +253,7 @@ SPECS = (
         op=conv2d_transpose,
         reference=tf.nn.conv2d_transpose,
         reference_name="tf.nn.conv2d_transpose",
+        exact_reference=direct_conv2d_transpose,
         dtypes=FLOAT_DTYPES,
         # Integer-valued data: every sum is exact, in half too, so any index or padding error
         # shows; random float32 data differs from TensorFlow by the GEMM summation order (~1e-6).

@@ -109,6 +109,41 @@ def keras_reference(x, scale, offset, epsilon=1e-3, alpha=0.2):
     return y, tf.cast(mean, out_u), tf.cast(variance, out_u)
 
 
+def exact_reference(x, scale, offset, epsilon=1e-3, alpha=0.2):
+    """The batch norm's textbook forward and gradient in float64 TensorFlow ops, term by term:
+    the answer for inputs holding inf and NaN. Autodiff through Keras's graph adds infinite
+    partial terms that cancel in the exact gradient (inf - inf = NaN where the answer is +-inf:
+    with scale = inf, dx = inf x a finite sum), so the gradient is written out:
+    dx = scale * inv * (g - mean(g) - xhat * mean(g * xhat)), dscale = sum(g * xhat),
+    doffset = sum(g), with g the upstream through the leaky ReLU (batch statistics are outputs,
+    their upstream gradients are not propagated, as TensorFlow's fused batch norm)."""
+    out_u = tf.float64 if x.dtype == tf.float64 else tf.float32
+    work = tf.float64
+    axes = list(range(len(x.shape) - 1))
+    # epsilon and alpha are float attrs (float32), as in TensorFlow's own batch norm and LeakyRelu.
+    epsilon, alpha = float(np.float32(epsilon)), float(np.float32(alpha))
+
+    @tf.custom_gradient
+    def fn(xw, gamma, beta):
+        mean = tf.reduce_mean(xw, axes)
+        variance = tf.reduce_mean(tf.square(xw - mean), axes)
+        inv = 1 / tf.sqrt(variance + epsilon)  # tf.math.rsqrt is not correctly rounded in float64
+        xhat = (xw - mean) * inv
+        z = xhat * gamma + beta
+        y = tf.where(z > 0, z, z * alpha)
+
+        def gradient(dy, dmean, dvariance):
+            del dmean, dvariance
+            g = tf.where(z > 0, dy, dy * alpha)
+            dx = gamma * inv * (g - tf.reduce_mean(g, axes) - xhat * tf.reduce_mean(g * xhat, axes))
+            return dx, tf.reduce_sum(g * xhat, axes), tf.reduce_sum(g, axes)
+
+        return (y, mean, variance), gradient
+
+    y, mean, variance = fn(tf.cast(x, work), tf.cast(scale, work), tf.cast(offset, work))
+    return tf.cast(y, x.dtype), tf.cast(mean, out_u), tf.cast(variance, out_u)
+
+
 def _case(name, shape, seed, epsilon=1e-3, alpha=0.1, mean=0.0, spread=1.0):
     c = shape[-1]
     rng = np.random.default_rng(seed)
@@ -172,6 +207,7 @@ SPECS = (
         name="fused_batch_norm_leaky_relu",
         op=fused_batch_norm_leaky_relu,
         reference=keras_reference,
+        exact_reference=exact_reference,
         reference_name="Keras BatchNormalization(training=True) + tf.nn.leaky_relu, float64",
         dtypes=FLOAT_DTYPES,
         cases=(

@@ -10,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib, python_number
+from opforge.ops._direct_conv import direct_conv2d, explicit_or_string
 from opforge.ops.conv2d_transpose import _convert_padding, _get_sequence
 from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch
 
@@ -154,6 +155,16 @@ def tf_reference(input, filters, bias, strides, padding, alpha=0.2, dilations=No
     return tf.cast(tf.nn.leaky_relu(tf.nn.bias_add(z, tf.cast(bias, work)), alpha), dtype)
 
 
+def exact_reference(input, filters, bias, strides, padding, alpha=0.2, dilations=None):  # noqa: A002
+    """The same maths with the convolution as direct sums over the taps that exist (padding adds
+    nothing, never 0 x inf): exact for inputs holding inf and NaN, with exact gradients."""
+    dtype = input.dtype
+    work = tf.float64 if dtype == tf.float64 else tf.float32
+    z = direct_conv2d(tf.cast(input, work), tf.cast(filters, work), strides, explicit_or_string(padding),
+                      dilations if dilations is not None else 1)
+    return tf.cast(tf.nn.leaky_relu(tf.nn.bias_add(z, tf.cast(bias, work)), alpha), dtype)
+
+
 def _case(name, x, k, strides, padding, alpha=0.1, dilations=None, integer=False, seed=0):
     return Case(name, (Sample(x, seed=seed, integer_valued=integer, scale=2 if integer else 1.0),
                        Sample(k, seed=seed + 1, integer_valued=integer, scale=1 if integer else 0.3),
@@ -209,6 +220,7 @@ SPECS = (
         op=fused_conv2d_bias_leaky_relu,
         reference=tf_reference,
         reference_name="tf.nn.conv2d + bias_add + leaky_relu",
+        exact_reference=exact_reference,
         dtypes=FLOAT_DTYPES,
         cases=(
             _case("3x3 same integer-valued", (2, 7, 6, 5), (3, 3, 5, 4), 1, "SAME", integer=True),

@@ -190,6 +190,17 @@ def _raw_resize_grad(grads, original_image, **attrs):
     return tf.raw_ops.ResizeBilinearGrad(grads=grads, original_image=original_image, **attrs)
 
 
+def _raw_resize_grad_differentiable(grads, original_image, **attrs):
+    """tf.raw_ops.ResizeBilinearGrad with its gradient, which TensorFlow does not register: the
+    op is linear in grads, and its adjoint is the forward resize to the size of grads."""
+    @tf.custom_gradient
+    def fn(g):
+        def gradient(upstream):
+            return tf.raw_ops.ResizeBilinear(images=upstream, size=tf.shape(g)[1:3], **attrs)
+        return _raw_resize_grad(g, original_image, **attrs), gradient
+    return fn(grads)
+
+
 def _speed(shape, new_size, mode: str, gradient: bool) -> SpeedCase:
     def setup(size):
         s = scaled_batch(shape, size)
@@ -296,6 +307,7 @@ SPECS = (
         op=resize_bilinear_grad,
         reference=_raw_resize_grad,
         reference_name="tf.raw_ops.ResizeBilinearGrad",
+        exact_reference=_raw_resize_grad_differentiable,
         dtypes=GRAD_DTYPES,
         cases=tuple(
             Case(f"{list(shape)}<-{list(size)} {mode}",

@@ -198,9 +198,9 @@ def tf_yolo_decode(features, anchors, num_classes, input_size, box_format="xyxy"
     grid = tf.cast(tf.stack([grid_x, grid_y], axis=-1)[:, :, None, :], dtype)
     size_xy = tf.constant([input_size[1], input_size[0]], dtype)
     stride = size_xy / tf.cast(tf.stack([w, h]), dtype)
-    scale = tf.cast(scale_x_y, dtype)
+    scale = tf.cast(np.float32(scale_x_y), dtype)  # a float attr of the op, float64 maths or not
     bxy = (scale * tf.sigmoid(txy) - (scale - 1) / 2 + grid) * stride
-    bwh = tf.exp(tf.minimum(twh, tf.cast(YOLO_MAX_LOG_SCALE, dtype))) * anchors
+    bwh = tf.exp(tf.minimum(twh, tf.constant(YOLO_MAX_LOG_SCALE, dtype))) * anchors
     if normalized:
         bxy, bwh = bxy / size_xy, bwh / size_xy
     if box_format == "center_xywh":
@@ -296,6 +296,7 @@ SPECS = (
         op=yolo_decode,
         reference=numpy_yolo_decode,
         reference_name="NumPy (the formulas, float32 / float64)",
+        exact_reference=tf_yolo_decode,
         dtypes=FLOAT_DTYPES,
         cases=tuple(_case(i, *g) for i, g in enumerate(_GEOMETRIES)) + (
             _case(9, (1, 2, 2, 2 * 8), 2, 3, (40, 40), {}, specials=True),
