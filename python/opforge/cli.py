@@ -25,6 +25,13 @@ def main(argv: Optional[List[str]] = None) -> int:
                               "(default: each case's own size, 4M for element-wise ops)")
     p_bench.add_argument("--repeats", type=int, default=50)
     p_bench.add_argument("--json", action="store_true")
+    p_fuzz = sub.add_parser("fuzz", help="malformed calls of every op in child processes: crashes, hangs, "
+                                         "vague errors")
+    p_fuzz.add_argument("--calls", type=int, default=200, help="calls per op (default 200)")
+    p_fuzz.add_argument("--seed", type=int, default=0)
+    p_fuzz.add_argument("--timeout", type=float, default=60.0, help="seconds a call may take before it is a hang")
+    p_fuzz.add_argument("-v", "--verbose", action="store_true", help="print every call and its outcome")
+    p_fuzz.add_argument("ops", nargs="*", help="spec names (default: every op)")
     p_yolo = sub.add_parser("yolo", help="YOLO-v3 built from opforge ops: train, detect, eval, export, demo")
     yolo = p_yolo.add_subparsers(dest="yolo_command", required=True)
     y_train = yolo.add_parser("train", help="train on the synthetic shapes set or your own labelled images")
@@ -67,6 +74,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "yolo":
         return _yolo(args)
+    if args.command == "fuzz":
+        from opforge import fuzz
+
+        return fuzz.main(args.calls, args.seed, args.timeout, args.ops or None, args.verbose)
     if args.command != "doctor" and args.size is not None and args.size <= 0:
         parser.error(f"--size must be a positive number of elements, got {args.size}")
 

@@ -9,6 +9,7 @@
 
 #include <Eigen/Core>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -191,6 +192,36 @@ TEST(FusedBatchNormLeakyTest, EmptyRowsGiveNanStatistics) {
   BatchNormLeakyForward<float>(p, nullptr, g.data(), b.data(), nullptr, m.data(), v.data(),
                                SerialParallel());
   for (int c = 0; c < 3; ++c) EXPECT_TRUE(std::isnan(m[c]) && std::isnan(v[c]));
+}
+
+// inf and NaN: the exact answers, not what a pivot or the folded scale and shift would make.
+TEST(FusedBatchNormLeakyTest, InfiniteValuesGiveTheExactAnswer) {
+  const double inf = std::numeric_limits<double>::infinity();
+  BatchNormLeakyParams p;
+  p.alpha = 0.5f;
+  OPFORGE_ASSERT_OK(ValidateBatchNormLeaky({3, 2}, {2}, {2}, &p));
+  // Channel 0 starts with inf (the mean is inf, not inf - inf = NaN; the variance is NaN);
+  // channel 1 is finite with gamma = inf: z = xhat * inf + beta is +-inf, and 0 where xhat is 0
+  // times inf (NaN), never the NaN of x * inf + (beta - mean * inf).
+  const std::vector<double> x = {inf, 1.0, 2.0, 3.0, 5.0, 2.0};
+  const std::vector<double> gamma = {1.0, inf}, beta = {0.0, 1.0};
+  std::vector<double> y(6), m(2), v(2);
+  BatchNormLeakyForward<double>(p, x.data(), gamma.data(), beta.data(), y.data(), m.data(),
+                                v.data(), SerialParallel());
+  EXPECT_EQ(m[0], inf);
+  EXPECT_TRUE(std::isnan(v[0]));
+  EXPECT_DOUBLE_EQ(m[1], 2.0);
+  EXPECT_EQ(y[1], -inf * 0.5);  // x = 1 < mean: xhat < 0
+  EXPECT_EQ(y[3], inf);         // x = 3 > mean
+  EXPECT_TRUE(std::isnan(y[5]));  // x = mean: 0 x inf
+  for (int r = 0; r < 3; ++r) EXPECT_TRUE(std::isnan(y[2 * r]));
+  // The gradient takes the same unfolded form: dx = inf x a finite sum, not inf - inf.
+  const std::vector<double> dy = {0.0, 1.0, 0.0, 2.0, 0.0, -1.0};
+  std::vector<double> dx(6), dg(2), db(2);
+  BatchNormLeakyBackward<double>(p, dy.data(), x.data(), gamma.data(), beta.data(), m.data(),
+                                 v.data(), dx.data(), dg.data(), db.data(), SerialParallel());
+  for (int r = 0; r < 3; ++r) EXPECT_TRUE(std::isinf(dx[2 * r + 1]) || std::isnan(dx[2 * r + 1]));
+  EXPECT_TRUE(std::isinf(dx[1]));
 }
 
 TEST(FusedBatchNormLeakyTest, Validation) {

@@ -101,6 +101,18 @@ Status ValidateYoloDecode(const std::vector<int64_t>& features, const std::vecto
     return InvalidArgument(kOp, "features", "a grid of height and width >= 1",
                            ShapeString(features));
   }
+  // boxes [batch, H*W*A, 4] and class_scores [batch, H*W*A, C] must be possible tensors (an
+  // empty batch does not make a 2^62-cell grid one: its shape would overflow).
+  int64_t n = 0, cells = 0;
+  const int64_t width = std::max<int64_t>(4, p.num_classes);
+  if (__builtin_mul_overflow(features[1], features[2], &n) || __builtin_mul_overflow(n, a, &n) ||
+      __builtin_mul_overflow(n, width, &cells) ||
+      __builtin_mul_overflow(cells, std::max<int64_t>(features[0], 1), &cells)) {
+    return InvalidArgument(kOp, "features",
+                           "a shape whose outputs (height * width * num_anchors boxes per image) "
+                           "have fewer than 2^63 elements",
+                           ShapeString(features));
+  }
   p.batch = features[0];
   p.height = features[1];
   p.width = features[2];

@@ -33,6 +33,20 @@ def short_repr(value, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def to_tensor(op: str, argument: str, value, dtype_hint=None) -> tf.Tensor:
+    """tf.convert_to_tensor, with an error naming the argument for a value that is no tensor
+    (None, a dict, a ragged list, a string where numbers go): TensorFlow's own says only
+    "Attempt to convert a value (None) with an unsupported type"."""
+    if isinstance(value, tf.Tensor) and (dtype_hint is None or value.dtype == dtype_hint):
+        return value
+    try:
+        return tf.convert_to_tensor(value, dtype_hint=dtype_hint, name=argument)
+    except (TypeError, ValueError) as exc:
+        reason = str(exc).split("\n")[0]
+        raise invalid_argument(op, argument, "a tensor or a value convertible to one",
+                               f"{short_repr(value)} ({reason[:120]})") from None
+
+
 def python_number(op: str, argument: str, value, expected: str = "a number") -> float:
     """A Python or NumPy real number as a float. Strings ("0.3"), bools, tensors and numbers
     beyond the float range (10**400) are errors naming the argument, not coerced."""
@@ -48,10 +62,13 @@ def python_number(op: str, argument: str, value, expected: str = "a number") -> 
         raise invalid_argument(op, argument, f"{expected} within the float range", short_repr(value)) from None
 
 
-def python_int(op: str, argument: str, value) -> int:
-    """A Python or NumPy integer (not a float such as 3.9, not a bool) as an int."""
+def python_int(op: str, argument: str, value, expected: str = "ints") -> int:
+    """A Python or NumPy integer (not a float such as 3.9, not a bool) in the int64 range of an
+    op attribute, as an int."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Integral, np.integer)):
-        raise invalid_argument(op, argument, "ints", short_repr(value))
+        raise invalid_argument(op, argument, expected, short_repr(value))
+    if not -(2**63) <= int(value) < 2**63:
+        raise invalid_argument(op, argument, f"{expected} in the int64 range", short_repr(value))
     return int(value)
 
 

@@ -8,7 +8,7 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
-from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib, python_number
+from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib, python_number, to_tensor
 from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch
 
 __all__ = ["bias_leaky_relu"]
@@ -29,9 +29,9 @@ def bias_leaky_relu(features, bias, alpha: float = 0.2, name: Optional[str] = No
     Gradients flow to features and bias (LeakyReluGrad on the output, and its sum over all but the
     last axis).
     """
-    features = tf.convert_to_tensor(features, name="features")
+    features = to_tensor(_OP, "features", features)
     check_dtype(_OP, "features", features, FLOAT_DTYPES)
-    bias = tf.convert_to_tensor(bias, dtype_hint=features.dtype, name="bias")
+    bias = to_tensor(_OP, "bias", bias, dtype_hint=features.dtype)
     if bias.dtype != features.dtype:
         raise invalid_argument(_OP, "bias", f"the dtype of features ({features.dtype.name})", bias.dtype.name)
     value = python_number(_OP, "alpha", alpha, "a number >= 0")

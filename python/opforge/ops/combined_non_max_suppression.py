@@ -10,7 +10,7 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
-from opforge.ops._common import check_dtype, invalid_argument, lib
+from opforge.ops._common import check_dtype, invalid_argument, lib, python_number, short_repr, to_tensor
 from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun
 
 __all__ = ["combined_non_max_suppression", "CombinedNonMaxSuppressionResult"]
@@ -42,13 +42,15 @@ def _scalar(name: str, value, dtype, op: str = _OP):
                 return tf.cast(t, dtype)
         return tf.cast(t, dtype)
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise invalid_argument(op, name, "a number" if dtype.is_floating else "an int", repr(value))
+        raise invalid_argument(op, name, "a number" if dtype.is_floating else "an int", short_repr(value))
     if dtype.is_integer:
         if not isinstance(value, numbers.Integral):
-            raise invalid_argument(op, name, "an int", repr(value))
+            raise invalid_argument(op, name, "an int", short_repr(value))
         if abs(int(value)) > 2**31 - 1:
-            raise invalid_argument(op, name, "an int32", repr(value))
-    return tf.constant(value, dtype)
+            raise invalid_argument(op, name, "an int32", short_repr(value))
+        return tf.constant(value, dtype)
+    # A float beyond the float32 range is +-inf there (a threshold of 1e39 keeps nothing).
+    return tf.constant(python_number(op, name, value), dtype)
 
 
 def combined_non_max_suppression(
@@ -95,9 +97,9 @@ def combined_non_max_suppression(
       A CombinedNonMaxSuppressionResult (nmsed_boxes, nmsed_scores, nmsed_classes,
       valid_detections).
     """
-    boxes = tf.convert_to_tensor(boxes, name="boxes")
+    boxes = to_tensor(_OP, "boxes", boxes)
     check_dtype(_OP, "boxes", boxes, NMS_DTYPES)
-    scores = tf.convert_to_tensor(scores, name="scores")
+    scores = to_tensor(_OP, "scores", scores)
     if scores.dtype != boxes.dtype:
         raise invalid_argument(_OP, "scores", f"of the dtype of boxes, {boxes.dtype.name}", scores.dtype.name)
     for attr, value in (("pad_per_class", pad_per_class), ("clip_boxes", clip_boxes)):

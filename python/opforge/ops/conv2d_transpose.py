@@ -6,7 +6,8 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
-from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib, short_repr
+from opforge.ops._common import (FLOAT_DTYPES, check_dtype, invalid_argument, lib, python_int, short_repr,
+                                 to_tensor)
 from opforge.ops._direct_conv import direct_conv2d_transpose
 from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch
 
@@ -20,32 +21,34 @@ _OP = "Conv2DTranspose"
 IntOrSeq = Union[int, Sequence[int], None]
 
 
-def _get_sequence(value: IntOrSeq, channel_index: int, name: str) -> List[int]:
+def _get_sequence(value: IntOrSeq, channel_index: int, name: str, op: str = _OP) -> List[int]:
     """TensorFlow's `nn_ops._get_sequence(value, n=2, channel_index, name)`: an int or 1, 2 or 4
-    values to the 4 values of the data format (4 values are taken as they are)."""
+    ints to the 4 values of the data format (4 values are taken as they are). A list of another
+    length is a ValueError, as TensorFlow's; a value that is no int (a float, inf, a string, an
+    int beyond int64) an InvalidArgumentError naming the argument."""
     if value is None:
         return [1, 1, 1, 1]
     if not isinstance(value, (list, tuple)) and not hasattr(value, "__len__"):
         value = [value]
-    value = list(value)
+    if isinstance(value, (str, bytes)):
+        raise invalid_argument(op, name, "an int or a list of 1, 2 or 4 ints", short_repr(value))
+    value = [python_int(op, name, v, "an int or a list of 1, 2 or 4 ints") for v in value]
     n = len(value)
     if n == 4:
         return value
     if n == 1:
         value = value * 2
     elif n != 2:
-        raise ValueError(
-            f"{name} should be of length 1, 2 or 4. Received: {name}={value} of length {n}"
-        )
+        raise ValueError(f"{op}: {name} must be an int or a list of 1, 2 or 4 ints, got {value} (length {n})")
     return [1] + value + [1] if channel_index == 3 else [1, 1] + value
 
 
-def _convert_padding(padding) -> Tuple[str, List[int]]:
+def _convert_padding(padding, op: str = _OP) -> Tuple[str, List[int]]:
     """TensorFlow's `nn_ops.convert_padding`: a string, or 4 pairs of explicit pads."""
     if isinstance(padding, str):
         if padding.upper() == "EXPLICIT":
             raise ValueError(
-                "'EXPLICIT' is not a valid value for `padding`. To use explicit padding, "
+                f"{op}: 'EXPLICIT' is not a valid value for `padding`. To use explicit padding, "
                 "`padding` must be a list."
             )
         return padding, []
@@ -54,14 +57,14 @@ def _convert_padding(padding) -> Tuple[str, List[int]]:
         for i, pair in enumerate(padding):
             if not isinstance(pair, (list, tuple)) or len(pair) != 2:
                 raise ValueError(
-                    "When padding is a list, each element of padding must be a list/tuple of "
+                    f"{op}: when padding is a list, each element of padding must be a list/tuple of "
                     f"size 2. Received: padding={padding} with element at index {i} of size "
                     f"{len(pair) if isinstance(pair, (list, tuple)) else 'n/a'}"
                 )
-            flat.extend(int(v) for v in pair)
+            flat.extend(python_int(op, "padding", v, "\"SAME\", \"VALID\" or 4 pairs of ints") for v in pair)
         if len(padding) != 4:
             raise ValueError(
-                f"When padding is a list, it must be of size 4. Received: padding={padding} "
+                f"{op}: when padding is a list, it must be of size 4. Received: padding={padding} "
                 f"of size {len(padding)}"
             )
         return "EXPLICIT", flat
@@ -111,14 +114,14 @@ def conv2d_transpose(
     dilations4 = _get_sequence(dilations, channel_index, "dilations")
     padding, explicit = _convert_padding(padding)
     if not (isinstance(input, tf.Tensor) and input.dtype in _DTYPE_SET):
-        input = tf.convert_to_tensor(input, name="input")  # noqa: A001
+        input = to_tensor(_OP, "input", input)  # noqa: A001
     check_dtype(_OP, "input", input, DTYPES)
     if not (isinstance(filters, tf.Tensor) and filters.dtype == input.dtype):
-        filters = tf.convert_to_tensor(filters, dtype_hint=input.dtype, name="filters")
+        filters = to_tensor(_OP, "filters", filters, dtype_hint=input.dtype)
     if filters.dtype != input.dtype:
         raise invalid_argument(_OP, "filters", f"the dtype of input ({input.dtype.name})", filters.dtype.name)
     if not isinstance(output_shape, tf.Tensor) or output_shape.dtype not in (tf.int32, tf.int64):
-        output_shape = tf.convert_to_tensor(output_shape, dtype_hint=tf.int32, name="output_shape")
+        output_shape = to_tensor(_OP, "output_shape", output_shape, dtype_hint=tf.int32)
     if output_shape.dtype not in (tf.int32, tf.int64):
         raise invalid_argument(_OP, "output_shape", "int32 or int64", output_shape.dtype.name)
     return lib().opforge_conv2d_transpose(
@@ -290,7 +293,7 @@ SPECS = (
             "output_shape huge": _bad(f"{_X}, {_F}, tf.constant([1, 2**40, 26, 2], tf.int64), 2", "output_shape",
                                       "1099511627776"),
             "strides length 3": _bad(f"{_X}, {_F}, [1, 26, 26, 2], [1, 2, 2]",
-                                     "strides should be of length 1, 2 or 4", error="ValueError"),
+                                     "strides must be an int or a list of 1, 2 or 4 ints", error="ValueError"),
             "strides zero": _bad(f"{_X}, {_F}, [1, 26, 26, 2], 0", "strides", "[1, 0, 0, 1]"),
             "strides batch": _bad(f"{_X}, {_F}, [1, 26, 26, 2], [2, 2, 2, 1]", "strides", "batch and channel",
                                   "[2, 2, 2, 1]"),

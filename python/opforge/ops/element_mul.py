@@ -6,7 +6,7 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
-from opforge.ops._common import check_dtype, invalid_argument, lib
+from opforge.ops._common import check_dtype, invalid_argument, lib, to_tensor
 from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun
 from opforge.timing import numpy_copy
 
@@ -36,11 +36,11 @@ def element_mul(a, b, name: Optional[str] = None) -> tf.Tensor:
     ):
         return lib().opforge_element_mul(a, b, name=name)
     if isinstance(a, (tf.Tensor, tf.Variable)) or not isinstance(b, (tf.Tensor, tf.Variable)):
-        a = tf.convert_to_tensor(a, name="a")
-        b = tf.convert_to_tensor(b, dtype_hint=a.dtype, name="b")
+        a = to_tensor("ElementMul", "a", a)
+        b = to_tensor("ElementMul", "b", b, dtype_hint=a.dtype)
     else:
-        b = tf.convert_to_tensor(b, name="b")
-        a = tf.convert_to_tensor(a, dtype_hint=b.dtype, name="a")
+        b = to_tensor("ElementMul", "b", b)
+        a = to_tensor("ElementMul", "a", a, dtype_hint=b.dtype)
     check_dtype("ElementMul", "a", a, DTYPES)
     if b.dtype != a.dtype:
         raise invalid_argument("ElementMul", "b", f"the dtype of a ({a.dtype.name})", b.dtype.name)

@@ -5,13 +5,12 @@
 from __future__ import annotations
 
 import collections
-import numbers
 from typing import Optional
 
 import numpy as np
 import tensorflow as tf
 
-from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib
+from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib, python_number, to_tensor
 from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch
 
 __all__ = ["fused_batch_norm_leaky_relu", "FusedBatchNormLeakyReluResult"]
@@ -26,9 +25,7 @@ shape and dtype of x), batch_mean and batch_variance [C] (float32, or float64 fo
 
 
 def _number(name: str, value, minimum_exclusive: bool) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise invalid_argument(_OP, name, "a number", repr(value))
-    v = float(value)
+    v = python_number(_OP, name, value)
     ok = np.isfinite(v) and abs(v) <= 3.4e38 and (v > 0 if minimum_exclusive else v >= 0)
     if not ok:
         raise invalid_argument(_OP, name, "finite and > 0" if minimum_exclusive else "finite and >= 0", repr(value))
@@ -57,11 +54,11 @@ def fused_batch_norm_leaky_relu(x, scale, offset, epsilon: float = 1e-3, alpha: 
       FusedBatchNormLeakyReluResult(y, batch_mean, batch_variance). The statistics carry no
       gradient (they feed the moving averages, as TensorFlow's FusedBatchNorm's do).
     """
-    x = tf.convert_to_tensor(x, name="x")
+    x = to_tensor(_OP, "x", x)
     check_dtype(_OP, "x", x, FLOAT_DTYPES)
     u = tf.float64 if x.dtype == tf.float64 else tf.float32
-    scale = tf.convert_to_tensor(scale, dtype_hint=u, name="scale")
-    offset = tf.convert_to_tensor(offset, dtype_hint=u, name="offset")
+    scale = to_tensor(_OP, "scale", scale, dtype_hint=u)
+    offset = to_tensor(_OP, "offset", offset, dtype_hint=u)
     for arg, t in (("scale", scale), ("offset", offset)):
         if not t.dtype.is_floating:
             raise invalid_argument(_OP, arg, f"a float tensor (computed as {u.name} for {x.dtype.name} x)",

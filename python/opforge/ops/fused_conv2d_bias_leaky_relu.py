@@ -9,7 +9,7 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
-from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib, python_number
+from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib, python_number, to_tensor
 from opforge.ops._direct_conv import direct_conv2d, explicit_or_string
 from opforge.ops.conv2d_transpose import _convert_padding, _get_sequence
 from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch
@@ -51,13 +51,13 @@ def fused_conv2d_bias_leaky_relu(input, filters, bias, strides, padding, alpha: 
     """
     if data_format != "NHWC":
         raise invalid_argument(_OP, "data_format", '"NHWC" (the CPU layout)', repr(data_format))
-    strides4 = _get_sequence(strides, 3, "strides")
-    dilations4 = _get_sequence(dilations, 3, "dilations")
-    padding, explicit = _convert_padding(padding)
-    input = tf.convert_to_tensor(input, name="input")  # noqa: A001
+    strides4 = _get_sequence(strides, 3, "strides", _OP)
+    dilations4 = _get_sequence(dilations, 3, "dilations", _OP)
+    padding, explicit = _convert_padding(padding, _OP)
+    input = to_tensor(_OP, "input", input)  # noqa: A001
     check_dtype(_OP, "input", input, FLOAT_DTYPES)
-    filters = tf.convert_to_tensor(filters, dtype_hint=input.dtype, name="filters")
-    bias = tf.convert_to_tensor(bias, dtype_hint=input.dtype, name="bias")
+    filters = to_tensor(_OP, "filters", filters, dtype_hint=input.dtype)
+    bias = to_tensor(_OP, "bias", bias, dtype_hint=input.dtype)
     for arg, t in (("filters", filters), ("bias", bias)):
         if t.dtype != input.dtype:
             raise invalid_argument(_OP, arg, f"the dtype of input ({input.dtype.name})", t.dtype.name)

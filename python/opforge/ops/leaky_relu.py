@@ -6,7 +6,7 @@ from typing import Optional, Tuple
 import numpy as np
 import tensorflow as tf
 
-from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib, python_number
+from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib, python_number, to_tensor
 from opforge.spec import BadInput, Case, OpSpec, Sample, elementwise_speed
 from opforge.timing import numpy_copy
 
@@ -22,7 +22,7 @@ def _alpha(op: str, alpha) -> float:
 
 
 def _features(op: str, features) -> tf.Tensor:
-    features = tf.convert_to_tensor(features, name="features")
+    features = to_tensor("LeakyRelu", "features", features)
     if features.dtype.is_integer:  # as tf.nn.leaky_relu does
         features = tf.cast(features, tf.float32)
     check_dtype(op, "features", features, FLOAT_DTYPES)
@@ -70,7 +70,7 @@ def leaky_relu_grad(gradients, features, alpha: float = 0.2, name: Optional[str]
     """
     op = "LeakyReluGrad"
     features = _features(op, features)
-    gradients = tf.convert_to_tensor(gradients, name="gradients")
+    gradients = to_tensor("LeakyRelu", "gradients", gradients)
     if gradients.dtype != features.dtype:
         raise invalid_argument(
             op, "gradients", f"the dtype of features ({features.dtype.name})", gradients.dtype.name

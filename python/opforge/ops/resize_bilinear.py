@@ -6,7 +6,7 @@ from typing import Optional
 
 import tensorflow as tf
 
-from opforge.ops._common import check_dtype, invalid_argument, lib, python_int
+from opforge.ops._common import check_dtype, invalid_argument, lib, python_int, to_tensor
 from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch
 
 __all__ = ["resize_bilinear", "resize_bilinear_grad"]
@@ -83,7 +83,7 @@ def resize_bilinear(
     """
     _check_attrs("ResizeBilinear", align_corners, half_pixel_centers)
     if not (isinstance(images, tf.Tensor) and images.dtype in _IMAGE_SET):
-        images = tf.convert_to_tensor(images, name="images")
+        images = to_tensor("ResizeBilinear", "images", images)
         check_dtype("ResizeBilinear", "images", images, IMAGE_DTYPES)
     return lib().opforge_resize_bilinear(
         images,
@@ -110,9 +110,9 @@ def resize_bilinear_grad(
     """
     op = "ResizeBilinearGrad"
     _check_attrs(op, align_corners, half_pixel_centers)
-    grads = tf.convert_to_tensor(grads, name="grads")
+    grads = to_tensor("ResizeBilinearGrad", "grads", grads)
     check_dtype(op, "grads", grads, (tf.float32,))
-    original_image = tf.convert_to_tensor(original_image, name="original_image")
+    original_image = to_tensor("ResizeBilinearGrad", "original_image", original_image)
     check_dtype(op, "original_image", original_image, GRAD_DTYPES)
     return lib().opforge_resize_bilinear_grad(
         grads,

@@ -10,7 +10,7 @@ from typing import Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib
+from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib, python_int, to_tensor
 from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun
 from opforge.timing import numpy_copy
 
@@ -31,9 +31,7 @@ _OP = "YoloDecode"
 
 
 def _int(op: str, name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise invalid_argument(op, name, "an int", repr(value))
-    return int(value)
+    return python_int(op, name, value, "an int")
 
 
 def decode_attrs(op: str, num_classes, input_size, box_format, normalized, scale_x_y) -> dict:
@@ -102,9 +100,9 @@ def yolo_decode(
         rows of anchors; a bad num_classes, input_size, box_format or scale_x_y.
     """
     attrs = decode_attrs(_OP, num_classes, input_size, box_format, normalized, scale_x_y)
-    features = tf.convert_to_tensor(features, name="features")
+    features = to_tensor(_OP, "features", features)
     check_dtype(_OP, "features", features, FLOAT_DTYPES)
-    anchors = tf.convert_to_tensor(anchors, name="anchors")
+    anchors = to_tensor(_OP, "anchors", anchors)
     if not (anchors.dtype.is_floating or anchors.dtype.is_integer):
         raise invalid_argument(_OP, "anchors", "a float or integer tensor", anchors.dtype.name)
     anchors = tf.cast(anchors, features.dtype)

@@ -9,7 +9,7 @@ from typing import Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from opforge.ops._common import check_dtype, invalid_argument, lib
+from opforge.ops._common import check_dtype, invalid_argument, lib, short_repr, to_tensor
 from opforge.ops.combined_non_max_suppression import CombinedNonMaxSuppressionResult, _scalar
 from opforge.ops.combined_non_max_suppression import tf_reference as _tf_nms_reference
 from opforge.ops.yolo_decode import YOLOV3_SPEED_ANCHORS, YOLOV3_SPEED_MASKS, decode_attrs, numpy_yolo_decode, tf_yolo_decode
@@ -28,8 +28,9 @@ def _anchor_tables(anchors, anchor_masks, scales: int):
     """anchors [K, 2] and one mask per scale -> a list of [A, 2] arrays; errors name the argument."""
     try:
         table = np.asarray(anchors, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise invalid_argument(_OP, "anchors", "[K, 2] (width, height) in input pixels", repr(anchors)) from None
+    except (TypeError, ValueError, OverflowError):
+        raise invalid_argument(_OP, "anchors", "[K, 2] (width, height) in input pixels",
+                               short_repr(anchors)) from None
     if table.ndim != 2 or table.shape[1] != 2 or table.shape[0] < 1:
         raise invalid_argument(_OP, "anchors", "[K, 2] (width, height) in input pixels", str(list(table.shape)))
     try:
@@ -95,7 +96,7 @@ def yolo_postprocess(
     maps = list(head_outputs) if isinstance(head_outputs, (list, tuple)) else [head_outputs]
     if not maps:
         raise invalid_argument(_OP, "head_outputs", "at least one head map", "none")
-    maps = [tf.convert_to_tensor(m, name="features") for m in maps]
+    maps = [to_tensor(_OP, f"head_outputs[{i}]", m) for i, m in enumerate(maps)]
     for i, m in enumerate(maps):
         check_dtype(_OP, f"head_outputs[{i}]", m, POSTPROCESS_DTYPES + (tf.float64,))
         if m.dtype != maps[0].dtype:

@@ -8,7 +8,7 @@ from typing import List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from opforge.ops._common import check_dtype, invalid_argument, lib
+from opforge.ops._common import check_dtype, invalid_argument, lib, to_tensor
 from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun
 
 __all__ = ["yolo_targets", "BOX_TOLERANCE"]
@@ -104,9 +104,9 @@ def yolo_targets(
         bad shapes, masks or grid sizes.
     """
     attrs = target_attrs(anchor_masks, grid_sizes, num_classes)
-    boxes = tf.convert_to_tensor(boxes, name="boxes")
+    boxes = to_tensor(_OP, "boxes", boxes)
     check_dtype(_OP, "boxes", boxes, TARGET_DTYPES)
-    classes = tf.convert_to_tensor(classes, name="classes")
+    classes = to_tensor(_OP, "classes", classes)
     if not classes.dtype.is_integer:
         raise invalid_argument(_OP, "classes", "an integer tensor (class indices)", classes.dtype.name)
     if classes.dtype != tf.int32:
@@ -115,7 +115,10 @@ def yolo_targets(
                 tf.cast(tf.cast(classes, tf.int32), classes.dtype), classes,
                 message=f"{_OP}: classes must be int32 class indices, got values beyond int32")]):
             classes = tf.cast(classes, tf.int32)
-    anchors = tf.cast(tf.convert_to_tensor(anchors, name="anchors"), boxes.dtype)
+    anchors = to_tensor(_OP, "anchors", anchors, dtype_hint=boxes.dtype)
+    if not (anchors.dtype.is_floating or anchors.dtype.is_integer):
+        raise invalid_argument(_OP, "anchors", "numbers (normalised width, height)", anchors.dtype.name)
+    anchors = tf.cast(anchors, boxes.dtype)
     return list(lib().opforge_yolo_targets(boxes, classes, anchors, name=name, **attrs))
 
 
