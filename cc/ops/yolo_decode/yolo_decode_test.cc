@@ -382,6 +382,18 @@ TEST(YoloDecodeValidate, AnchorCountMismatchSaysHowMany) {
   EXPECT_TRUE(Contains(s.message(), "170")) << s.message();  // 2 * 85
 }
 
+// An empty batch does not make any grid possible: [0, 2^62, 3, 2 * 7] would give boxes of
+// 2^62 * 3 * 2 rows per image, a shape TensorFlow aborts on (found by `opforge fuzz`).
+TEST(YoloDecodeValidate, RefusesGridsWhoseOutputsCannotExist) {
+  YoloDecodeParams p = Attrs(2);
+  const Status s = ValidateYoloDecode({0, int64_t{1} << 62, 3, 14}, {2, 2}, &p);
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(NamesWord(s.message(), "features")) << s.message();
+  EXPECT_TRUE(Contains(s.message(), "2^63")) << s.message();
+  p = Attrs(2);
+  OPFORGE_ASSERT_OK(ValidateYoloDecode({0, int64_t{1} << 20, 3, 14}, {2, 2}, &p));
+}
+
 TEST(YoloDecodeValidate, GradNamesTheArgument) {
   const std::vector<int64_t> f = {2, 3, 4, 2 * 7}, a = {2, 2};
   YoloDecodeParams p = Attrs(2);
