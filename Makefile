@@ -108,3 +108,45 @@ format:
 
 clean:
 	rm -rf build $(VENV)/.built
+
+# --- fuzzing and ThreadSanitizer --------------------------------------------------------------
+#   make fuzz-build   the libFuzzer harnesses (cc/ops/<op>/<op>_fuzz.cc) under ASan + UBSan, with
+#                     clang, in build/fuzz
+#   make fuzz         fuzz-build, then each harness for FUZZ_SECONDS (one at a time) on a scratch
+#                     copy of its seeds (cc/fuzz/corpus/<op>/ -> build/fuzz/work/<op>/); prints
+#                     executions and findings per harness (crash files in build/fuzz/findings/)
+#                     and fails if any harness found something. FUZZ=<op> runs one harness.
+#   make tsan         the core GoogleTests under ThreadSanitizer (build/tsan), halting on the
+#                     first report
+FUZZ_SECONDS ?= 60
+FUZZ_RSS_MB ?= 2048
+FUZZ_TIMEOUT ?= 20
+FUZZ ?=
+TSAN_CXX ?= clang++
+# Build parallelism for these targets (empty: the generator's default).
+JOBS ?=
+
+.PHONY: fuzz-build fuzz tsan
+
+# These need TensorFlow's Eigen (and flags) from the venv, not a fresh `deps` after every Makefile edit.
+fuzz-build:
+	test -x $(VPY) || $(MAKE) deps
+	mkdir -p build
+	cmake -S . -B build/fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DOPFORGE_FUZZ=ON \
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython_EXECUTABLE=$(abspath $(VPY)) \
+	  > build/fuzz.log 2>&1 || (cat build/fuzz.log; exit 1)
+	cmake --build build/fuzz $(if $(JOBS),-j $(JOBS))
+
+fuzz: fuzz-build
+	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_RSS_MB=$(FUZZ_RSS_MB) FUZZ_TIMEOUT=$(FUZZ_TIMEOUT) \
+	  cc/fuzz/run_fuzzers.sh build/fuzz cc/fuzz/corpus $(FUZZ)
+
+tsan:
+	test -x $(VPY) || $(MAKE) deps
+	mkdir -p build
+	cmake -S . -B build/tsan -G Ninja -DCMAKE_CXX_COMPILER=$(TSAN_CXX) -DOPFORGE_CORE_ONLY=ON \
+	  -DOPFORGE_TSAN=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DPython_EXECUTABLE=$(abspath $(VPY)) > build/tsan.log 2>&1 || (cat build/tsan.log; exit 1)
+	cmake --build build/tsan $(if $(JOBS),-j $(JOBS))
+	cd build/tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 $(TSAN_EXTRA)" \
+	  ctest --output-on-failure -j2

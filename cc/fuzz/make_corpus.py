@@ -1,0 +1,357 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of the fuzz harnesses: cc/fuzz/corpus/<op>/<name>.
+
+Each seed is the byte sequence a harness reads (cc/fuzz/fuzz_util.h describes the encoding, each
+harness's header comment its order): valid calls in every mode and dtype, the shapes that take the
+kernels' special paths (Winograd, phases, NCHW, EXPLICIT padding, broadcast gradients, soft-NMS),
+and a few edge cases (empty tensors). Tensor values are left out: past the end of a seed the
+harness draws them from a pseudo-random stream seeded by the bytes. Run from anywhere:
+
+    python3 cc/fuzz/make_corpus.py
+"""
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SPECIAL_INTS = [-1, -2, 1 << 30, (1 << 30) + 1, 2**31 - 1, 1 << 31, (1 << 32) + 1, 1 << 40,
+                3037000500, 1 << 62, 2**63 - 1, -2**63, -2**31, (1 << 24) + 1, 1 << 20]
+
+# Default flags byte: in_place (bit 0), a re-run split into 4 pieces (bits 1-3: 3), reversed
+# (bit 4); extra bits 5-7 per harness.
+FLAGS = 0x01 | (3 << 1) | 0x10
+
+
+def extra(bits, base=FLAGS):
+    return base | (bits << 5)
+
+
+def i(v):
+    """Int / Dim."""
+    if 0 <= v < 0x80:
+        return [v]
+    if 0 <= v < 0x10000:
+        return [0x80, v & 0xFF, v >> 8]
+    if v in SPECIAL_INTS:
+        return [0xF0 + SPECIAL_INTS.index(v)]
+    return [0xFF] + list(struct.pack('<q', v))
+
+
+def dflt():
+    """IntOr / DimOr / ShapeOr / Shape taking the value the harness suggests."""
+    return [0x00]
+
+
+def int_or(v):
+    return [0xC0] + i(v)
+
+
+def shape(dims):
+    """Shape(r) with r = len(dims) as the harness expects."""
+    return [0x00] + sum((i(d) for d in dims), [])
+
+
+def shape_other(dims):
+    """Shape(r) with another rank."""
+    assert len(dims) < 16
+    return [0xC0 | len(dims)] + sum((i(d) for d in dims), [])
+
+
+def any_shape(dims):
+    r = len(dims)
+    return ([r] if r < 7 else [0xF0 + r - 7]) + sum((i(d) for d in dims), [])
+
+
+def shape_or(dims):
+    """ShapeOr replaced by AnyShape(dims)."""
+    return [0xC0] + any_shape(dims)
+
+
+def lst(values_bytes, expected=True, n=None):
+    """List(len, value): the length byte, then each value's bytes."""
+    head = [0x00] if expected else [0xC0 | n]
+    return head + sum(values_bytes, [])
+
+
+def flt(f):
+    if f * 16 == int(f * 16) and -64 <= f * 16 < 64:
+        return [int(f * 16) + 64]
+    return [0xF0] + list(struct.pack('<f', f))
+
+
+def float_or(index):
+    return [index]
+
+
+SEEDS = {}
+
+
+def seed(op, name, data):
+    SEEDS.setdefault(op, []).append((name, bytes(data)))
+
+
+# --- leaky_relu: mode, dtype, flags; alpha FloatOr; features AnyShape; grad ShapeOr ----------
+for mode in range(3):
+    for dtype in range(4):
+        seed('leaky_relu', f'm{mode}_t{dtype}',
+             [mode, dtype, FLAGS] + float_or(0) + any_shape([2, 3, 5]) + dflt())
+seed('leaky_relu', 'alpha_neg_rank0', [0, 2, FLAGS] + float_or(4) + any_shape([]))
+seed('leaky_relu', 'big_odd', [2, 2, FLAGS] + float_or(5) + any_shape([1001]) + dflt())
+seed('leaky_relu', 'empty', [0, 0, FLAGS] + float_or(0) + any_shape([0, 7]))
+
+# --- bias_leaky_relu: features Shape(4), bias ShapeOr([C]) -------------------------------------
+for dtype in range(4):
+    seed('bias_leaky_relu', f't{dtype}',
+         [0, dtype, FLAGS] + float_or(0) + shape([2, 3, 4, 17]) + dflt())
+seed('bias_leaky_relu', 'rank1', [0, 2, FLAGS] + float_or(3) + shape_other([33]) + dflt())
+seed('bias_leaky_relu', 'empty_rows', [0, 2, FLAGS] + float_or(0) + shape([0, 3, 4, 5]) + dflt())
+
+# --- element_mul: a AnyShape, b Partner, grad ShapeOr --------------------------------------------
+for mode in range(2):
+    for dtype in range(6):
+        # b: a suffix of rank 2 with its first dim 1 (broadcast).
+        seed('element_mul', f'm{mode}_t{dtype}',
+             [mode, dtype, FLAGS] + any_shape([3, 4, 5]) + [0x40, 2, 0x01] + dflt())
+    seed('element_mul', f'm{mode}_same', [mode, 2, FLAGS] + any_shape([7, 9]) + [0x00] + dflt())
+    seed('element_mul', f'm{mode}_scalar', [mode, 3, extra(1)] + any_shape([4, 1, 6])
+         + [0xC0] + any_shape([]) + dflt())
+    seed('element_mul', f'm{mode}_outer', [mode, 2, FLAGS] + any_shape([5, 1])
+         + [0xC0] + any_shape([1, 6]) + dflt())
+seed('element_mul', 'grad_no_a', [1, 2, extra(2)] + any_shape([3, 4, 5]) + [0x40, 1, 0] + dflt())
+seed('element_mul', 'zero_broadcast', [1, 2, FLAGS] + any_shape([0, 3])
+     + [0xC0] + any_shape([1, 3]) + dflt())
+
+
+# --- conv2d_transpose --------------------------------------------------------------------------
+def conv_attrs(nchw, padding, sh=1, sw=1, dh=1, dw=1, pads=None):
+    """data_format, padding, strides, dilations, explicit_paddings (layout order)."""
+    spatial = (2, 3) if nchw else (1, 2)
+
+    def four(hv, wv):
+        out = []
+        for pos in range(4):
+            if pos in spatial:
+                v = hv if pos == spatial[0] else wv
+                out.append([(v - 1) % 3] + dflt() if 1 <= v <= 3 else [0] + int_or(v))
+            else:
+                out.append(dflt())
+        return lst(out)
+    b = [1 if nchw else 0, {'SAME': 0, 'VALID': 1, 'EXPLICIT': 2}[padding]]
+    b += four(sh, sw) + four(dh, dw)
+    if padding == 'EXPLICIT':
+        ph, pw = pads
+        vals = []
+        for k in range(8):
+            dim = k // 2
+            if dim in spatial:
+                p = ph if dim == spatial[0] else pw
+                vals.append(i(p[k % 2]))
+            else:
+                vals.append(dflt())
+        b += lst(vals)
+    else:
+        b += lst([])
+    return b
+
+
+def conv_seed(name, mode, dtype, attrs, dims, fit=(0, 0), out4=True, flags=FLAGS):
+    """dims: n, ih, iw, ci, fh, fw, co (mode 1: n, oh, ow (via fit), ...)."""
+    b = [mode, dtype, flags] + attrs + sum((i(d) for d in dims), [])
+    if mode in (0, 2):
+        b += [0x00] + dflt() + dflt()       # input Image, filter DimOr(ci), ShapeOr
+        b += [fit[0], fit[1]]               # FitOut h, w
+        if mode == 0:
+            b += ([0x00] + dflt() + dflt()) if out4 else [0x80]
+        else:
+            b += dflt() + dflt() + [0x00]   # grad: DimOr(batch), DimOr(co), Image
+    else:
+        b += [fit[0], fit[1], 0x00] + dflt() + dflt()  # FitOut h, w, Image; filter
+    seed('conv2d_transpose', name, b)
+
+
+for mode in range(3):
+    for dtype in range(4):
+        conv_seed(f'm{mode}_t{dtype}_same_s2', mode, dtype, conv_attrs(False, 'SAME', 2, 2),
+                  [2, 5, 4, 3, 3, 3, 4], fit=(1, 0))
+    conv_seed(f'm{mode}_nchw_valid', mode, 2, conv_attrs(True, 'VALID', 2, 1, 1, 2),
+              [1, 4, 6, 3, 3, 2, 5], fit=(1, 0))
+    conv_seed(f'm{mode}_explicit', mode, 3,
+              conv_attrs(False, 'EXPLICIT', 3, 2, 1, 1, pads=((1, 2), (0, 3))),
+              [2, 3, 4, 2, 4, 3, 3], fit=(2, 1))
+    # Phase Winograd (4x4 stride 2, 16 channels) and Winograd 3x3 stride 1 (16 channels).
+    conv_seed(f'm{mode}_phase_winograd', mode, 2, conv_attrs(False, 'SAME', 2, 2),
+              [1, 8, 8, 16, 4, 4, 16])
+    conv_seed(f'm{mode}_winograd3x3', mode, 2, conv_attrs(False, 'SAME', 1, 1),
+              [1, 16, 16, 16, 3, 3, 16])
+    conv_seed(f'm{mode}_empty_batch', mode, 0, conv_attrs(False, 'VALID'), [0, 3, 3, 2, 2, 2, 2])
+conv_seed('m0_hw_values', 0, 2, conv_attrs(False, 'SAME', 2, 2), [1, 3, 3, 2, 3, 3, 2],
+          out4=False)
+conv_seed('m0_int64_dilated', 0, 1, conv_attrs(True, 'VALID', 1, 1, 2, 3),
+          [1, 3, 2, 2, 2, 2, 3], flags=extra(1))
+
+
+# --- fused_conv2d_bias_leaky_relu --------------------------------------------------------------
+def fused_seed(name, dtype, padding, s, d, dims, pads=None, flags=FLAGS, alpha=0):
+    def four(hv, wv):
+        out = []
+        for pos in range(4):
+            if pos in (1, 2):
+                v = hv if pos == 1 else wv
+                out.append([(v - 1) % 3] + dflt() if 1 <= v <= 3 else [0] + int_or(v))
+            else:
+                out.append(dflt())
+        return lst(out)
+    b = [0, dtype, flags, {'SAME': 0, 'VALID': 1, 'EXPLICIT': 2}[padding]]
+    b += four(*s) + four(*d)
+    if padding == 'EXPLICIT':
+        b += lst([i(pads[k - 2]) if 2 <= k < 6 else dflt() for k in range(8)])
+    else:
+        b += lst([])
+    n, h, w, ci, fh, fw, co = dims
+    b += float_or(alpha) + shape([n, h, w, ci]) + i(co) + i(fh) + i(fw) + dflt() + dflt()
+    seed('fused_conv2d_bias_leaky_relu', name, b)
+
+
+for dtype in range(4):
+    fused_seed(f't{dtype}_same', dtype, 'SAME', (1, 1), (1, 1), [2, 5, 6, 3, 3, 3, 4])
+fused_seed('valid_s2', 2, 'VALID', (2, 2), (1, 1), [1, 9, 8, 4, 3, 2, 5])
+fused_seed('explicit_dilated', 3, 'EXPLICIT', (1, 2), (2, 1), [1, 7, 7, 2, 3, 3, 3],
+           pads=(1, 0, 2, 1))
+fused_seed('winograd', 2, 'SAME', (1, 1), (1, 1), [1, 16, 16, 16, 3, 3, 16])
+fused_seed('winograd_cached', 2, 'SAME', (1, 1), (1, 1), [1, 16, 16, 16, 3, 3, 16],
+           flags=extra(3, 0))
+fused_seed('winograd_cached_batch2', 0, 'SAME', (1, 1), (1, 1), [2, 13, 13, 16, 3, 3, 16],
+           flags=extra(3, 0))
+fused_seed('one_by_one', 1, 'VALID', (1, 1), (1, 1), [3, 4, 4, 8, 1, 1, 8])
+fused_seed('empty_input', 2, 'SAME', (1, 1), (1, 1), [0, 4, 4, 3, 3, 3, 2])
+
+# --- fused_batch_norm_leaky_relu: eps, alpha, x Shape(4), scale, offset (grad: grad, mean, var) --
+for mode in range(2):
+    for dtype in range(4):
+        seed('fused_batch_norm_leaky_relu', f'm{mode}_t{dtype}',
+             [mode, dtype, FLAGS] + float_or(0) + float_or(0) + shape([2, 3, 5, 7])
+             + dflt() + dflt() + (dflt() * 3 if mode else []))
+    seed('fused_batch_norm_leaky_relu', f'm{mode}_rank2_many_rows',
+         [mode, 2, FLAGS] + float_or(1) + float_or(2) + shape_other([700, 3])
+         + dflt() + dflt() + (dflt() * 3 if mode else []))
+    seed('fused_batch_norm_leaky_relu', f'm{mode}_no_rows',
+         [mode, 3, FLAGS] + float_or(0) + float_or(1) + shape([0, 2, 2, 4])
+         + dflt() + dflt() + (dflt() * 3 if mode else []))
+
+# --- resize_bilinear ---------------------------------------------------------------------------
+for dtype in range(10):
+    for conv in range(3):  # legacy, align_corners, half_pixel_centers
+        seed('resize_bilinear', f'fwd_t{dtype}_c{conv}',
+             [0, dtype, extra([0, 1, 2][conv])] + shape([2, 5, 7, 3]) + dflt() + i(9) + i(4))
+for dtype in range(4):
+    for conv in range(3):
+        seed('resize_bilinear', f'grad_t{dtype}_c{conv}',
+             [1, dtype, extra([0, 1, 2][conv])] + shape([2, 9, 4, 3]) + i(5) + i(7)
+             + dflt() + dflt() + dflt())
+seed('resize_bilinear', 'fwd_1x1', [0, 8, FLAGS] + shape([1, 1, 1, 2]) + dflt() + i(3) + i(5))
+seed('resize_bilinear', 'grad_to_1x1', [1, 2, extra(1)] + shape([1, 4, 4, 2]) + i(1) + i(1)
+     + dflt() + dflt() + dflt())
+
+
+# --- yolo_decode -------------------------------------------------------------------------------
+def yolo_attrs(classes, fmt=None, scale=0):
+    # num_classes: 1 + byte % 4 (or IntOr), input_size: 32 * (1 + byte % 16) each.
+    b = ([classes - 1] + dflt()) if 1 <= classes <= 4 else ([0] + int_or(classes))
+    b += lst([[12] + dflt(), [12] + dflt()])  # 416 x 416
+    if fmt is not None:
+        b += [fmt]
+    return b + float_or(scale)
+
+
+for mode in range(2):
+    for dtype in range(4):
+        for fmt in range(3):
+            b = [mode, dtype, extra(2 if fmt == 1 else 0)] + yolo_attrs(3, fmt)
+            b += i(2) + i(4) + i(3) + i(3) + dflt() + dflt() + dflt()  # B, H, W, A; features; anchors
+            if mode == 1:
+                b += [0x00, 0x00, 0x00]
+            seed('yolo_decode', f'm{mode}_t{dtype}_f{fmt}', b)
+    b = [mode, 2, extra(1)] + yolo_attrs(2, 0, 1) + i(1) + i(3) + i(5) + i(2) + dflt() + dflt()
+    b += dflt() + ([0x00, 0x80, 0x00] if mode else [])
+    seed('yolo_decode', f'm{mode}_5d_scale', b)
+seed('yolo_decode', 'm1_absent_grads', [1, 2, FLAGS] + yolo_attrs(4, 2) + i(1) + i(2) + i(2)
+     + i(3) + dflt() + dflt() + dflt() + [0x80, 0x00, 0x80])
+seed('yolo_decode', 'm0_80_classes', [0, 0, FLAGS] + yolo_attrs(80, 0) + i(1) + i(2) + i(2)
+     + i(3) + dflt() + dflt() + dflt())
+
+
+# --- yolo_postprocess --------------------------------------------------------------------------
+def post_seed(name, dtype, flags, scales, classes, batch, maps, per_class=8, total=16,
+              iou=0, score=0, sigma=0, near=1):
+    b = [0, dtype, flags, scales - 1] + yolo_attrs(classes) + i(batch)
+    for h, w, a in maps:
+        b += dflt() + i(h) + i(w) + i(a) + dflt() + dflt() + dflt()
+    b += dflt() * 5
+    b += [per_class - 1] + dflt() + [total - 1] + dflt()
+    b += float_or(iou) + float_or(score) + float_or(sigma) + [near]
+    seed('yolo_postprocess', name, b)
+
+
+for dtype in range(3):
+    post_seed(f't{dtype}', dtype, FLAGS, 2, 3, 2, [(4, 4, 3), (2, 2, 3)])
+post_seed('three_scales_pad', 2, extra(1), 3, 4, 1, [(4, 4, 3), (2, 2, 3), (1, 1, 2)])
+post_seed('soft_nms_noclip', 2, extra(2), 1, 2, 2, [(5, 3, 2)], sigma=2, score=1)
+post_seed('all_candidates', 0, FLAGS, 1, 3, 1, [(3, 3, 3)], score=3)
+post_seed('five_d', 1, extra(4), 2, 2, 1, [(3, 2, 2), (2, 2, 2)], per_class=3, total=5)
+
+
+# --- combined_non_max_suppression --------------------------------------------------------------
+def nms_seed(name, dtype, flags, b, n, c, q_per_class=False, per_class=8, total=16, iou=0,
+             score=0, sigma=0, grid=1):
+    d = [0, dtype, flags] + i(b) + i(n) + i(c) + [0x80 if q_per_class else 0x00]
+    d += dflt() + dflt() + dflt() + dflt() * 5
+    d += [per_class - 1] + dflt() + [total - 1] + dflt()
+    d += float_or(iou) + float_or(score) + float_or(sigma) + [grid]
+    seed('combined_non_max_suppression', name, d)
+
+
+for dtype in range(3):
+    nms_seed(f't{dtype}', dtype, FLAGS, 2, 20, 3)
+nms_seed('per_class_boxes', 2, FLAGS, 2, 15, 4, q_per_class=True)
+nms_seed('pad_per_class', 2, extra(1), 1, 30, 3, per_class=4, total=16)
+nms_seed('soft_nms', 2, FLAGS, 2, 25, 2, sigma=2, iou=1, score=1)
+nms_seed('no_clip_random', 0, extra(2), 1, 40, 5, grid=0)
+nms_seed('few_boxes_many_out', 1, FLAGS, 3, 2, 2, per_class=8, total=16)
+
+
+# --- yolo_targets ------------------------------------------------------------------------------
+def targets_seed(name, dtype, flags, per_scale, masks, grids, b, m, k, classes=None):
+    d = [0, dtype, flags, len(per_scale) - 1]
+    d += lst([[v - 1] + dflt() for v in per_scale])
+    d += lst([int_or(v) for v in masks])
+    d += lst([[(g - 1) % 13] + (dflt() if g <= 13 else int_or(g)) for g in grids])
+    if classes is not None:
+        d += i(classes)
+    d += i(b) + i(m) + int_or(k) + dflt() + dflt() + dflt() + dflt() + dflt()
+    seed('yolo_targets', name, d)
+
+
+for dtype in range(2):
+    targets_seed(f'yolov3_t{dtype}', dtype, extra(1), [3, 3, 3], [6, 7, 8, 3, 4, 5, 0, 1, 2],
+                 [4, 4, 8, 8, 16, 16], 2, 5, 9)
+targets_seed('tiny_classes', 0, extra(3), [3, 3], [3, 4, 5, 1, 2, 3], [6, 6, 12, 12], 2, 6, 6,
+             classes=4)
+targets_seed('shared_anchor', 1, extra(1), [2, 2], [0, 1, 1, 2], [4, 4, 8, 8], 1, 7, 3)
+targets_seed('raw_values', 0, FLAGS, [1], [0], [3, 3], 1, 3, 1)
+targets_seed('no_boxes', 0, extra(1), [1], [0], [2, 2], 2, 0, 1)
+
+
+def main():
+    root = os.path.join(HERE, 'corpus')
+    for op, seeds in sorted(SEEDS.items()):
+        d = os.path.join(root, op)
+        os.makedirs(d, exist_ok=True)
+        for f in os.listdir(d):
+            os.remove(os.path.join(d, f))
+        for name, data in seeds:
+            with open(os.path.join(d, name), 'wb') as f:
+                f.write(data)
+        print(f'{op}: {len(seeds)} seeds')
+
+
+if __name__ == '__main__':
+    main()
