@@ -137,6 +137,16 @@ Status ValidateFusedConv2D(const std::vector<int64_t>& input, const std::vector<
       << " padding";
     return InvalidArgument(kOp, "input", e.str(), ShapeString(input));
   }
+  // The output must be a shape TensorFlow can build (TensorShape::AddDim CHECK-fails otherwise):
+  // an empty input such as [1, 2^31, 2^31, 0] gives [1, 2^31, 2^31, C_out].
+  int64_t count = 1;
+  for (int64_t d : p.OutputShape()) {
+    if (d != 0 && count > std::numeric_limits<int64_t>::max() / d) {
+      return InvalidArgument(kOp, "input", "a size whose output has fewer than 2^63 elements",
+                             ShapeString(input) + " (output " + ShapeString(p.OutputShape()) + ")");
+    }
+    count *= d;
+  }
   return Status::Ok();
 }
 
