@@ -333,6 +333,16 @@ void CombinedNms(const CombinedNmsParams& p, const T* boxes, const T* scores, T*
   const int64_t batch = p.batch, n = p.num_boxes, classes = p.num_classes;
   const int64_t detections = p.max_detections();
   const int64_t limit = std::min(p.max_output_size_per_class, n);
+  // No boxes or no classes: no candidates, every row zero. Returning here also skips the
+  // per-class bookkeeping below, O(batch * classes) whatever the boxes, which for empty scores
+  // such as [8, 0, 2^40] would allocate terabytes (or overflow batch * (classes + 1)).
+  if (n == 0 || classes == 0) {
+    std::fill(nmsed_boxes, nmsed_boxes + batch * detections * 4, T(0));
+    std::fill(nmsed_scores, nmsed_scores + batch * detections, T(0));
+    std::fill(nmsed_classes, nmsed_classes + batch * detections, 0.0f);
+    std::fill(valid_detections, valid_detections + batch, 0);
+    return;
+  }
   // 1. Candidates, per image, in one array with a range per class: a count per class (a loop
   // the compiler vectorises), then per row a mask of the classes above the threshold (eight
   // compares per instruction) and a store per set bit.
