@@ -1,5 +1,6 @@
 // YoloTargets on the CPU: validation, the data check and the assignment, parallel over images
 // (each image's rows run in order, so the later row wins a shared cell whatever the partition).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <sstream>
@@ -28,7 +29,10 @@ Status ValidateYoloTargetsAttrs(const YoloTargetsParams& p) {
       return InvalidArgument(kOp, "anchor_masks", "a non-empty list of anchor indices per scale",
                              given.str());
     }
-    total += n;
+    // Saturated just past len(anchor_masks) (any larger sum is as wrong), so that lengths such as
+    // 2^63 - 1 cannot overflow it.
+    const int64_t past = static_cast<int64_t>(p.anchor_masks.size()) + 1;
+    total = std::min(total + std::min(n, past), past);
   }
   if (total != static_cast<int64_t>(p.anchor_masks.size())) {
     return InvalidArgument(
