@@ -364,6 +364,9 @@ View<C> AsNhwc(const T* src, bool nchw, int64_t n, int64_t h, int64_t w, int64_t
       return v;
     }
   }
+  // An empty operand has nothing to convert: no walk over its n * h rows of nothing (up to 2^62
+  // for [2^31, 2^31, 0, c]).
+  if (n == 0 || h == 0 || w == 0 || c == 0) return v;
   v.storage.resize(static_cast<size_t>(n * h * w * c));
   C* dst = v.storage.data();
   parallel.For(n * h, static_cast<double>(w * c) * 2, [=](int64_t begin, int64_t end) {
@@ -390,6 +393,7 @@ View<C> AsNhwc(const T* src, bool nchw, int64_t n, int64_t h, int64_t w, int64_t
 template <typename C, typename T>
 void StoreNhwc(const C* src, bool nchw, int64_t n, int64_t h, int64_t w, int64_t c, T* dst,
                const Parallel& parallel) {
+  if (n == 0 || h == 0 || w == 0 || c == 0) return;  // as AsNhwc
   parallel.For(n * h, static_cast<double>(w * c) * 2, [=](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const int64_t b = r / h, y = r % h;
