@@ -120,9 +120,7 @@ void Note(const char* key, const V& value) {
   Context() += s.str();
   if (Verbose()) std::fprintf(stderr, "[fuzz] %s\n", s.str().c_str());
 }
-inline void Note(const char* key, const std::vector<int64_t>& value) {
-  Note(key, Str(value));
-}
+inline void Note(const char* key, const std::vector<int64_t>& value) { Note(key, Str(value)); }
 
 // --- TensorFlow's shape rules -----------------------------------------------------------------
 
@@ -165,7 +163,8 @@ inline void CheckError(const Status& s, std::initializer_list<const char*> ops) 
   for (const char* op : ops) {
     const std::string prefix = std::string(op) + ": ";
     if (m.size() > prefix.size() && m.compare(0, prefix.size(), prefix) == 0) {
-      if (Verbose()) std::fprintf(stderr, "[fuzz] error: %s\n  call:%s\n", m.c_str(), Context().c_str());
+      if (Verbose())
+        std::fprintf(stderr, "[fuzz] error: %s\n  call:%s\n", m.c_str(), Context().c_str());
       return;
     }
   }
@@ -215,9 +214,10 @@ inline bool InputsPossible(std::initializer_list<const std::vector<int64_t>*> in
 // A validate passed: the declared output shape must be one TensorFlow can build.
 inline void CheckOutputShape(const char* name, const std::vector<int64_t>& shape) {
   if (!TfShapeOk(shape)) {
-    Fail("validation passed but output %s has a shape TensorFlow cannot build: %s "
-         "(TensorShape::AddDim would CHECK-fail)",
-         name, Str(shape).c_str());
+    Fail(
+        "validation passed but output %s has a shape TensorFlow cannot build: %s "
+        "(TensorShape::AddDim would CHECK-fail)",
+        name, Str(shape).c_str());
   }
 }
 
@@ -243,29 +243,56 @@ inline constexpr int64_t kSpecialInts[15] = {
 
 inline const std::vector<float>& SpecialFloats() {
   using L = std::numeric_limits<float>;
-  static const std::vector<float> v = {0.0f,          -0.0f,         L::infinity(), -L::infinity(),
-                                       L::quiet_NaN(), -L::quiet_NaN(), L::denorm_min(),
-                                       -L::denorm_min(), L::min(),     L::max(),      L::lowest(),
-                                       L::epsilon(),  1e-30f,        1e30f,         0.5f,
-                                       1.0f,          -1.0f,         2.0f,          1.0000001f,
-                                       0.99999994f,   65504.0f,      65520.0f,      1e-8f,
-                                       100.0f,        -100.0f,       88.8f,         4.1351666f};
+  static const std::vector<float> v = {0.0f,
+                                       -0.0f,
+                                       L::infinity(),
+                                       -L::infinity(),
+                                       L::quiet_NaN(),
+                                       -L::quiet_NaN(),
+                                       L::denorm_min(),
+                                       -L::denorm_min(),
+                                       L::min(),
+                                       L::max(),
+                                       L::lowest(),
+                                       L::epsilon(),
+                                       1e-30f,
+                                       1e30f,
+                                       0.5f,
+                                       1.0f,
+                                       -1.0f,
+                                       2.0f,
+                                       1.0000001f,
+                                       0.99999994f,
+                                       65504.0f,
+                                       65520.0f,
+                                       1e-8f,
+                                       100.0f,
+                                       -100.0f,
+                                       88.8f,
+                                       4.1351666f};
   return v;
 }
 
 inline const std::vector<std::string>& BadStrings() {
-  static const std::vector<std::string> v = {
-      "",     " SAME",           "same",  "NHWC ",  std::string("NHWC\0x", 6),
-      "NCHW\n", std::string(300, 'X'), "\xff\xfe", "VALID,SAME", "xyxy\0"};
+  static const std::vector<std::string> v = {"",
+                                             " SAME",
+                                             "same",
+                                             "NHWC ",
+                                             std::string("NHWC\0x", 6),
+                                             "NCHW\n",
+                                             std::string(300, 'X'),
+                                             "\xff\xfe",
+                                             "VALID,SAME",
+                                             "xyxy\0"};
   return v;
 }
 
 template <typename T>
 struct Bits {
-  using type = std::conditional_t<sizeof(T) == 1, uint8_t,
-                                  std::conditional_t<sizeof(T) == 2, uint16_t,
-                                                     std::conditional_t<sizeof(T) == 4, uint32_t,
-                                                                        uint64_t>>>;
+  using type = std::conditional_t<
+      sizeof(T) == 1, uint8_t,
+      std::conditional_t<sizeof(T) == 2, uint16_t,
+                         std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>>;
 };
 
 template <typename T>
@@ -442,7 +469,8 @@ class Input {
     if (b < 0xE0) return SpecialValues<T>()[(b - 0xA0) % SpecialValues<T>().size()];
     typename Bits<T>::type bits = 0;
     for (size_t i = 0; i < sizeof(T); ++i) {
-      bits = static_cast<typename Bits<T>::type>(bits | (static_cast<uint64_t>(ValueByte()) << (8 * i)));
+      bits = static_cast<typename Bits<T>::type>(bits |
+                                                 (static_cast<uint64_t>(ValueByte()) << (8 * i)));
     }
     return FromBits<T>(bits);
   }
@@ -481,8 +509,8 @@ class ChunkedParallel final : public Parallel {
     std::vector<int64_t> bounds(static_cast<size_t>(k + 1));
     for (int64_t i = 0; i <= k; ++i) {
       // Uneven: piece i ends at total * i^2 / k^2 (rounded), the first pieces short.
-      bounds[static_cast<size_t>(i)] = static_cast<int64_t>(
-          static_cast<long double>(total) * i * i / (static_cast<long double>(k) * k));
+      bounds[static_cast<size_t>(i)] = static_cast<int64_t>(static_cast<long double>(total) * i *
+                                                            i / (static_cast<long double>(k) * k));
     }
     bounds[static_cast<size_t>(k)] = total;
     for (int64_t j = 0; j < k; ++j) {

@@ -24,8 +24,8 @@ void Fuzz(Input& in, const FuzzFlags& flags) {
   outs.Add<T>("output", features);
   if (!outs.Small() || !outs.AnyNonEmpty() || !SmallEnough({features, bias})) return;
   if (NumElements(features) != MulOrMinus1(p.rows, p.channels)) {
-    Fail("rows %lld x channels %lld is not the element count of features",
-         (long long)p.rows, (long long)p.channels);
+    Fail("rows %lld x channels %lld is not the element count of features", (long long)p.rows,
+         (long long)p.channels);
   }
   Tensor<T> x(features), b(bias);
   x.Fill(in);
@@ -38,7 +38,8 @@ void Fuzz(Input& in, const FuzzFlags& flags) {
     std::copy(x.data(), x.data() + x.size(), y.data());
     BiasLeakyRelu<T>(p, y.data(), b.data(), y.data(), SerialParallel());
     for (int64_t i = 0; i < y.size(); ++i) {
-      if (!SameOrBothNan(y[i], outs.Get<T>(0)[i])) Fail("in place: element %lld differs", (long long)i);
+      if (!SameOrBothNan(y[i], outs.Get<T>(0)[i]))
+        Fail("in place: element %lld differs", (long long)i);
     }
   }
 }

@@ -65,7 +65,8 @@ void Fuzz(Input& in, const FuzzFlags& flags) {
   Tensor<T> tb(boxes), ts(scores);
   if (in.Bool()) {  // coordinates on a grid of eighths, scores of sixteenths: overlaps and ties
     for (int64_t i = 0; i < tb.size(); ++i) tb[i] = static_cast<T>((in.ValueByte() % 10) / 8.0f);
-    for (int64_t i = 0; i < ts.size(); ++i) ts[i] = static_cast<T>((in.ValueByte() % 18) / 16.0f - 0.0625f);
+    for (int64_t i = 0; i < ts.size(); ++i)
+      ts[i] = static_cast<T>((in.ValueByte() % 18) / 16.0f - 0.0625f);
   } else {
     tb.Fill(in);
     ts.Fill(in);
@@ -81,7 +82,8 @@ void Fuzz(Input& in, const FuzzFlags& flags) {
   const int32_t* valid = outs.Get<int32_t>(3);
   for (int64_t i = 0; i < p.batch; ++i) {
     if (valid[i] < 0 || valid[i] > dets) {
-      Fail("valid_detections[%lld] = %d, outside [0, %lld]", (long long)i, valid[i], (long long)dets);
+      Fail("valid_detections[%lld] = %d, outside [0, %lld]", (long long)i, valid[i],
+           (long long)dets);
     }
     for (int64_t r = 0; r < dets; ++r) {
       const int64_t row = i * dets + r;
@@ -89,7 +91,8 @@ void Fuzz(Input& in, const FuzzFlags& flags) {
       if (r >= valid[i]) {
         bool zero = score == 0.0f && cls == 0.0f;
         for (int j = 0; j < 4; ++j) zero = zero && static_cast<float>(ob[row * 4 + j]) == 0.0f;
-        if (!zero) Fail("image %lld row %lld past valid_detections is not zero", (long long)i, (long long)r);
+        if (!zero)
+          Fail("image %lld row %lld past valid_detections is not zero", (long long)i, (long long)r);
         continue;
       }
       if (!(cls >= 0.0f && cls < static_cast<float>(p.num_classes)) || cls != std::floor(cls)) {
@@ -127,9 +130,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Fuzz<T>(in, flags);
   };
   switch (dtype % 3) {
-    case 0: run(Eigen::half()); break;
-    case 1: run(Eigen::bfloat16()); break;
-    default: run(float());
+    case 0:
+      run(Eigen::half());
+      break;
+    case 1:
+      run(Eigen::bfloat16());
+      break;
+    default:
+      run(float());
   }
   return 0;
 }

@@ -37,7 +37,8 @@ int64_t FitOut(Input& in, int64_t input, int64_t filter, int64_t dilation, int64
   const __int128 s = stride < 1 ? 1 : stride;
   const __int128 eff = (static_cast<__int128>(filter) - 1) * (dilation < 1 ? 1 : dilation) + 1;
   const __int128 pick = b % 8 < s ? b % 8 : s - 1;
-  if (padding == "SAME") return Clamp(input == 0 ? 0 : (static_cast<__int128>(input) - 1) * s + 1 + pick);
+  if (padding == "SAME")
+    return Clamp(input == 0 ? 0 : (static_cast<__int128>(input) - 1) * s + 1 + pick);
   const __int128 pads = padding == "EXPLICIT" ? pad_total : 0;
   return Clamp((static_cast<__int128>(input) - 1) * s + eff - pads + pick);
 }

@@ -63,8 +63,8 @@ void Fuzz(Input& in, int mode, const FuzzFlags& flags) {
     Outputs outs;
     outs.Add<T>("product", plan.out_shape);
     if (NumElements(plan.out_shape) != plan.out_size) {
-      Fail("plan.out_size %lld is not the element count of out_shape %s",
-           (long long)plan.out_size, Str(plan.out_shape).c_str());
+      Fail("plan.out_size %lld is not the element count of out_shape %s", (long long)plan.out_size,
+           Str(plan.out_shape).c_str());
     }
     if (!outs.Small() || !outs.AnyNonEmpty() || !SmallEnough({a_shape, b_shape})) return;
     Tensor<T> a(a_shape), b(b_shape);
@@ -107,8 +107,10 @@ void Fuzz(Input& in, int mode, const FuzzFlags& flags) {
   a.Fill(in);
   b.Fill(in);
   outs.Run(flags, [&](const Parallel& parallel) {
-    if (T* gb = outs.Get<T>(0)) ElementMulBackward<T>(plan, g.data(), a.data(), b.data(), nullptr, gb, parallel);
-    if (T* ga = outs.Get<T>(1)) ElementMulBackward<T>(plan, g.data(), a.data(), b.data(), ga, nullptr, parallel);
+    if (T* gb = outs.Get<T>(0))
+      ElementMulBackward<T>(plan, g.data(), a.data(), b.data(), nullptr, gb, parallel);
+    if (T* ga = outs.Get<T>(1))
+      ElementMulBackward<T>(plan, g.data(), a.data(), b.data(), ga, nullptr, parallel);
   });
   if (flags.in_place && need_a && g_shape == a_shape && g.size() > 0) {  // grad_a in grad's buffer
     Tensor<T> buf(g_shape);

@@ -41,7 +41,8 @@ void Fuzz(Input& in, int mode, const FuzzFlags& flags) {
       LeakyReluForward<T>(p, y.data(), y.data(), mode == 1 ? outs.Get<T>(1) : nullptr,
                           SerialParallel());
       for (int64_t i = 0; i < y.size(); ++i) {
-        if (!SameOrBothNan(y[i], outs.Get<T>(0)[i])) Fail("in place: element %lld differs", (long long)i);
+        if (!SameOrBothNan(y[i], outs.Get<T>(0)[i]))
+          Fail("in place: element %lld differs", (long long)i);
       }
       outs.Compare(want, "in-place run (mask)");
     }
@@ -68,7 +69,8 @@ void Fuzz(Input& in, int mode, const FuzzFlags& flags) {
     std::copy(g.data(), g.data() + g.size(), dx.data());
     LeakyReluBackward<T>(p, dx.data(), x.data(), dx.data(), SerialParallel());
     for (int64_t i = 0; i < dx.size(); ++i) {
-      if (!SameOrBothNan(dx[i], outs.Get<T>(0)[i])) Fail("in place: element %lld differs", (long long)i);
+      if (!SameOrBothNan(dx[i], outs.Get<T>(0)[i]))
+        Fail("in place: element %lld differs", (long long)i);
     }
   }
 }

@@ -110,13 +110,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Forward<T>(in, flags, align, half);
   };
   switch (dtype % 10) {
-    case 0: run(int8_t()); break;
-    case 1: run(uint8_t()); break;
-    case 2: run(int16_t()); break;
-    case 3: run(uint16_t()); break;
-    case 4: run(int32_t()); break;
-    case 5: run(int64_t()); break;
-    default: WithFloatType(dtype % 10 - 6, run);
+    case 0:
+      run(int8_t());
+      break;
+    case 1:
+      run(uint8_t());
+      break;
+    case 2:
+      run(int16_t());
+      break;
+    case 3:
+      run(uint16_t());
+      break;
+    case 4:
+      run(int32_t());
+      break;
+    case 5:
+      run(int64_t());
+      break;
+    default:
+      WithFloatType(dtype % 10 - 6, run);
   }
   return 0;
 }

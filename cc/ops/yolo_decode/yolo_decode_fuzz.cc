@@ -41,9 +41,9 @@ void Fuzz(Input& in, int mode, const FuzzFlags& flags) {
     if (!InputsPossible({&features, &anchors})) return;
   } else {
     const int64_t b = features.empty() ? 0 : features[0];
-    const int64_t n = MulOrMinus1(MulOrMinus1(features.size() > 2 ? features[1] : 0,
-                                              features.size() > 2 ? features[2] : 0),
-                                  anchors.empty() ? 0 : anchors[0]);
+    const int64_t n = MulOrMinus1(
+        MulOrMinus1(features.size() > 2 ? features[1] : 0, features.size() > 2 ? features[2] : 0),
+        anchors.empty() ? 0 : anchors[0]);
     auto grad_shape = [&](std::vector<int64_t> full) {
       const uint8_t k = in.Byte();
       if (k < 0x80) return full;

@@ -104,8 +104,9 @@ void Fuzz(Input& in, const FuzzFlags& flags) {
   std::vector<Tensor<T>> f, a;
   std::vector<const T*> fp, ap;
   const bool near_threshold = in.Bool();
-  const double logit = std::log(std::max(1e-6, std::min(1.0 - 1e-6, (double)p.nms.score_threshold)) /
-                                (1.0 - std::max(1e-6, std::min(1.0 - 1e-6, (double)p.nms.score_threshold))));
+  const double logit =
+      std::log(std::max(1e-6, std::min(1.0 - 1e-6, (double)p.nms.score_threshold)) /
+               (1.0 - std::max(1e-6, std::min(1.0 - 1e-6, (double)p.nms.score_threshold))));
   for (int s = 0; s < k; ++s) {
     f.emplace_back(features[s]);
     a.emplace_back(anchors[s]);
@@ -114,7 +115,8 @@ void Fuzz(Input& in, const FuzzFlags& flags) {
     if (near_threshold) {  // objectness logits where the selection's bound is decided
       const int64_t per_anchor = p.scales[s].channels_per_anchor();
       for (int64_t i = 4; i < f.back().size(); i += per_anchor) {
-        f.back()[i] = static_cast<T>(static_cast<float>(logit + (static_cast<int>(in.ValueByte()) - 128) / 512.0));
+        f.back()[i] = static_cast<T>(
+            static_cast<float>(logit + (static_cast<int>(in.ValueByte()) - 128) / 512.0));
       }
     }
   }
@@ -172,9 +174,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Fuzz<T>(in, flags);
   };
   switch (dtype % 3) {
-    case 0: run(Eigen::half()); break;
-    case 1: run(Eigen::bfloat16()); break;
-    default: run(float());
+    case 0:
+      run(Eigen::half());
+      break;
+    case 1:
+      run(Eigen::bfloat16());
+      break;
+    default:
+      run(float());
   }
   return 0;
 }

@@ -53,7 +53,8 @@ void Fuzz(Input& in, const FuzzFlags& flags) {
   }
   int64_t max_index = 0;
   for (int64_t v : attrs.anchor_masks) max_index = std::max(max_index, v);
-  const int64_t k_hint = max_index < std::numeric_limits<int64_t>::max() ? max_index + 1 : max_index;
+  const int64_t k_hint =
+      max_index < std::numeric_limits<int64_t>::max() ? max_index + 1 : max_index;
   const int64_t b = in.Dim(), m = in.Dim(), k = in.DimOr(k_hint);
   std::vector<int64_t> boxes = in.ShapeOr({b, m, in.DimOr(4)});
   std::vector<int64_t> classes = in.ShapeOr({b, m});
@@ -101,7 +102,8 @@ void Fuzz(Input& in, const FuzzFlags& flags) {
     if (!Passed(s, {kOp})) return;
   }
   std::vector<T*> outputs;
-  for (int64_t s = 0; s < p.num_scales(); ++s) outputs.push_back(outs.Get<T>(static_cast<size_t>(s)));
+  for (int64_t s = 0; s < p.num_scales(); ++s)
+    outputs.push_back(outs.Get<T>(static_cast<size_t>(s)));
   outs.Run(flags, [&](const Parallel& parallel) {
     YoloTargets<T>(p, tb.data(), tc.data(), ta.data(), outputs, parallel);
   });
@@ -112,18 +114,24 @@ void Fuzz(Input& in, const FuzzFlags& flags) {
       const T* row = y + i;
       if (row[4] == T(0)) {
         for (int j = 0; j < 6; ++j) {
-          if (row[j] != T(0)) Fail("y_true[%lld] row %lld: objectness 0 but not zero", (long long)s, (long long)(i / 6));
+          if (row[j] != T(0))
+            Fail("y_true[%lld] row %lld: objectness 0 but not zero", (long long)s,
+                 (long long)(i / 6));
         }
         continue;
       }
-      if (row[4] != T(1)) Fail("y_true[%lld] row %lld: objectness %g", (long long)s, (long long)(i / 6), double(row[4]));
+      if (row[4] != T(1))
+        Fail("y_true[%lld] row %lld: objectness %g", (long long)s, (long long)(i / 6),
+             double(row[4]));
       bool found = false;
       for (int64_t r = 0; r < tc.size() && !found; ++r) {
         const T* bx = tb.data() + 4 * r;
         found = bx[0] == row[0] && bx[1] == row[1] && bx[2] == row[2] && bx[3] == row[3] &&
                 static_cast<T>(tc[r]) == row[5];
       }
-      if (!found) Fail("y_true[%lld] row %lld: not a box of the input with its class", (long long)s, (long long)(i / 6));
+      if (!found)
+        Fail("y_true[%lld] row %lld: not a box of the input with its class", (long long)s,
+             (long long)(i / 6));
     }
   }
 }
