@@ -323,6 +323,15 @@ Status ValidateCombinedNmsValues(const CombinedNmsParams& p) {
     return InvalidArgument(kOp, "soft_nms_sigma", "finite and >= 0 (0: hard NMS)",
                            p.soft_nms_sigma);
   }
+  // The outputs [batch, D, 4] must be shapes TensorFlow can build (TensorShape::AddDim
+  // CHECK-fails otherwise): empty boxes [2^62, 0, 1, 4] have such a batch. D < 2^31.
+  const int64_t rows = p.max_detections();
+  if (rows > 0 && p.batch > std::numeric_limits<int64_t>::max() / (rows * 4)) {
+    return InvalidArgument(kOp, "batch",
+                           "small enough that the outputs [batch, " + std::to_string(rows) +
+                               ", 4] have fewer than 2^63 elements",
+                           p.batch);
+  }
   return Status::Ok();
 }
 
