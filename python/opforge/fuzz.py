@@ -102,14 +102,18 @@ def draw_call(spec, index: int, seed: int):
         inputs[where] = tf.constant(np.resize(a, shape) if np.prod(shape) else np.zeros(shape, a.dtype))
         note = f"input {where} shape {list(a.shape)} -> {shape}"
     elif mutation == "empty_huge" and inputs and arrays[where].ndim:
+        # No elements, but huge sizes around the zero: products of sizes that overflow, outputs
+        # whose shapes cannot exist.
         a = arrays[where]
         shape = list(a.shape)
-        shape[0] = 0
-        shape[rng.randrange(len(shape))] = 0
-        if len(shape) > 1:
-            shape[rng.randrange(1, len(shape))] = rng.choice([2**31, 2**40, 2**62])
-        if 0 not in shape:
-            shape[0] = 0
+        zero = rng.randrange(len(shape))
+        shape[zero] = 0
+        others = [d for d in range(len(shape)) if d != zero]
+        for d in rng.sample(others, rng.randint(1, len(others))) if others else []:
+            shape[d] = rng.choice([2**31 - 1, 2**31, 2**40, 2**62])
+        # TensorFlow itself refuses a shape whose sizes other than 0 multiply past 2^63.
+        while np.prod([float(v) for v in shape if v]) >= 2.0**63:
+            shape[max(others, key=lambda d: shape[d])] //= 2**20
         inputs[where] = tf.zeros(shape, a.dtype)
         note = f"input {where} shape {shape}"
     elif mutation == "dtype" and inputs:
