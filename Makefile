@@ -118,6 +118,8 @@ clean:
 #                     and fails if any harness found something. FUZZ=<op> runs one harness.
 #   make tsan         the core GoogleTests under ThreadSanitizer (build/tsan), halting on the
 #                     first report
+#   make fuzz-python  `opforge fuzz`: FUZZ_CALLS malformed calls of every op from its spec (seed
+#                     FUZZ_SEED), in child processes; fails on any crash, hang or vague error
 FUZZ_SECONDS ?= 60
 FUZZ_RSS_MB ?= 2048
 FUZZ_TIMEOUT ?= 20
@@ -126,7 +128,13 @@ TSAN_CXX ?= clang++
 # Build parallelism for these targets (empty: the generator's default).
 JOBS ?=
 
-.PHONY: fuzz-build fuzz tsan
+FUZZ_CALLS ?= 1000
+FUZZ_SEED ?= $(shell date +%s)
+
+.PHONY: fuzz-build fuzz tsan fuzz-python
+
+fuzz-python: build
+	$(VENV)/bin/opforge fuzz --calls $(FUZZ_CALLS) --seed $(FUZZ_SEED)
 
 # These need TensorFlow's Eigen (and flags) from the venv, not a fresh `deps` after every Makefile edit.
 fuzz-build:
