@@ -100,3 +100,12 @@ def test_every_raw_op_input_position_maps_to_its_name():
             named = raw_op_error_message(op_def, message)
             assert named.startswith(f"{name.split('>')[1]}: {arg.name} must be a float tensor"), (name, named)
             assert named.endswith("got an int64 tensor"), named
+
+
+def test_raw_filter_gradient_refuses_a_grad_that_is_not_4d():
+    """Found by conv2d_transpose_fuzz: a [OH, OW] grad passed as a 2-value output_shape, and the
+    kernel read it as [N, OH, OW, C], past its end."""
+    lib = opforge.load_library()
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"Conv2DTranspose: grad must be a 4-D tensor, got shape \[4, 4\]"):
+        lib.Opforge_Conv2DTransposeFilterGrad(input=tf.ones([2, 4, 4, 3]), filter=tf.ones([3, 3, 5, 3]),
+                                              grad=tf.ones([4, 4]), strides=[1, 1, 1, 1], padding="SAME")

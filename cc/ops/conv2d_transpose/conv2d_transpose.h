@@ -73,6 +73,14 @@ Status ValidateConv2DTranspose(const Conv2DTransposeAttrs& attrs,
                                Conv2DTransposeParams* params,
                                const char* output_name = "output_shape");
 
+// Checks the filter gradient's arguments: `grad` is the forward output's gradient, a 4-D tensor
+// of the forward output's shape (never the 2-value [OH, OW] form output_shape may take).
+Status ValidateConv2DTransposeFilterGrad(const Conv2DTransposeAttrs& attrs,
+                                         const std::vector<int64_t>& input_shape,
+                                         const std::vector<int64_t>& filter_shape,
+                                         const std::vector<int64_t>& grad_shape,
+                                         Conv2DTransposeParams* params);
+
 // Checks the input gradient's arguments: `grad` has the forward output's shape; the input's
 // spatial size is the convolution output size that the attributes give for it.
 Status ValidateConv2DTransposeInputGrad(const Conv2DTransposeAttrs& attrs,

@@ -286,6 +286,18 @@ Status ValidateConv2DTranspose(const Conv2DTransposeAttrs& attrs,
   return Status::Ok();
 }
 
+Status ValidateConv2DTransposeFilterGrad(const Conv2DTransposeAttrs& attrs,
+                                         const std::vector<int64_t>& input_shape,
+                                         const std::vector<int64_t>& filter_shape,
+                                         const std::vector<int64_t>& grad_shape,
+                                         Conv2DTransposeParams* params) {
+  OPFORGE_RETURN_IF_ERROR(ValidateConv2DTransposeAttrs(attrs));
+  // Without this, a [OH, OW] grad would pass as a 2-value output_shape and the kernel would read
+  // it as [N, OH, OW, C] (found by conv2d_transpose_fuzz).
+  OPFORGE_RETURN_IF_ERROR(CheckShape("grad", grad_shape));
+  return ValidateConv2DTranspose(attrs, input_shape, filter_shape, grad_shape, params, "grad");
+}
+
 Status ValidateConv2DTransposeInputGrad(const Conv2DTransposeAttrs& attrs,
                                         const std::vector<int64_t>& grad_shape,
                                         const std::vector<int64_t>& filter_shape,

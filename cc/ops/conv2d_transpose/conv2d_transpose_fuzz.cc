@@ -132,7 +132,7 @@ void Fuzz(Input& in, int mode, const FuzzFlags& flags) {
       Note("input", input);
       Note("filter", filter);
       Note("grad", grad);
-      s = ValidateConv2DTranspose(a, input, filter, grad, &p, "grad");
+      s = ValidateConv2DTransposeFilterGrad(a, input, filter, grad, &p);
     }
   } else {
     // The input gradient: grad (the forward output's shape) and filter.

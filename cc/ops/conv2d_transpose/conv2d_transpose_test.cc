@@ -486,6 +486,19 @@ TEST(Conv2DTransposeValidateTest, InputGradInfersTheInputSize) {
   EXPECT_TRUE(Contains(s.message(), "grad must be the filter's out_channels 5")) << s.message();
 }
 
+// The filter gradient's grad is the forward output's gradient: 4-D. A [OH, OW] grad once passed as
+// a 2-value output_shape and the kernel read it as [N, OH, OW, C], past its end (found by
+// conv2d_transpose_fuzz).
+TEST(Conv2DTransposeValidateTest, FilterGradTakesOnlyA4DGrad) {
+  const Case c = Good();
+  Conv2DTransposeParams p;
+  OPFORGE_ASSERT_OK(ValidateConv2DTransposeFilterGrad(AttrsOf(c), c.input, c.filter, c.output, &p));
+  const std::vector<int64_t> hw = {c.output[1], c.output[2]};
+  OPFORGE_ASSERT_OK(ValidateConv2DTranspose(AttrsOf(c), c.input, c.filter, hw, &p));
+  const Status s = ValidateConv2DTransposeFilterGrad(AttrsOf(c), c.input, c.filter, hw, &p);
+  EXPECT_TRUE(Contains(s.message(), "Conv2DTranspose: grad must be a 4-D tensor")) << s.message();
+}
+
 // --- the two builds of the matrix products ------------------------------------------------------
 
 }  // namespace

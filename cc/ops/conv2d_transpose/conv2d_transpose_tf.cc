@@ -202,7 +202,7 @@ REGISTER_OP("Opforge>Conv2DTransposeFilterGrad")
       if (fn.Known({input, filter, grad})) {
         Conv2DTransposeParams p;
         TF_RETURN_IF_ERROR(ToTfStatus(
-            ValidateConv2DTranspose(a, fn.Dims(input), fn.Dims(filter), fn.Dims(grad), &p, "grad")));
+            ValidateConv2DTransposeFilterGrad(a, fn.Dims(input), fn.Dims(filter), fn.Dims(grad), &p)));
       }
       c->set_output(0, filter);
       return absl::OkStatus();
@@ -267,7 +267,7 @@ struct Conv2DTransposeInputGradOp : Conv2DTransposeAttrOp {
 struct Conv2DTransposeFilterGradOp : Conv2DTransposeAttrOp {
   Status Validate(TfCall& call, Params* p) const {
     OPFORGE_RETURN_IF_ERROR(
-        ValidateConv2DTranspose(attrs, call.shape(0), call.shape(1), call.shape(2), p, "grad"));
+        ValidateConv2DTransposeFilterGrad(attrs, call.shape(0), call.shape(1), call.shape(2), p));
     call.Output(0, call.shape(1));
     return Status::Ok();
   }
