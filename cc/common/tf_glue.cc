@@ -1,5 +1,4 @@
 #include "common/tf_glue.h"
-#include "common/tf_shape.h"
 
 #include <sys/mman.h>
 
@@ -7,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "common/tf_shape.h"
 #include "tensorflow/core/framework/device_base.h"
 #include "tensorflow/core/platform/threadpool.h"
 #if GOOGLE_CUDA
@@ -103,7 +103,8 @@ absl::Status ShapeFn::Rank(int index, const char* argument, int rank, ShapeHandl
                            const std::string& expected) const {
   const ShapeHandle s = c_->input(index);
   if (c_->RankKnown(s) && c_->Rank(s) != rank) {
-    return Invalid(argument, expected.empty() ? "a " + std::to_string(rank) + "-D tensor" : expected,
+    return Invalid(argument,
+                   expected.empty() ? "a " + std::to_string(rank) + "-D tensor" : expected,
                    "rank " + std::to_string(c_->Rank(s)) + ", shape " + Text(s));
   }
   return c_->WithRank(s, rank, out);
@@ -151,11 +152,11 @@ absl::Status ShapeFn::Broadcast(int a, const char* a_name, int b, const char* b_
     const bool ka = c_->ValueKnown(da), kb = c_->ValueKnown(db);
     const int64_t va = ka ? c_->Value(da) : -1, vb = kb ? c_->Value(db) : -1;
     if (ka && kb && va != vb && va != 1 && vb != 1) {
-      return absl::InvalidArgumentError(
-          std::string(op_) + ": " + a_name + " and " + b_name +
-          " must have broadcast-compatible shapes, got " + Text(sa) + " and " + Text(sb) +
-          " (dimension " + std::to_string(d - rank) + " is " + std::to_string(va) + " vs " +
-          std::to_string(vb) + ")");
+      return absl::InvalidArgumentError(std::string(op_) + ": " + a_name + " and " + b_name +
+                                        " must have broadcast-compatible shapes, got " + Text(sa) +
+                                        " and " + Text(sb) + " (dimension " +
+                                        std::to_string(d - rank) + " is " + std::to_string(va) +
+                                        " vs " + std::to_string(vb) + ")");
     }
     if (ka && va == 1) {
       dims[static_cast<size_t>(d)] = db;

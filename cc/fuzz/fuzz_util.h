@@ -750,7 +750,39 @@ void WithFloatType(uint8_t index, F f) {
   }
 }
 
+// The same over half, bfloat16 and float (the NMS ops, whose IoU is float32).
+template <typename F>
+void WithNmsFloatType(uint8_t index, F f) {
+  switch (index % 3) {
+    case 0:
+      return f(Eigen::half());
+    case 1:
+      return f(Eigen::bfloat16());
+    default:
+      return f(float());
+  }
+}
+
 }  // namespace fuzz
 }  // namespace opforge
+
+// The entry point every harness shares. The first three bytes choose the entry point (one of
+// `modes`), the dtype (through DISPATCH: WithFloatType or WithNmsFloatType) and the flags; then
+// the harness's Fuzz<T>(in, mode, flags) runs.
+#define OPFORGE_FUZZ_ENTRY(modes, DISPATCH)                                 \
+  extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) { \
+    using namespace opforge::fuzz;                                          \
+    Input in(data, size);                                                   \
+    const int mode = in.Byte() % (modes);                                   \
+    const uint8_t dtype = in.Byte();                                        \
+    const FuzzFlags flags(in.Byte());                                       \
+    if ((modes) > 1) Note("mode", mode);                                    \
+    DISPATCH(dtype, [&](auto t) {                                           \
+      using T = decltype(t);                                                \
+      Note("T", TypeName<T>());                                             \
+      Fuzz<T>(in, mode, flags);                                             \
+    });                                                                     \
+    return 0;                                                               \
+  }
 
 #endif  // OPFORGE_FUZZ_FUZZ_UTIL_H_

@@ -9,7 +9,7 @@ namespace fuzz {
 namespace {
 
 template <typename T>
-void Fuzz(Input& in, const FuzzFlags& flags) {
+void Fuzz(Input& in, int /*mode: one entry point*/, const FuzzFlags& flags) {
   BiasLeakyReluParams p;
   p.alpha = in.FloatOr({0.2f, 0.1f, 0.0f, 1.0f, 2.5f});
   Note("alpha", p.alpha);
@@ -48,16 +48,4 @@ void Fuzz(Input& in, const FuzzFlags& flags) {
 }  // namespace fuzz
 }  // namespace opforge
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using namespace opforge::fuzz;
-  Input in(data, size);
-  in.Byte();  // mode: one entry point
-  const uint8_t dtype = in.Byte();
-  const FuzzFlags flags(in.Byte());
-  WithFloatType(dtype, [&](auto t) {
-    using T = decltype(t);
-    Note("T", TypeName<T>());
-    Fuzz<T>(in, flags);
-  });
-  return 0;
-}
+OPFORGE_FUZZ_ENTRY(1, WithFloatType)

@@ -30,10 +30,9 @@ absl::Status Shape(InferenceContext* c) {
   TF_RETURN_IF_ERROR(fn.Rank(1, "bias", 1, &bias, "1-D [channels]"));
   if (c->RankKnown(features)) {
     DimensionHandle merged;
-    TF_RETURN_IF_ERROR(fn.MergeDim(c->Dim(features, -1), c->Dim(bias, 0), "bias",
-                                   "[channels], the last dimension of features " +
-                                       fn.Text(features),
-                                   fn.Text(bias), &merged));
+    TF_RETURN_IF_ERROR(fn.MergeDim(
+        c->Dim(features, -1), c->Dim(bias, 0), "bias",
+        "[channels], the last dimension of features " + fn.Text(features), fn.Text(bias), &merged));
     ShapeHandle out;
     TF_RETURN_IF_ERROR(c->ReplaceDim(features, -1, merged, &out));
     c->set_output(0, out);

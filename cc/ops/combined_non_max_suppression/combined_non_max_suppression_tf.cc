@@ -40,8 +40,7 @@ absl::Status NmsShape(InferenceContext* c) {
                                  "4-D [batch, num_boxes, q, 4]", fn.Text(boxes), &four));
   const DimensionHandle q = c->Dim(boxes, 2), k = c->Dim(scores, 2);
   if (c->ValueKnown(q) && c->ValueKnown(k) && c->Value(q) != 1 && c->Value(q) != c->Value(k)) {
-    return fn.Invalid("boxes",
-                      "[batch, num_boxes, q, 4] with q = 1 or num_classes = " + fn.Text(k),
+    return fn.Invalid("boxes", "[batch, num_boxes, q, 4] with q = 1 or num_classes = " + fn.Text(k),
                       fn.Text(boxes));
   }
   bool pad_per_class = false;

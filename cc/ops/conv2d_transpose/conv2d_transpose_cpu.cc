@@ -901,46 +901,45 @@ void FilterGradNhwc(const Conv2DTransposeParams& p, const C* in, const C* grad, 
   // One unit per (tap, block of out_channels): grad_filter[fh, fw, block, :] =
   // shifted(grad)[all input pixels, block]^T . input, reduced over the pixels in fixed chunks
   // (the same chunks whatever the thread count, so the same sums).
-  parallel.For(units,
-               static_cast<double>(total_pixels * ci * std::min(p.out_c, kFilterGradCoBlock)),
-               [=, &p, &gemm](int64_t begin, int64_t end) {
-                 const int64_t chunk_rows = std::min(total_pixels, kFilterGradChunk);
-                 Scratch<C> g(static_cast<size_t>(chunk_rows * kFilterGradCoBlock));
-                 Scratch<C> a(in_finite ? 0 : static_cast<size_t>(chunk_rows * ci));
-                 for (int64_t u = begin; u < end; ++u) {
-                   const int64_t tap = u / co_blocks, cb = (u % co_blocks) * kFilterGradCoBlock;
-                   const int64_t fh = tap / p.filter_w, fw = tap % p.filter_w;
-                   const int64_t nc = std::min(kFilterGradCoBlock, p.out_c - cb);
-                   C* dst = grad_filter + (tap * p.out_c + cb) * ci;
-                   for (int64_t r0 = 0; r0 < total_pixels; r0 += chunk_rows) {
-                     const int64_t rows = std::min(chunk_rows, total_pixels - r0);
-                     int64_t n = 0;  // rows written to g (and, gathering, to a)
-                     for (int64_t r = 0; r < rows; ++r) {
-                       const int64_t q = r0 + r;
-                       const int64_t b = q / pixels, ih = (q % pixels) / p.in_w, iw = q % p.in_w;
-                       const int64_t h = ih * p.stride_h - p.pad_top + fh * p.dilation_h;
-                       const int64_t w = iw * p.stride_w - p.pad_left + fw * p.dilation_w;
-                       const bool outside = h < 0 || h >= p.out_h || w < 0 || w >= p.out_w;
-                       if (outside && !in_finite) continue;
-                       C* d = g.data() + n * nc;
-                       if (outside) {
-                         std::fill(d, d + nc, C(0));
-                       } else {
-                         std::memcpy(d, grad + ((b * p.out_h + h) * p.out_w + w) * p.out_c + cb,
-                                     sizeof(C) * static_cast<size_t>(nc));
-                       }
-                       if (!in_finite) {
-                         std::memcpy(a.data() + n * ci, in + q * ci,
-                                     sizeof(C) * static_cast<size_t>(ci));
-                       }
-                       ++n;
-                     }
-                     if (n > 0) {
-                       gemm.at_b_add(g.data(), in_finite ? in + r0 * ci : a.data(), dst, nc, n, ci);
-                     }
-                   }
-                 }
-               });
+  parallel.For(
+      units, static_cast<double>(total_pixels * ci * std::min(p.out_c, kFilterGradCoBlock)),
+      [=, &p, &gemm](int64_t begin, int64_t end) {
+        const int64_t chunk_rows = std::min(total_pixels, kFilterGradChunk);
+        Scratch<C> g(static_cast<size_t>(chunk_rows * kFilterGradCoBlock));
+        Scratch<C> a(in_finite ? 0 : static_cast<size_t>(chunk_rows * ci));
+        for (int64_t u = begin; u < end; ++u) {
+          const int64_t tap = u / co_blocks, cb = (u % co_blocks) * kFilterGradCoBlock;
+          const int64_t fh = tap / p.filter_w, fw = tap % p.filter_w;
+          const int64_t nc = std::min(kFilterGradCoBlock, p.out_c - cb);
+          C* dst = grad_filter + (tap * p.out_c + cb) * ci;
+          for (int64_t r0 = 0; r0 < total_pixels; r0 += chunk_rows) {
+            const int64_t rows = std::min(chunk_rows, total_pixels - r0);
+            int64_t n = 0;  // rows written to g (and, gathering, to a)
+            for (int64_t r = 0; r < rows; ++r) {
+              const int64_t q = r0 + r;
+              const int64_t b = q / pixels, ih = (q % pixels) / p.in_w, iw = q % p.in_w;
+              const int64_t h = ih * p.stride_h - p.pad_top + fh * p.dilation_h;
+              const int64_t w = iw * p.stride_w - p.pad_left + fw * p.dilation_w;
+              const bool outside = h < 0 || h >= p.out_h || w < 0 || w >= p.out_w;
+              if (outside && !in_finite) continue;
+              C* d = g.data() + n * nc;
+              if (outside) {
+                std::fill(d, d + nc, C(0));
+              } else {
+                std::memcpy(d, grad + ((b * p.out_h + h) * p.out_w + w) * p.out_c + cb,
+                            sizeof(C) * static_cast<size_t>(nc));
+              }
+              if (!in_finite) {
+                std::memcpy(a.data() + n * ci, in + q * ci, sizeof(C) * static_cast<size_t>(ci));
+              }
+              ++n;
+            }
+            if (n > 0) {
+              gemm.at_b_add(g.data(), in_finite ? in + r0 * ci : a.data(), dst, nc, n, ci);
+            }
+          }
+        }
+      });
 }
 
 }  // namespace

@@ -65,13 +65,11 @@ absl::Status ForwardShape(InferenceContext* c) {
   TF_RETURN_IF_ERROR(fn.Rank(1, "filter", 4, &filter));
   TF_RETURN_IF_ERROR(fn.Rank(2, "output_shape", 1, &sizes, "a 1-D tensor"));
   DimensionHandle in_channels;
-  TF_RETURN_IF_ERROR(fn.MergeDim(c->Dim(input, l.c), c->Dim(filter, 3),
-                                 "filter's last dimension (in_channels)",
-                                 "the input's channels (" + fn.Text(c->Dim(input, l.c)) +
-                                     ", dimension " + std::to_string(l.c) + " of input " +
-                                     fn.Text(input) + ")",
-                                 fn.Text(c->Dim(filter, 3)) + " in filter " + fn.Text(filter),
-                                 &in_channels));
+  TF_RETURN_IF_ERROR(
+      fn.MergeDim(c->Dim(input, l.c), c->Dim(filter, 3), "filter's last dimension (in_channels)",
+                  "the input's channels (" + fn.Text(c->Dim(input, l.c)) + ", dimension " +
+                      std::to_string(l.c) + " of input " + fn.Text(input) + ")",
+                  fn.Text(c->Dim(filter, 3)) + " in filter " + fn.Text(filter), &in_channels));
   DimensionHandle batch = c->Dim(input, 0);
   DimensionHandle channels = c->Dim(filter, 2);
   DimensionHandle h = c->UnknownDim(), w = c->UnknownDim();
@@ -129,16 +127,16 @@ absl::Status InputGradShape(InferenceContext* c) {
   TF_RETURN_IF_ERROR(fn.Rank(1, "filter", 4, &filter));
   if (fn.Known({grad, filter})) {
     Conv2DTransposeParams p;
-    TF_RETURN_IF_ERROR(ToTfStatus(
-        ValidateConv2DTransposeInputGrad(a, fn.Dims(grad), fn.Dims(filter), &p)));
+    TF_RETURN_IF_ERROR(
+        ToTfStatus(ValidateConv2DTransposeInputGrad(a, fn.Dims(grad), fn.Dims(filter), &p)));
     c->set_output(0, fn.Make(p.InputShape()));
     return absl::OkStatus();
   }
   DimensionHandle out_channels;
-  TF_RETURN_IF_ERROR(fn.MergeDim(c->Dim(grad, l.c), c->Dim(filter, 2), "grad",
-                                 "the filter's out_channels " + fn.Text(c->Dim(filter, 2)) +
-                                     " as its channel size",
-                                 fn.Text(grad), &out_channels));
+  TF_RETURN_IF_ERROR(fn.MergeDim(
+      c->Dim(grad, l.c), c->Dim(filter, 2), "grad",
+      "the filter's out_channels " + fn.Text(c->Dim(filter, 2)) + " as its channel size",
+      fn.Text(grad), &out_channels));
   DimensionHandle spatial[2] = {c->UnknownDim(), c->UnknownDim()};
   {
     const std::vector<int64_t>& e = a.explicit_paddings;
@@ -201,8 +199,8 @@ REGISTER_OP("Opforge>Conv2DTransposeFilterGrad")
       TF_RETURN_IF_ERROR(fn.Rank(1, "filter", 4, &filter));
       if (fn.Known({input, filter, grad})) {
         Conv2DTransposeParams p;
-        TF_RETURN_IF_ERROR(ToTfStatus(
-            ValidateConv2DTransposeFilterGrad(a, fn.Dims(input), fn.Dims(filter), fn.Dims(grad), &p)));
+        TF_RETURN_IF_ERROR(ToTfStatus(ValidateConv2DTransposeFilterGrad(
+            a, fn.Dims(input), fn.Dims(filter), fn.Dims(grad), &p)));
       }
       c->set_output(0, filter);
       return absl::OkStatus();

@@ -330,8 +330,8 @@ Status Backward(const BatchNormLeakyParams& p, const void* dyv, const void* xv, 
       shift, inv, unfolded);
   const GradCoefficients<C> coef{scale, shift, mean, inv, gamma, beta, unfolded};
   if (chunks > 0) {
-    GradPartial<T, C><<<ChunkBlocks(chunks), cuda::kThreads, 0, stream>>>(rows, ch, chunks, dy, x, coef,
-                                                                          alpha, partial);
+    GradPartial<T, C><<<ChunkBlocks(chunks), cuda::kThreads, 0, stream>>>(rows, ch, chunks, dy, x,
+                                                                          coef, alpha, partial);
   }
   GradFinish<C><<<cuda::Blocks(ch), cuda::kThreads, 0, stream>>>(
       rows, ch, chunks, partial, gamma, inv, static_cast<C*>(dgammav), static_cast<C*>(dbetav), a,

@@ -141,9 +141,9 @@ void GradSumsRow(const T* xr, const T* gr, const Affine<C>& a, C alpha, double* 
 }
 
 template <bool kFolded, typename T, typename C>
-void GradRowT(const T* __restrict xr, const T* __restrict gr, T* __restrict out,
-              const Affine<C>& a, const C* __restrict k, const C* __restrict mg,
-              const C* __restrict mgx, C alpha, int64_t ch) {
+void GradRowT(const T* __restrict xr, const T* __restrict gr, T* __restrict out, const Affine<C>& a,
+              const C* __restrict k, const C* __restrict mg, const C* __restrict mgx, C alpha,
+              int64_t ch) {
   for (int64_t c = 0; c < ch; ++c) {
     const C xv = Load(xr[c]);
     const C z = PreActivation<kFolded>(xv, a, c);
@@ -280,8 +280,8 @@ void BatchNormLeakyForward(const BatchNormLeakyParams& p, const T* x, const BnPa
   // 2. y = leaky(x * scale + shift).
   std::vector<C> scale, shift, inv;
   ScaleShift<C>(p, gamma, beta, mean, variance, &scale, &shift, &inv);
-  const Affine<C> affine{scale.data(), shift.data(), mean, inv.data(),
-                         gamma,        beta,         FoldsExactly(scale, shift)};
+  const Affine<C> affine{
+      scale.data(), shift.data(), mean, inv.data(), gamma, beta, FoldsExactly(scale, shift)};
   const C alpha = static_cast<C>(p.alpha);
   parallel.For(rows, static_cast<double>(ch) * 2, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
@@ -301,8 +301,8 @@ void BatchNormLeakyBackward(const BatchNormLeakyParams& p, const T* dy, const T*
   if (ch == 0) return;
   std::vector<C> scale, shift, inv;
   ScaleShift<C>(p, gamma, beta, mean, variance, &scale, &shift, &inv);
-  const Affine<C> affine{scale.data(), shift.data(), mean, inv.data(),
-                         gamma,        beta,         FoldsExactly(scale, shift)};
+  const Affine<C> affine{
+      scale.data(), shift.data(), mean, inv.data(), gamma, beta, FoldsExactly(scale, shift)};
   const C alpha = static_cast<C>(p.alpha);
   // 1. Per channel sum(g) and sum(g * xhat).
   const int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
@@ -334,8 +334,8 @@ void BatchNormLeakyBackward(const BatchNormLeakyParams& p, const T* dy, const T*
   // 2. dx = gamma * inv * (g - mean(g) - xhat * mean(g * xhat)).
   parallel.For(rows, static_cast<double>(ch) * 4, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      GradRow<T, C>(x + r * ch, dy + r * ch, dx + r * ch, affine, a.data(), mg.data(),
-                    mgx.data(), alpha, ch);
+      GradRow<T, C>(x + r * ch, dy + r * ch, dx + r * ch, affine, a.data(), mg.data(), mgx.data(),
+                    alpha, ch);
     }
   });
 }

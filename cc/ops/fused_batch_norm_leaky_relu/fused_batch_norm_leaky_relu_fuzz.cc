@@ -84,17 +84,4 @@ void Fuzz(Input& in, int mode, const FuzzFlags& flags) {
 }  // namespace fuzz
 }  // namespace opforge
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using namespace opforge::fuzz;
-  Input in(data, size);
-  const int mode = in.Byte() % 2;
-  const uint8_t dtype = in.Byte();
-  const FuzzFlags flags(in.Byte());
-  Note("mode", mode);
-  WithFloatType(dtype, [&](auto t) {
-    using T = decltype(t);
-    Note("T", TypeName<T>());
-    Fuzz<T>(in, mode, flags);
-  });
-  return 0;
-}
+OPFORGE_FUZZ_ENTRY(2, WithFloatType)

@@ -211,8 +211,8 @@ TEST(FusedBatchNormLeakyTest, InfiniteValuesGiveTheExactAnswer) {
   EXPECT_EQ(m[0], inf);
   EXPECT_TRUE(std::isnan(v[0]));
   EXPECT_DOUBLE_EQ(m[1], 2.0);
-  EXPECT_EQ(y[1], -inf * 0.5);  // x = 1 < mean: xhat < 0
-  EXPECT_EQ(y[3], inf);         // x = 3 > mean
+  EXPECT_EQ(y[1], -inf * 0.5);    // x = 1 < mean: xhat < 0
+  EXPECT_EQ(y[3], inf);           // x = 3 > mean
   EXPECT_TRUE(std::isnan(y[5]));  // x = mean: 0 x inf
   for (int r = 0; r < 3; ++r) EXPECT_TRUE(std::isnan(y[2 * r]));
   // The gradient takes the same unfolded form: dx = inf x a finite sum, not inf - inf.

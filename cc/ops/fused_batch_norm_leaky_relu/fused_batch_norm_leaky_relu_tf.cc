@@ -36,10 +36,10 @@ absl::Status Channels(InferenceContext* c, const char* op, int x,
   for (const auto& [i, name] : vectors) {
     ShapeHandle v;
     TF_RETURN_IF_ERROR(fn.Rank(i, name, 1, &v, "1-D [channels]"));
-    TF_RETURN_IF_ERROR(fn.MergeDim(*channels, c->Dim(v, 0), name,
-                                   "[channels] of x, the size of its last axis (x is " +
-                                       fn.Text(xs) + ")",
-                                   fn.Text(v), channels));
+    TF_RETURN_IF_ERROR(
+        fn.MergeDim(*channels, c->Dim(v, 0), name,
+                    "[channels] of x, the size of its last axis (x is " + fn.Text(xs) + ")",
+                    fn.Text(v), channels));
   }
   return absl::OkStatus();
 }

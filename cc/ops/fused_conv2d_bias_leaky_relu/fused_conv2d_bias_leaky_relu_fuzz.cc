@@ -26,7 +26,7 @@ conv::FilterCache& Cache() {
 }
 
 template <typename T>
-void Fuzz(Input& in, const FuzzFlags& flags) {
+void Fuzz(Input& in, int /*mode: one entry point*/, const FuzzFlags& flags) {
   FusedConv2DParams p;
   p.padding = in.Enum({"SAME", "VALID", "EXPLICIT"});
   auto spatial_list = [&](size_t i) -> int64_t {
@@ -103,16 +103,4 @@ void Fuzz(Input& in, const FuzzFlags& flags) {
 }  // namespace fuzz
 }  // namespace opforge
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using namespace opforge::fuzz;
-  Input in(data, size);
-  in.Byte();  // mode: one entry point
-  const uint8_t dtype = in.Byte();
-  const FuzzFlags flags(in.Byte());
-  WithFloatType(dtype, [&](auto t) {
-    using T = decltype(t);
-    Note("T", TypeName<T>());
-    Fuzz<T>(in, flags);
-  });
-  return 0;
-}
+OPFORGE_FUZZ_ENTRY(1, WithFloatType)

@@ -50,13 +50,13 @@ absl::Status Shape(InferenceContext* c) {
   }
   DimensionHandle channels;
   TF_RETURN_IF_ERROR(fn.MergeDim(c->Dim(filter, 3), c->Dim(bias, 0), "bias",
-                                 "[out_channels] of the filter " + fn.Text(filter),
-                                 fn.Text(bias), &channels));
+                                 "[out_channels] of the filter " + fn.Text(filter), fn.Text(bias),
+                                 &channels));
   DimensionHandle in_channels;
-  TF_RETURN_IF_ERROR(fn.MergeDim(c->Dim(input, 3), c->Dim(filter, 2), "filter",
-                                 "in_channels equal to the input's channels (input " +
-                                     fn.Text(input) + ")",
-                                 fn.Text(filter), &in_channels));
+  TF_RETURN_IF_ERROR(
+      fn.MergeDim(c->Dim(input, 3), c->Dim(filter, 2), "filter",
+                  "in_channels equal to the input's channels (input " + fn.Text(input) + ")",
+                  fn.Text(filter), &in_channels));
   // Each spatial size is known when the input's size and the filter's are.
   DimensionHandle spatial[2] = {c->UnknownDim(), c->UnknownDim()};
   for (int d = 0; d < 2; ++d) {

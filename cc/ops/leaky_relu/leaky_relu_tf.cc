@@ -36,8 +36,9 @@ REGISTER_OP("Opforge>LeakyReluGrad")
     .Attr("T: {half, bfloat16, float, double} = DT_FLOAT")
     .SetShapeFn([](shape_inference::InferenceContext* c) {
       shape_inference::ShapeHandle out;
-      TF_RETURN_IF_ERROR(ShapeFn(c, "LeakyReluGrad")
-                             .MergeInput(0, "gradients", c->input(1), "the shape of features", &out));
+      TF_RETURN_IF_ERROR(
+          ShapeFn(c, "LeakyReluGrad")
+              .MergeInput(0, "gradients", c->input(1), "the shape of features", &out));
       c->set_output(0, out);
       return absl::OkStatus();
     })

@@ -57,8 +57,8 @@ absl::Status DecodeShapes(InferenceContext* c, const char* op, int f, DimensionH
   TF_RETURN_IF_ERROR(ToTfStatus(ValidateYoloDecodeAttrs(&p)));
   ShapeHandle in = c->input(f);
   ShapeHandle anchor_shape;
-  TF_RETURN_IF_ERROR(ShapeFn(c, op).Rank(f + 1, "anchors", 2, &anchor_shape,
-                                          "[num_anchors, 2] (width, height)"));
+  TF_RETURN_IF_ERROR(
+      ShapeFn(c, op).Rank(f + 1, "anchors", 2, &anchor_shape, "[num_anchors, 2] (width, height)"));
   *batch = c->UnknownDim();
   *boxes = c->UnknownDim();
   if (!c->RankKnown(in)) return absl::OkStatus();

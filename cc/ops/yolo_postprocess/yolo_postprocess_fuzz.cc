@@ -35,7 +35,7 @@ Status ValidateAttrs(const YoloPostprocessParams& p) {
 }
 
 template <typename T>
-void Fuzz(Input& in, const FuzzFlags& flags) {
+void Fuzz(Input& in, int /*mode: one entry point*/, const FuzzFlags& flags) {
   YoloPostprocessParams attrs;
   const int k = 1 + in.Byte() % 3;
   YoloDecodeParams d;
@@ -162,26 +162,4 @@ void Fuzz(Input& in, const FuzzFlags& flags) {
 }  // namespace fuzz
 }  // namespace opforge
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using namespace opforge::fuzz;
-  Input in(data, size);
-  in.Byte();  // mode: one entry point
-  const uint8_t dtype = in.Byte();
-  const FuzzFlags flags(in.Byte());
-  auto run = [&](auto t) {
-    using T = decltype(t);
-    Note("T", TypeName<T>());
-    Fuzz<T>(in, flags);
-  };
-  switch (dtype % 3) {
-    case 0:
-      run(Eigen::half());
-      break;
-    case 1:
-      run(Eigen::bfloat16());
-      break;
-    default:
-      run(float());
-  }
-  return 0;
-}
+OPFORGE_FUZZ_ENTRY(1, WithNmsFloatType)

@@ -43,17 +43,16 @@ absl::Status TargetsShape(InferenceContext* c) {
       fn.Rank(2, "anchors", 2, &anchors, "[num_anchors, 2] (normalised width, height)"));
   if (fn.Known({boxes, classes, anchors})) {  // every check of the kernel, with its messages
     YoloTargetsParams full = p;
-    TF_RETURN_IF_ERROR(ToTfStatus(
-        ValidateYoloTargets(fn.Dims(boxes), fn.Dims(classes), fn.Dims(anchors), &full)));
+    TF_RETURN_IF_ERROR(
+        ToTfStatus(ValidateYoloTargets(fn.Dims(boxes), fn.Dims(classes), fn.Dims(anchors), &full)));
   }
-  const std::string classes_expected =
-      "[batch, max_boxes] = the first two dimensions of boxes " + fn.Text(boxes) +
-      " (one class per box)";
+  const std::string classes_expected = "[batch, max_boxes] = the first two dimensions of boxes " +
+                                       fn.Text(boxes) + " (one class per box)";
   shape_inference::DimensionHandle batch, count;
-  TF_RETURN_IF_ERROR(fn.MergeDim(c->Dim(boxes, 0), c->Dim(classes, 0), "classes",
-                                 classes_expected, fn.Text(classes), &batch));
-  TF_RETURN_IF_ERROR(fn.MergeDim(c->Dim(boxes, 1), c->Dim(classes, 1), "classes",
-                                 classes_expected, fn.Text(classes), &count));
+  TF_RETURN_IF_ERROR(fn.MergeDim(c->Dim(boxes, 0), c->Dim(classes, 0), "classes", classes_expected,
+                                 fn.Text(classes), &batch));
+  TF_RETURN_IF_ERROR(fn.MergeDim(c->Dim(boxes, 1), c->Dim(classes, 1), "classes", classes_expected,
+                                 fn.Text(classes), &count));
   for (int64_t s = 0; s < p.num_scales(); ++s) {
     const std::vector<int64_t> shape = p.output_shape(s);
     c->set_output(static_cast<int>(s),
