@@ -50,6 +50,10 @@ struct YoloPostprocessParams {
   int64_t boxes_per_image() const;
 };
 
+// The attributes alone (num_classes, input_size, scale_x_y): YoloDecode's checks, with messages
+// that name this op. The shape function, the kernel and the fuzz harness call it.
+Status ValidateYoloPostprocessAttrs(const YoloPostprocessParams& params);
+
 // features: one [B, H, W, A*(5+C)] or [B, H, W, A, 5+C] per scale, the same B; anchors: one
 // [A, 2] per scale; scalars: the shapes of max_detections_per_class, max_detections,
 // iou_threshold, score_threshold, soft_nms_sigma (CombinedNonMaxSuppression's

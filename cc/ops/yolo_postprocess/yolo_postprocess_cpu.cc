@@ -59,6 +59,16 @@ int64_t YoloPostprocessParams::boxes_per_image() const {
   return n;
 }
 
+Status ValidateYoloPostprocessAttrs(const YoloPostprocessParams& p) {
+  YoloDecodeParams d;
+  d.num_classes = p.num_classes;
+  d.input_size = p.input_size;
+  d.scale_x_y = p.scale_x_y;
+  Status s = ValidateYoloDecodeAttrs(&d);
+  if (s.ok()) return s;
+  return Status::Invalid(kOp + s.message().substr(std::string("YoloDecode").size()));
+}
+
 Status ValidateYoloPostprocess(const std::vector<std::vector<int64_t>>& features,
                                const std::vector<std::vector<int64_t>>& anchors,
                                const std::vector<std::vector<int64_t>>& scalars,

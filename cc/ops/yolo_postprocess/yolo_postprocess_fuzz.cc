@@ -23,17 +23,6 @@ namespace {
 constexpr const char* kOp = "YoloPostprocess";
 constexpr double kMaxWork = 4e6;  // boxes^2 * classes per image, the NMS's worst case
 
-// The binding's attr check: YoloDecode's, renamed.
-Status ValidateAttrs(const YoloPostprocessParams& p) {
-  YoloDecodeParams d;
-  d.num_classes = p.num_classes;
-  d.input_size = p.input_size;
-  d.scale_x_y = p.scale_x_y;
-  Status s = ValidateYoloDecodeAttrs(&d);
-  if (s.ok()) return s;
-  return Status::Invalid(kOp + s.message().substr(std::string("YoloDecode").size()));
-}
-
 template <typename T>
 void Fuzz(Input& in, int /*mode: one entry point*/, const FuzzFlags& flags) {
   YoloPostprocessParams attrs;
@@ -52,7 +41,7 @@ void Fuzz(Input& in, int /*mode: one entry point*/, const FuzzFlags& flags) {
   Note("pad_per_class", attrs.nms.pad_per_class);
   Note("clip_boxes", attrs.nms.clip_boxes);
   // The kernel's constructor.
-  if (!Passed(ValidateAttrs(attrs), {kOp})) return;
+  if (!Passed(ValidateYoloPostprocessAttrs(attrs), {kOp})) return;
   const int64_t batch = in.Dim();
   std::vector<std::vector<int64_t>> features(k), anchors(k), scalars(5);
   for (int s = 0; s < k; ++s) {

@@ -33,28 +33,11 @@ absl::Status ReadAttrs(Context* c, YoloPostprocessParams* p, int64_t* num_scales
   return absl::OkStatus();
 }
 
-// YoloDecode's attr checks, named for this op.
-Status ValidateAttrs(const YoloPostprocessParams& p) {
-  YoloDecodeParams d;
-  d.num_classes = p.num_classes;
-  d.input_size = p.input_size;
-  d.scale_x_y = p.scale_x_y;
-  Status s = ValidateYoloDecodeAttrs(&d);
-  if (s.ok()) return s;
-  return Status::Invalid(kOp + s.message().substr(std::string("YoloDecode").size()));
-}
-
-std::vector<int64_t> Dims(InferenceContext* c, ShapeHandle s) {
-  std::vector<int64_t> dims;
-  for (int i = 0; i < c->Rank(s); ++i) dims.push_back(c->Value(c->Dim(s, i)));
-  return dims;
-}
-
 absl::Status PostprocessShape(InferenceContext* c) {
   YoloPostprocessParams p;
   int64_t num_scales = 0;
   TF_RETURN_IF_ERROR(ReadAttrs(c, &p, &num_scales));
-  TF_RETURN_IF_ERROR(ToTfStatus(ValidateAttrs(p)));
+  TF_RETURN_IF_ERROR(ToTfStatus(ValidateYoloPostprocessAttrs(p)));
   const int k = static_cast<int>(num_scales);
   bool known = true;
   DimensionHandle batch = c->UnknownDim();
@@ -94,8 +77,8 @@ absl::Status PostprocessShape(InferenceContext* c) {
   if (known) {  // every check of the kernel, with its messages
     std::vector<std::vector<int64_t>> features, anchors;
     for (int s = 0; s < k; ++s) {
-      features.push_back(Dims(c, c->input(s)));
-      anchors.push_back(Dims(c, c->input(k + s)));
+      features.push_back(ShapeFn(c, kOp).Dims(c->input(s)));
+      anchors.push_back(ShapeFn(c, kOp).Dims(c->input(k + s)));
     }
     YoloPostprocessParams full = p;
     TF_RETURN_IF_ERROR(
@@ -141,7 +124,7 @@ struct YoloPostprocessOp {
 
   Status Init(AttrReader& reader) {
     if (!ReadAttrs(&reader, &attrs, &num_scales).ok()) return Status::Ok();  // reported by TfKernel
-    return ValidateAttrs(attrs);
+    return ValidateYoloPostprocessAttrs(attrs);
   }
   Status Validate(TfCall& call, Params* p) const {
     *p = attrs;
