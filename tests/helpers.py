@@ -87,7 +87,7 @@ def run_cases_in_child(cases: Dict[str, str], timeout: float = 600) -> Dict[str,
 def assert_round_trip_in_fresh_process(model, x: np.ndarray, tmp_path: Path, op: str,
                                        setup: str = "") -> None:
     """Saves `model` as `.keras` and as a SavedModel, loads both in a fresh process (after
-    `opforge.register_all()` and the `setup` lines, which import any custom model classes) and
+    only `import opforge` and the `setup` lines, which import any custom model classes) and
     asserts that both give `model(x)` bit for bit and that the SavedModel's graph runs `op`."""
     expected = model(x).numpy()
     np.save(tmp_path / "x.npy", x)
@@ -99,7 +99,7 @@ def assert_round_trip_in_fresh_process(model, x: np.ndarray, tmp_path: Path, op:
         f"""
         import numpy as np, tensorflow as tf, keras
         import opforge
-        opforge.register_all()
+        # `import opforge` registers the ops, gradients and layers (no register_all())
         {setup}
         x = np.load(r"{tmp_path}/x.npy"); expected = np.load(r"{tmp_path}/expected.npy")
         k = keras.models.load_model(r"{tmp_path}/model.keras")(x).numpy()

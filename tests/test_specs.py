@@ -354,7 +354,7 @@ def _caller(spec, case):
 
 
 def test_savedmodel_round_trip_in_fresh_process(tmp_path):
-    """Each op, in a tf.function saved as a SavedModel, loads after opforge.register_all() in a
+    """Each op, in a tf.function saved as a SavedModel, loads after only `import opforge` in a
     fresh process and gives the same bits."""
     expected = {}
     for spec in SPECS:
@@ -371,7 +371,7 @@ def test_savedmodel_round_trip_in_fresh_process(tmp_path):
         f"""
         import hashlib, json, numpy as np, tensorflow as tf
         import opforge
-        opforge.register_all()
+        # `import opforge` registers the ops, gradients and layers (no register_all())
         out = {{}}
         for name in {sorted(expected)!r}:
             loaded = tf.saved_model.load(r"{tmp_path}/" + name)

@@ -72,7 +72,7 @@ def test_exported_detector_serves_any_batch_and_size_in_fresh_process(trained, t
     np.savez(tmp_path / "in.npz", *batches)
     proc = run_python(f"""
         import numpy as np, tensorflow as tf, opforge
-        opforge.register_all()
+        # `import opforge` registers the ops, gradients and layers (no register_all())
         serve = tf.saved_model.load(r"{tmp_path / 'sm'}").signatures["serving_default"]
         batches = np.load(r"{tmp_path / 'in.npz'}")
         for i in range(2):

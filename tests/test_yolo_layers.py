@@ -68,7 +68,7 @@ def test_detector_savedmodel_serves_any_batch_in_fresh_process(tmp_path):
     np.savez(tmp_path / "io.npz", *images)
     proc = run_python(f"""
         import numpy as np, tensorflow as tf, opforge
-        opforge.register_all()
+        # `import opforge` registers the ops, gradients and layers (no register_all())
         loaded = tf.saved_model.load(r"{export}")
         serve = loaded.signatures["serving_default"]
         io = np.load(r"{tmp_path}/io.npz")
