@@ -73,7 +73,8 @@ void BroadcastApply(const std::vector<int64_t>& dims, const std::vector<int64_t>
   });
 }
 
-// target[t] = sum over the broadcast dimensions of the target of g[o] * other[o'], where the
+// target[t] = sum over the broadcast dimensions of the target of g[o] * conj(other[o']) (conj:
+// the identity on real types; TensorFlow's gradient of a complex multiply), where the
 // target is the operand with `target_strides` (0 on the dimensions it is broadcast along) and
 // `other` is read with `other_strides`. `g` is contiguous over `dims`. This is the gradient of a
 // broadcast multiply with respect to one operand. Each target element is summed by one thread in
@@ -143,14 +144,14 @@ void BroadcastMulReduce(const std::vector<int64_t>& dims,
           const int64_t so = other_strides[rank - 1];
           for (int64_t k = 0; k < run; ++k) {
             acc[k] = Add<A>(acc[k], Mul<A>(static_cast<A>(g[g_off + k]),
-                                           static_cast<A>(other[o_off + k * so])));
+                                           Conj<A>(static_cast<A>(other[o_off + k * so]))));
           }
         } else {
           A s = acc[0];
           const int64_t so = other_strides[rank - 1];
           for (int64_t k = 0; k < inner_reduce; ++k) {
-            s = Add<A>(s,
-                       Mul<A>(static_cast<A>(g[g_off + k]), static_cast<A>(other[o_off + k * so])));
+            s = Add<A>(s, Mul<A>(static_cast<A>(g[g_off + k]),
+                                 Conj<A>(static_cast<A>(other[o_off + k * so]))));
           }
           acc[0] = s;
         }

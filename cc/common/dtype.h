@@ -6,6 +6,7 @@
 #ifndef OPFORGE_COMMON_DTYPE_H_
 #define OPFORGE_COMMON_DTYPE_H_
 
+#include <complex>
 #include <cstdint>
 
 namespace Eigen {
@@ -14,17 +15,21 @@ struct bfloat16;
 }  // namespace Eigen
 
 // X(enumerator, name, C++ element type), one row per DType.
-#define OPFORGE_DTYPES(X)                   \
-  X(kHalf, "half", Eigen::half)             \
-  X(kBFloat16, "bfloat16", Eigen::bfloat16) \
-  X(kFloat, "float32", float)               \
-  X(kDouble, "float64", double)             \
-  X(kInt32, "int32", int32_t)               \
-  X(kInt64, "int64", int64_t)               \
-  X(kInt8, "int8", int8_t)                  \
-  X(kUInt8, "uint8", uint8_t)               \
-  X(kInt16, "int16", int16_t)               \
-  X(kUInt16, "uint16", uint16_t)
+#define OPFORGE_DTYPES(X)                         \
+  X(kHalf, "half", Eigen::half)                   \
+  X(kBFloat16, "bfloat16", Eigen::bfloat16)       \
+  X(kFloat, "float32", float)                     \
+  X(kDouble, "float64", double)                   \
+  X(kInt32, "int32", int32_t)                     \
+  X(kInt64, "int64", int64_t)                     \
+  X(kInt8, "int8", int8_t)                        \
+  X(kUInt8, "uint8", uint8_t)                     \
+  X(kInt16, "int16", int16_t)                     \
+  X(kUInt16, "uint16", uint16_t)                  \
+  X(kUInt32, "uint32", uint32_t)                  \
+  X(kUInt64, "uint64", uint64_t)                  \
+  X(kComplex64, "complex64", std::complex<float>) \
+  X(kComplex128, "complex128", std::complex<double>)
 
 // Element-type lists as X-macros: LIST(X, ...) expands X(T, ...) for each C++ type T. An op's
 // CPU kernels are instantiated (<op>_cpu.cc) and registered (<op>_tf.cc, common/tf_kernel.h)

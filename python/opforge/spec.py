@@ -29,7 +29,8 @@ class Sample:
     `integer_valued`; integer dtypes get integers in [-`int_range`, `int_range`] (default: the
     dtype's whole range, so that products wrap); with `specials`, the first elements are
     SPECIAL_VALUES (float dtypes); `away_from_zero` pushes values off a kink (|x| >= that much);
-    `values` gives the exact values instead, `fill` one value for all. A `dtype` fixes the dtype whatever is under test
+    `values` gives the exact values instead, `fill` one value for all; complex dtypes get an
+    imaginary part drawn like the real one. A `dtype` fixes the dtype whatever is under test
     (resize's float32 gradients); `differentiable=False` keeps gradient checks off this input
     (an input that only gives a shape); `ties=False` marks values that must not tie (NMS scores,
     whose tie order TensorFlow leaves unspecified): `specials` then puts in only the special
@@ -50,7 +51,7 @@ class Sample:
     ties: bool = True
 
     def numpy(self, dtype) -> np.ndarray:
-        """The values, as a float64 or int64 array (before the cast to `dtype`)."""
+        """The values, as a float64, complex128, int64 or uint64 array (before the cast to `dtype`)."""
         if self.values is not None or self.fill is not None:
             x = (np.array(self.values).reshape(self.shape) if self.values is not None
                  else np.full(self.shape, self.fill))
@@ -59,7 +60,9 @@ class Sample:
             low, high = info.min, info.max
             if self.int_range is not None:
                 low, high = max(low, -self.int_range), min(high, self.int_range)
-            return np.random.default_rng(self.seed).integers(low, high, size=self.shape, endpoint=True)
+            # uint64's range does not fit NumPy's default int64 draws (the others keep them).
+            kind = np.uint64 if dtype.as_numpy_dtype == np.uint64 else np.int64
+            return np.random.default_rng(self.seed).integers(low, high, size=self.shape, endpoint=True, dtype=kind)
         else:
             rng = np.random.default_rng(self.seed)
             if self.integer_valued:
@@ -68,6 +71,12 @@ class Sample:
                 x = np.asarray(rng.standard_normal(self.shape) * self.scale)  # an array for shape () too
             if self.away_from_zero:
                 x = np.where(np.abs(x) < self.away_from_zero, np.where(x < 0, -1, 1) * 2 * self.away_from_zero, x)
+        if dtype.is_complex and self.values is None and self.fill is None:
+            # An imaginary part of its own (a second draw, so the real part is the real dtypes').
+            imag = np.random.default_rng(self.seed + 7919).standard_normal(np.shape(x)) * self.scale
+            if self.integer_valued:
+                imag = np.round(imag)
+            x = x + 1j * imag
         if self.specials and dtype.is_floating:
             x = np.array(x, dtype=np.float64)
             flat = x.reshape(-1)
@@ -195,8 +204,14 @@ class OpSpec:
 
 def max_error(actual, expected) -> float:
     """max |actual - expected| as float64; NaN equals NaN; different shapes are infinitely off."""
-    a = np.asarray(actual, dtype=np.float64)
-    e = np.asarray(expected, dtype=np.float64)
+    a, e = np.asarray(actual), np.asarray(expected)
+    if a.dtype.kind == "c" or e.dtype.kind == "c":  # the worse of the real and imaginary parts
+        if a.shape != e.shape:
+            return math.inf
+        a, e = a.astype(np.complex128), e.astype(np.complex128)
+        return max(max_error(a.real, e.real), max_error(a.imag, e.imag))
+    a = a.astype(np.float64)
+    e = e.astype(np.float64)
     if a.shape != e.shape:
         return math.inf
     same = (a == e) | (np.isnan(a) & np.isnan(e))
@@ -216,6 +231,8 @@ def bits_equal(a, b) -> bool:
         return False
     if a.dtype.kind in "iub":
         return bool(np.array_equal(a, b))
+    if a.dtype.kind == "c":
+        return bits_equal(a.real, b.real) and bits_equal(a.imag, b.imag)
     a64 = a.astype(np.float64)
     b64 = b.astype(np.float64)
     same = (a64 == b64) & (np.signbit(a64) == np.signbit(b64))

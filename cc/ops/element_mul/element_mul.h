@@ -2,9 +2,18 @@
 // dimensions each operand was broadcast along. Matches tf.multiply bit for bit in the forward
 // pass; the gradient of operands that were not broadcast is bit-exact too (one product each),
 // broadcast ones are sums whose order differs from TensorFlow's reduction.
+//
+// Every dtype tf.multiply takes on the CPU: integers of every width wrap on overflow; complex
+// products use the plain formula (common/scalar.h's Mul), which is TensorFlow's wherever its
+// vectorised kernel runs. (Its scalar tail, the last n % packet-size elements, uses C99 Annex G's
+// recovery, which turns some NaN parts of inf * x products into infinities: TensorFlow's own
+// answer for non-finite complex operands depends on the position; finite ones are the same
+// everywhere.) The gradient of complex operands is TensorFlow's: grad_a = sum grad * conj(b),
+// grad_b = sum conj(a) * grad.
 #ifndef OPFORGE_OPS_ELEMENT_MUL_ELEMENT_MUL_H_
 #define OPFORGE_OPS_ELEMENT_MUL_ELEMENT_MUL_H_
 
+#include <complex>
 #include <cstdint>
 #include <vector>
 
@@ -12,6 +21,21 @@
 #include "common/dtype.h"
 #include "common/parallel.h"
 #include "common/status.h"
+
+// The forward op's dtypes (all of tf.multiply's on the CPU), and the gradient's: the floats, the
+// complex types and the 32- and 64-bit signed integers.
+#define OPFORGE_ELEMENT_MUL_GRAD_TYPES(X, ...) \
+  OPFORGE_FLOAT_INT_TYPES(X, __VA_ARGS__)      \
+  X(std::complex<float>, __VA_ARGS__)          \
+  X(std::complex<double>, __VA_ARGS__)
+#define OPFORGE_ELEMENT_MUL_TYPES(X, ...)        \
+  OPFORGE_ELEMENT_MUL_GRAD_TYPES(X, __VA_ARGS__) \
+  X(int8_t, __VA_ARGS__)                         \
+  X(uint8_t, __VA_ARGS__)                        \
+  X(int16_t, __VA_ARGS__)                        \
+  X(uint16_t, __VA_ARGS__)                       \
+  X(uint32_t, __VA_ARGS__)                       \
+  X(uint64_t, __VA_ARGS__)
 
 namespace opforge {
 
@@ -27,8 +51,8 @@ template <typename T>
 void ElementMulForward(const BroadcastPlan& plan, const T* a, const T* b, T* out,
                        const Parallel& parallel);
 
-// grad_a = sum_{broadcast dims of a} grad * b, grad_b = sum_{broadcast dims of b} a * grad.
-// Either output may be null (not needed).
+// grad_a = sum_{broadcast dims of a} grad * conj(b), grad_b = sum_{broadcast dims of b}
+// conj(a) * grad (conj: the identity on real types). Either output may be null (not needed).
 template <typename T>
 void ElementMulBackward(const BroadcastPlan& plan, const T* grad, const T* a, const T* b, T* grad_a,
                         T* grad_b, const Parallel& parallel);

@@ -12,7 +12,9 @@ REGISTER_OP("Opforge>ElementMul")
     .Input("a: T")
     .Input("b: T")
     .Output("product: T")
-    .Attr("T: {half, bfloat16, float, double, int32, int64}")
+    .Attr(
+        "T: {half, bfloat16, float, double, int8, uint8, int16, uint16, int32, uint32, int64, "
+        "uint64, complex64, complex128}")
     // Broadcasts known dimensions, keeps unknown ones unknown, and rejects incompatible known
     // dimensions when the graph is built, with the kernel's message.
     .SetShapeFn([](shape_inference::InferenceContext* c) {
@@ -29,7 +31,7 @@ REGISTER_OP("Opforge>ElementMulGrad")
     .Input("b: T")
     .Output("grad_a: T")
     .Output("grad_b: T")
-    .Attr("T: {half, bfloat16, float, double, int32, int64}")
+    .Attr("T: {half, bfloat16, float, double, int32, int64, complex64, complex128}")
     // An operand whose gradient nobody needs (a constant, say) is not computed: its output is an
     // empty [0] tensor. The Python gradient sets these from the tape's skip_input_indices.
     .Attr("need_grad_a: bool = true")
@@ -47,7 +49,9 @@ REGISTER_OP("Opforge>ElementMulGrad")
       c->set_output(1, need_b ? c->input(2) : c->Vector(0));
       return absl::OkStatus();
     })
-    .Doc("grad_a = sum(grad * b) and grad_b = sum(a * grad) over each one's broadcast dims.");
+    .Doc(
+        "grad_a = sum(grad * conj(b)) and grad_b = sum(conj(a) * grad) over each one's broadcast "
+        "dims (conj: the identity on real types).");
 
 namespace {
 
@@ -115,10 +119,11 @@ struct ElementMulGradOp {
   OPFORGE_FLOAT_TYPES(X, __VA_ARGS__)         \
   X(int64_t, __VA_ARGS__)
 
-OPFORGE_REGISTER_KERNELS(Name("Opforge>ElementMul"), ElementMulOp, OPFORGE_FLOAT_INT_TYPES,
+// The other integers and the complex types run on the CPU only.
+OPFORGE_REGISTER_KERNELS(Name("Opforge>ElementMul"), ElementMulOp, OPFORGE_ELEMENT_MUL_TYPES,
                          OPFORGE_ELEMENT_MUL_GPU_TYPES)
-OPFORGE_REGISTER_KERNELS(Name("Opforge>ElementMulGrad"), ElementMulGradOp, OPFORGE_FLOAT_INT_TYPES,
-                         OPFORGE_ELEMENT_MUL_GPU_TYPES)
+OPFORGE_REGISTER_KERNELS(Name("Opforge>ElementMulGrad"), ElementMulGradOp,
+                         OPFORGE_ELEMENT_MUL_GRAD_TYPES, OPFORGE_ELEMENT_MUL_GPU_TYPES)
 
 }  // namespace
 }  // namespace opforge
