@@ -14,6 +14,9 @@
 // then a col2im that gathers, per output pixel, the contributions in TensorFlow's order (input
 // position row-major, then fh, then fw). half and bfloat16 are computed in float and rounded
 // once. Every result is computed by one call in a fixed order, whatever the thread count.
+// int32 (the forward op only, as TensorFlow's CPU kernel takes it; integers have no gradient):
+// a direct loop that sums each output element in 32-bit arithmetic wrapping modulo 2^32, which
+// is TensorFlow's result whatever its summation order.
 #ifndef OPFORGE_OPS_CONV2D_TRANSPOSE_CONV2D_TRANSPOSE_H_
 #define OPFORGE_OPS_CONV2D_TRANSPOSE_CONV2D_TRANSPOSE_H_
 
@@ -24,6 +27,11 @@
 #include "common/dtype.h"
 #include "common/parallel.h"
 #include "common/status.h"
+
+// The forward op's dtypes; the gradients take the float types (OPFORGE_FLOAT_TYPES).
+#define OPFORGE_CONV2D_TRANSPOSE_TYPES(X, ...) \
+  OPFORGE_FLOAT_TYPES(X, __VA_ARGS__)          \
+  X(int32_t, __VA_ARGS__)
 
 namespace opforge {
 
@@ -94,7 +102,7 @@ int64_t Conv2DTransposeInputSize(int64_t out, int64_t filter, int64_t dilation, 
                                  const std::string& padding, int64_t pad_before, int64_t pad_after);
 
 // output = conv2d_transpose(input, filter), layouts per params.nchw. T: Eigen::half,
-// Eigen::bfloat16, float, double.
+// Eigen::bfloat16, float, double, int32_t (wrapping modulo 2^32).
 template <typename T>
 void Conv2DTransposeForward(const Conv2DTransposeParams& p, const T* input, const T* filter,
                             T* output, const Parallel& parallel);

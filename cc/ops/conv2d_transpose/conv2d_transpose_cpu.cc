@@ -942,13 +942,11 @@ void FilterGradNhwc(const Conv2DTransposeParams& p, const C* in, const C* grad, 
       });
 }
 
-}  // namespace
-
+// The float forward pass: NHWC in the compute type (converted and transposed where needed).
 template <typename T>
-void Conv2DTransposeForward(const Conv2DTransposeParams& p, const T* input, const T* filter,
-                            T* output, const Parallel& parallel) {
+void ForwardFloat(const Conv2DTransposeParams& p, const T* input, const T* filter, T* output,
+                  const Parallel& parallel) {
   using C = Compute<T>;
-  if (p.OutputSize() == 0) return;
   const View<C> in = AsNhwc<T, C>(input, p.nchw, p.batch, p.in_h, p.in_w, p.in_c, parallel);
   const View<C> f = AsNhwc<T, C>(filter, false, 1, 1, 1, p.FilterSize(), parallel);
   if constexpr (std::is_same_v<T, C>) {
@@ -960,6 +958,74 @@ void Conv2DTransposeForward(const Conv2DTransposeParams& p, const T* input, cons
   Scratch<C> out(static_cast<size_t>(p.OutputSize()));
   ForwardNhwc<C>(p, in.data, f.data, out.data(), parallel);
   StoreNhwc<C, T>(out.data(), p.nchw, p.batch, p.out_h, p.out_w, p.out_c, output, parallel);
+}
+
+// The integer forward pass: a direct gather, each output element summed by one thread over
+// (fh, fw, ci) in unsigned arithmetic of T's width. Sums modulo 2^bits do not depend on their
+// order, so this is TensorFlow's result (its int32 kernel, an Eigen contraction, wraps too)
+// bit for bit. Reads both layouts in place (TensorFlow's CPU kernel takes NHWC only).
+template <typename T>
+void ForwardDirectInteger(const Conv2DTransposeParams& p, const T* input, const T* filter,
+                          T* output, const Parallel& parallel) {
+  using U = std::make_unsigned_t<T>;
+  static_assert(sizeof(U) >= sizeof(unsigned), "narrow integers would promote to int");
+  // Element strides of batch, row, column and channel in each layout.
+  const int64_t in_sc = p.nchw ? p.in_h * p.in_w : 1;
+  const int64_t in_sw = p.nchw ? 1 : p.in_c;
+  const int64_t in_sh = p.in_w * in_sw;
+  const int64_t in_sb = p.in_h * p.in_w * p.in_c;
+  const int64_t out_sc = p.nchw ? p.out_h * p.out_w : 1;
+  const int64_t out_sw = p.nchw ? 1 : p.out_c;
+  const int64_t out_sh = p.out_w * out_sw;
+  const int64_t out_sb = p.out_h * p.out_w * p.out_c;
+  const int64_t taps = std::max<int64_t>(
+      1, (p.filter_h / p.stride_h + 1) * (p.filter_w / p.stride_w + 1));  // per output pixel
+  const double cost = static_cast<double>(p.out_w) * static_cast<double>(p.out_c) *
+                      static_cast<double>(p.in_c) * static_cast<double>(taps);
+  parallel.For(p.batch * p.out_h, cost, [&](int64_t begin, int64_t end) {
+    std::vector<U> acc(static_cast<size_t>(p.out_c));
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t b = r / p.out_h, oh = r % p.out_h;
+      for (int64_t ow = 0; ow < p.out_w; ++ow) {
+        std::fill(acc.begin(), acc.end(), U(0));
+        for (int64_t fh = 0; fh < p.filter_h; ++fh) {
+          const int64_t ih = SourceIndex(oh, fh, p.stride_h, p.pad_top, p.dilation_h, p.in_h);
+          if (ih < 0) continue;
+          for (int64_t fw = 0; fw < p.filter_w; ++fw) {
+            const int64_t iw = SourceIndex(ow, fw, p.stride_w, p.pad_left, p.dilation_w, p.in_w);
+            if (iw < 0) continue;
+            const T* x = input + b * in_sb + ih * in_sh + iw * in_sw;
+            const T* f = filter + (fh * p.filter_w + fw) * p.out_c * p.in_c;  // [co, ci]
+            for (int64_t co = 0; co < p.out_c; ++co) {
+              const T* fr = f + co * p.in_c;
+              U s = acc[static_cast<size_t>(co)];
+              for (int64_t ci = 0; ci < p.in_c; ++ci) {
+                s += static_cast<U>(x[ci * in_sc]) * static_cast<U>(fr[ci]);
+              }
+              acc[static_cast<size_t>(co)] = s;
+            }
+          }
+        }
+        T* o = output + b * out_sb + oh * out_sh + ow * out_sw;
+        for (int64_t co = 0; co < p.out_c; ++co) {
+          o[co * out_sc] = static_cast<T>(acc[static_cast<size_t>(co)]);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+template <typename T>
+void Conv2DTransposeForward(const Conv2DTransposeParams& p, const T* input, const T* filter,
+                            T* output, const Parallel& parallel) {
+  if (p.OutputSize() == 0) return;
+  if constexpr (std::is_integral_v<T>) {
+    ForwardDirectInteger<T>(p, input, filter, output, parallel);
+  } else {
+    ForwardFloat<T>(p, input, filter, output, parallel);
+  }
 }
 
 template <typename T>
@@ -996,9 +1062,12 @@ void Conv2DTransposeFilterGrad(const Conv2DTransposeParams& p, const T* input, c
   }
 }
 
+#define OPFORGE_INSTANTIATE_FORWARD(T, ...)                                                     \
+  template void Conv2DTransposeForward<T>(const Conv2DTransposeParams&, const T*, const T*, T*, \
+                                          const Parallel&);
+OPFORGE_CONV2D_TRANSPOSE_TYPES(OPFORGE_INSTANTIATE_FORWARD)
+#undef OPFORGE_INSTANTIATE_FORWARD
 #define OPFORGE_INSTANTIATE(T, ...)                                                                \
-  template void Conv2DTransposeForward<T>(const Conv2DTransposeParams&, const T*, const T*, T*,    \
-                                          const Parallel&);                                        \
   template void Conv2DTransposeInputGrad<T>(const Conv2DTransposeParams&, const T*, const T*, T*,  \
                                             const Parallel&);                                      \
   template void Conv2DTransposeFilterGrad<T>(const Conv2DTransposeParams&, const T*, const T*, T*, \

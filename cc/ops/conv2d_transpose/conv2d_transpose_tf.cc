@@ -15,9 +15,10 @@ using shape_inference::ShapeHandle;
 
 namespace {
 
+// The attrs after T: the forward op takes int32 too (as TensorFlow's CPU kernel), the gradient
+// ops the float types (integers have no gradient).
 #define OPFORGE_CONV2D_TRANSPOSE_ATTRS                \
-  Attr("T: {half, bfloat16, float, double}")          \
-      .Attr("strides: list(int)")                     \
+  Attr("strides: list(int)")                          \
       .Attr("padding: {'SAME', 'VALID', 'EXPLICIT'}") \
       .Attr("explicit_paddings: list(int) = []")      \
       .Attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'") \
@@ -169,6 +170,7 @@ REGISTER_OP("Opforge>Conv2DTranspose")
     .Input("output_shape: Tshape")
     .Output("output: T")
     .Attr("Tshape: {int32, int64} = DT_INT32")
+    .Attr("T: {half, bfloat16, float, double, int32}")
     .OPFORGE_CONV2D_TRANSPOSE_ATTRS.SetShapeFn(ForwardShape)
     .Doc(R"doc(
 Transposed 2-D convolution, as tf.nn.conv2d_transpose: filter [FH, FW, out_channels,
@@ -179,6 +181,7 @@ REGISTER_OP("Opforge>Conv2DTransposeInputGrad")
     .Input("grad: T")
     .Input("filter: T")
     .Output("grad_input: T")
+    .Attr("T: {half, bfloat16, float, double}")
     .OPFORGE_CONV2D_TRANSPOSE_ATTRS.SetShapeFn(InputGradShape)
     .Doc("Gradient of Conv2DTranspose with respect to its input: conv2d(grad, filter).");
 
@@ -187,6 +190,7 @@ REGISTER_OP("Opforge>Conv2DTransposeFilterGrad")
     .Input("filter: T")
     .Input("grad: T")
     .Output("grad_filter: T")
+    .Attr("T: {half, bfloat16, float, double}")
     .OPFORGE_CONV2D_TRANSPOSE_ATTRS
     .SetShapeFn([](InferenceContext* c) {
       Conv2DTransposeAttrs a;
@@ -278,8 +282,9 @@ struct Conv2DTransposeFilterGradOp : Conv2DTransposeAttrOp {
   }
 };
 
+// int32 runs on the CPU only (TensorFlow's GPU kernels keep int32 tensors in host memory).
 OPFORGE_REGISTER_KERNELS(Name("Opforge>Conv2DTranspose").HostMemory("output_shape"),
-                         Conv2DTransposeOp, OPFORGE_FLOAT_TYPES, OPFORGE_FLOAT_TYPES)
+                         Conv2DTransposeOp, OPFORGE_CONV2D_TRANSPOSE_TYPES, OPFORGE_FLOAT_TYPES)
 OPFORGE_REGISTER_KERNELS(Name("Opforge>Conv2DTransposeInputGrad"), Conv2DTransposeInputGradOp,
                          OPFORGE_FLOAT_TYPES, OPFORGE_FLOAT_TYPES)
 OPFORGE_REGISTER_KERNELS(Name("Opforge>Conv2DTransposeFilterGrad"), Conv2DTransposeFilterGradOp,

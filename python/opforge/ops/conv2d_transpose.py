@@ -14,7 +14,8 @@ from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, sc
 __all__ = ["conv2d_transpose"]
 OP_NAMES = ("Opforge>Conv2DTranspose", "Opforge>Conv2DTransposeInputGrad", "Opforge>Conv2DTransposeFilterGrad")
 
-DTYPES = FLOAT_DTYPES
+# The forward op's dtypes: TensorFlow's CPU kernel's (int32 too; integers have no gradient).
+DTYPES = FLOAT_DTYPES + (tf.int32,)
 _DTYPE_SET = frozenset(DTYPES)
 _OP = "Conv2DTranspose"
 
@@ -85,7 +86,7 @@ def conv2d_transpose(
 
     Args:
       input: 4-D tensor `[batch, height, width, in_channels]` (NHWC) or
-        `[batch, in_channels, height, width]` (NCHW); half, bfloat16, float32 or float64.
+        `[batch, in_channels, height, width]` (NCHW); half, bfloat16, float32, float64 or int32.
       filters: `[height, width, out_channels, in_channels]`, the dtype of `input`.
       output_shape: 1-D int32/int64 tensor (or list): 4 values in `data_format` order, or 2
         values `[height, width]`. It must be a size whose convolution gives the input's size;
@@ -98,7 +99,9 @@ def conv2d_transpose(
 
     Returns:
       A tensor of `output_shape` and the dtype of `input`. half and bfloat16 are computed in
-      float and rounded once. The gradients with respect to `input` and `filters` are C++ ops.
+      float and rounded once; int32 in 32-bit integers that wrap on overflow, exactly as
+      TensorFlow's int32 kernel (which has no gradient; in NCHW too, which TensorFlow's CPU kernel
+      refuses). The gradients with respect to `input` and `filters` (float types) are C++ ops.
 
     Raises:
       InvalidArgumentError: wrong ranks, channels that do not match, an output_shape that does
@@ -257,12 +260,14 @@ SPECS = (
         reference=tf.nn.conv2d_transpose,
         reference_name="tf.nn.conv2d_transpose",
         exact_reference=direct_conv2d_transpose,
-        dtypes=FLOAT_DTYPES,
+        dtypes=DTYPES,
         # Integer-valued data: every sum is exact, in half too, so any index or padding error
-        # shows; random float32 data differs from TensorFlow by the GEMM summation order (~1e-6).
+        # shows (int32 draws from its whole range, so that the sums wrap); random float32 data
+        # differs from TensorFlow by the GEMM summation order (~1e-6).
         cases=tuple(_case(i, *c, integer_valued=True) for i, c in enumerate(_CASES))
         + tuple(_case(i, *c, integer_valued=False) for i, c in enumerate(_CASES)),
-        forward_tolerance=1e-4,
+        # int32 wraps modulo 2^32 as TensorFlow's kernel: bit for bit.
+        forward_tolerance={"float16": 1e-4, "bfloat16": 1e-4, "float32": 1e-4, "float64": 1e-4, "int32": 0.0},
         gradient_cases=(
             Case("SAME s2", (Sample((2, 3, 4, 3), seed=3), Sample((4, 4, 2, 3), seed=4)),
                  dict(output_shape=[2, 6, 8, 2], strides=2, padding="SAME")),
@@ -312,8 +317,9 @@ SPECS = (
             "explicit not fitting": _bad(f"{_X}, {_F}, [1, 26, 26, 2], 2, [[0, 0], [5, 5], [1, 1], [0, 0]]",
                                          "output_shape height 26", "EXPLICIT 5+5", "from 18 to 19 fit"),
             "data_format": _bad(f"{_X}, {_F}, [1, 26, 26, 2], 2, data_format='NCWH'", "data_format", "NCWH"),
-            "int32 input": _bad("tf.ones([1, 13, 13, 4], tf.int32), tf.ones([4, 4, 2, 4], tf.int32), "
-                                "[1, 26, 26, 2], 2", "input", "float16, bfloat16, float32 or float64", "int32"),
+            "int64 input": _bad("tf.ones([1, 13, 13, 4], tf.int64), tf.ones([4, 4, 2, 4], tf.int64), "
+                                "[1, 26, 26, 2], 2", "input", "float16, bfloat16, float32, float64 or int32",
+                                "int64"),
             "filter dtype": _bad(f"{_X}, tf.ones([4, 4, 2, 4], tf.float64), [1, 26, 26, 2], 2", "filters",
                                  "float32", "float64"),
             "raw strides length": _bad(f"{_X}, {_F}, [1, 26, 26, 2], strides=[1, 2, 2], padding='SAME'",
