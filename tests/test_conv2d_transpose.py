@@ -189,6 +189,126 @@ def test_empty_tensors():
     assert dx.shape == x.shape and df.shape == f.shape and not np.any(df.numpy())
 
 
+# --- int32: TensorFlow's CPU kernel takes it; sums wrap modulo 2^32 ------------------------------
+
+
+def ref_conv2d_transpose_int32(x, f, out_hw, strides, padding, dilations=(1, 1), explicit=None):
+    """The definition in int64 (NumPy's integer products and sums wrap modulo 2^64, silently),
+    then modulo 2^32: the int32 answer whatever the summation order."""
+    x = np.asarray(x, np.int64)
+    f = np.asarray(f, np.int64)
+    n, ih_, iw_, _ = x.shape
+    fh_, fw_, co, _ = f.shape
+    oh, ow = out_hw
+    explicit = explicit or [(0, 0), (0, 0)]
+    pt = ref_pads(padding, ih_, oh, fh_, strides[0], dilations[0], explicit[0])
+    pl = ref_pads(padding, iw_, ow, fw_, strides[1], dilations[1], explicit[1])
+    out = np.zeros((n, oh, ow, co), np.int64)
+    with np.errstate(over="ignore"):
+        for ih in range(ih_):
+            for iw in range(iw_):
+                for fh in range(fh_):
+                    for fw in range(fw_):
+                        h = ih * strides[0] - pt + fh * dilations[0]
+                        w = iw * strides[1] - pl + fw * dilations[1]
+                        if 0 <= h < oh and 0 <= w < ow:
+                            out[:, h, w, :] += x[:, ih, iw, :] @ f[fh, fw].T
+    return out.astype(np.int32)  # keeps the low 32 bits
+
+
+def int32_case(name, seed, low=-(2**31), high=2**31 - 1):
+    c = make_case(name)
+    rng = np.random.default_rng(seed)
+    x = rng.integers(low, high, c["x64"].shape, endpoint=True)
+    f = rng.integers(low, high, c["f64"].shape, endpoint=True)
+    c.update(x=tf.constant(x, tf.int32), f=tf.constant(f, tf.int32), x64=x, f64=f)
+    shape, _, strides, padding, dilations, out_hw = CASES[name]
+    explicit = padding if isinstance(padding, list) else None
+    c["ref"] = ref_conv2d_transpose_int32(x, f, out_hw, strides, "EXPLICIT" if explicit else padding,
+                                          dilations, explicit)
+    return c
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_int32_wraps_exactly_as_tensorflow(name):
+    # Values over int32's whole range: almost every product and sum overflows.
+    c = int32_case(name, seed=11)
+    y = run(c)
+    assert y.dtype == tf.int32
+    np.testing.assert_array_equal(y.numpy(), c["ref"])
+    if tf_can_run(c):
+        t = tf.nn.conv2d_transpose(c["x"], c["f"], c["output_shape"], c["strides"], c["padding"])
+        assert t.dtype == tf.int32
+        np.testing.assert_array_equal(y.numpy(), t.numpy())
+
+
+def test_int32_overflow_of_the_sum_alone():
+    # Every product fits in int32; their sum (9 taps x 4 channels of 2^26) does not.
+    x = tf.fill([1, 3, 3, 4], 1 << 13)
+    f = tf.fill([3, 3, 2, 4], 1 << 13)
+    y = opforge.ops.conv2d_transpose(x, f, [1, 3, 3, 2], 1, "SAME")
+    t = tf.nn.conv2d_transpose(x, f, [1, 3, 3, 2], 1, "SAME")
+    np.testing.assert_array_equal(y.numpy(), t.numpy())
+    center = 9 * 4 * (1 << 26)  # 1.125 x 2^31: beyond int32
+    assert y.numpy()[0, 1, 1, 0] == np.int64(center).astype(np.int32) != center
+    # And the extremes: INT32_MIN * -1 and INT32_MAX * INT32_MAX, alone in a 1x1 convolution.
+    x = tf.constant([[[[-(2**31), 2**31 - 1]]]], tf.int32)
+    f = tf.constant([[[[-1, 0], [0, 2**31 - 1], [-(2**31), -(2**31)]]]], tf.int32)
+    y = opforge.ops.conv2d_transpose(x, f, [1, 1, 1, 3], 1, "VALID")
+    t = tf.nn.conv2d_transpose(x, f, [1, 1, 1, 3], 1, "VALID")
+    np.testing.assert_array_equal(y.numpy(), t.numpy())
+    np.testing.assert_array_equal(y.numpy().ravel(), [-(2**31), 1, -(2**31)])
+
+
+@pytest.mark.parametrize("name", ["4x4 s2 SAME", "explicit", "5x5 d2 SAME"])
+def test_int32_nchw_is_nhwc_transposed(name):
+    # TensorFlow's CPU kernel refuses NCHW; opforge takes it in every dtype.
+    c = int32_case(name, seed=12)
+    nhwc = run(c).numpy()
+    explicit = c["padding"] if isinstance(c["padding"], list) else None
+    padding = [explicit[0], explicit[3], explicit[1], explicit[2]] if explicit else c["padding"]
+    n, h, w, co = c["output_shape"]
+    nchw = opforge.ops.conv2d_transpose(tf.transpose(c["x"], [0, 3, 1, 2]), c["f"], [n, co, h, w],
+                                        c["strides"], padding, data_format="NCHW",
+                                        dilations=c["dilations"])
+    assert nchw.dtype == tf.int32
+    np.testing.assert_array_equal(np.transpose(nchw.numpy(), [0, 2, 3, 1]), nhwc)
+    np.testing.assert_array_equal(nhwc, c["ref"])
+
+
+def test_int32_has_no_gradient_and_gradient_ops_refuse_it():
+    # As TensorFlow: a tape does not differentiate integers.
+    c = int32_case("4x4 s2 SAME", seed=13, low=-5, high=5)
+    with tf.GradientTape() as tape:
+        tape.watch([c["x"], c["f"]])
+        y = run(c)
+    assert tape.gradient(y, [c["x"], c["f"]]) == [None, None]
+    lib = opforge.ops._common.lib()
+    attrs = dict(strides=[1, 2, 2, 1], padding="SAME")
+    with pytest.raises((tf.errors.InvalidArgumentError, TypeError), match="int32"):
+        lib.opforge_conv2d_transpose_input_grad(tf.zeros([2, 10, 12, 5], tf.int32), c["f"], **attrs)
+    with pytest.raises((tf.errors.InvalidArgumentError, TypeError), match="int32"):
+        lib.opforge_conv2d_transpose_filter_grad(c["x"], c["f"], tf.zeros([2, 10, 12, 5], tf.int32), **attrs)
+
+
+def test_int32_empty_input_gives_zeros():
+    # An input of height 0 reaches no output pixel (VALID truncation); a batch of 0 is empty.
+    y = opforge.ops.conv2d_transpose(tf.ones([1, 0, 3, 2], tf.int32), tf.ones([5, 1, 4, 2], tf.int32),
+                                     [1, 2, 5, 4], 2, "VALID")
+    assert y.dtype == tf.int32 and y.shape == (1, 2, 5, 4) and not np.any(y.numpy())
+    y = opforge.ops.conv2d_transpose(tf.ones([0, 5, 5, 2], tf.int32), tf.ones([3, 3, 4, 2], tf.int32),
+                                     [0, 10, 10, 4], 2)
+    assert y.shape == (0, 10, 10, 4)
+
+
+def test_int32_in_tf_function_agrees():
+    c = int32_case("5x5 s3 SAME odd", seed=14)
+    eager = run(c).numpy()
+    graph = tf.function(lambda x, f: run(c, x=x, f=f))(c["x"], c["f"]).numpy()
+    np.testing.assert_array_equal(eager, graph)
+    np.testing.assert_array_equal(eager, c["ref"])
+
+
 # --- gradients ----------------------------------------------------------------------------------
 
 
