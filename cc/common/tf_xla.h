@@ -1,0 +1,145 @@
+// XLA lowerings of opforge ops (cc/ops/<op>/<op>_xla.cc): the tf2xla and XLA builder headers,
+// and OPFORGE_REGISTER_XLA_OP, which registers an XlaOpKernel so that it works whenever the
+// library is loaded.
+//
+// TensorFlow turns XLA op registrations (XlaOpRegistrar) into kernels for the XLA_CPU_JIT and
+// XLA_GPU_JIT devices once per process, in XlaOpRegistry::RegisterCompilationKernels(), the
+// first time anything is compiled with XLA. A registration that arrives later (opforge loaded
+// after a first tf.function(jit_compile=True) ran) is recorded but never becomes a kernel, and
+// the op fails with "No registered ... OpKernel for XLA_CPU_JIT devices". So the registration
+// here also checks whether that pass already ran (TensorFlow's own XLA kernel of NoOp exists)
+// and, if it did, registers the op's JIT kernels itself, as the pass would have: one KernelDef
+// per JIT backend, each type attribute constrained to the op def's allowed types that the
+// backend supports.
+//
+// The file is compiled only into the binding, and only when CMake found TensorFlow's XLA
+// library (libtensorflow_cc.so.2) and its headers (see the XLA block of CMakeLists.txt).
+#ifndef OPFORGE_COMMON_TF_XLA_H_
+#define OPFORGE_COMMON_TF_XLA_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/tf_glue.h"
+#include "tensorflow/compiler/tf2xla/xla_helpers.h"
+#include "tensorflow/compiler/tf2xla/xla_op_kernel.h"
+#include "tensorflow/compiler/tf2xla/xla_op_registry.h"
+#include "tensorflow/core/framework/kernel_def.pb.h"
+#include "tensorflow/core/framework/node_def.pb.h"
+#include "tensorflow/core/framework/op_def.pb.h"
+#include "xla/hlo/builder/xla_builder.h"
+
+namespace opforge {
+namespace xla_glue {
+
+// The ops this library lowers to XLA, in registration order, and whether any was registered
+// after TensorFlow's registration pass (so by OPFORGE_REGISTER_XLA_OP itself). Read from Python
+// through OpforgeXlaLoweredOps() (opforge/_loader.py).
+inline std::vector<std::string>& LoweredOps() {
+  static auto* ops = new std::vector<std::string>;
+  return *ops;
+}
+inline bool& RegisteredLate() {
+  static bool late = false;
+  return late;
+}
+
+// True once TensorFlow has turned the XLA op registrations into JIT kernels.
+inline bool JitKernelsRegistered() {
+  tensorflow::NodeDef probe;
+  probe.set_name("opforge_xla_probe");
+  probe.set_op("NoOp");
+  const tensorflow::KernelDef* kdef = nullptr;
+  return tensorflow::FindKernelDef(tensorflow::DeviceType(tensorflow::DEVICE_CPU_XLA_JIT), probe,
+                                   &kdef, nullptr)
+      .ok();
+}
+
+// What RegisterCompilationKernels() does for one op without device or type restrictions.
+inline void RegisterJitKernelsNow(const std::string& op,
+                                  tensorflow::XlaOpRegistry::Factory factory) {
+  const tensorflow::OpDef* op_def = nullptr;
+  if (!tensorflow::OpRegistry::Global()->LookUpOpDef(op, &op_def).ok()) return;
+  struct Backend {
+    const char* device;
+    const std::array<tensorflow::DataType, 25>& types;
+  };
+  const Backend backends[] = {{tensorflow::DEVICE_CPU_XLA_JIT, tensorflow::kCpuAllTypes},
+                              {tensorflow::DEVICE_GPU_XLA_JIT, tensorflow::kGpuAllTypes}};
+  const std::string existing = tensorflow::KernelsRegisteredForOp(op);
+  for (const Backend& backend : backends) {
+    if (!tensorflow::XlaOpRegistry::IsBackendRegistered(backend.device)) continue;
+    // Registered meanwhile by TensorFlow's own pass (a compilation running in another thread).
+    if (existing.find(std::string("device='") + backend.device + "'") != std::string::npos) {
+      continue;
+    }
+    auto kdef = std::make_unique<tensorflow::KernelDef>();
+    kdef->set_op(op);
+    kdef->set_device_type(backend.device);
+    bool satisfiable = true;
+    for (const auto& attr : op_def->attr()) {
+      if (attr.type() != "type" && attr.type() != "list(type)") continue;
+      auto* allowed = kdef->add_constraint();
+      allowed->set_name(attr.name());
+      auto* list = allowed->mutable_allowed_values()->mutable_list();
+      const auto& op_types = attr.allowed_values().list().type();
+      for (tensorflow::DataType dtype : backend.types) {
+        if (attr.has_allowed_values() &&
+            std::find(op_types.begin(), op_types.end(), dtype) == op_types.end()) {
+          continue;
+        }
+        list->add_type(dtype);
+      }
+      if (list->type().empty()) satisfiable = false;
+    }
+    if (!satisfiable) continue;
+    // Kept for the life of the process, as TensorFlow keeps its own registrars.
+    new tensorflow::kernel_factory::OpKernelRegistrar(kdef.release(), "XlaJitOp", factory);
+  }
+}
+
+// Registers the XLA kernel `Kernel` (an XlaOpKernel) for the op `builder` names.
+template <typename Kernel>
+struct XlaRegistration {
+  static tensorflow::OpKernel* Create(tensorflow::OpKernelConstruction* context) {
+    return new Kernel(context);
+  }
+  XlaRegistration(const char* op, tensorflow::XlaOpRegistrationBuilder builder) {
+    tensorflow::XlaOpRegistrar registrar(builder.Build(&Create));
+    LoweredOps().push_back(op);
+    if (JitKernelsRegistered()) {
+      RegisteredLate() = true;
+      RegisterJitKernelsNow(op, &Create);
+    }
+  }
+};
+
+}  // namespace xla_glue
+}  // namespace opforge
+
+// The ops lowered to XLA, comma-separated, prefixed "late:" when they were registered after
+// TensorFlow's registration pass (and so by opforge itself). Exported for opforge's Python
+// loader (ctypes); absent from a library built without XLA kernels.
+extern "C" __attribute__((visibility("default"), used)) inline const char* OpforgeXlaLoweredOps() {
+  static std::string text;
+  text = opforge::xla_glue::RegisteredLate() ? "late:" : "";
+  for (size_t i = 0; i < opforge::xla_glue::LoweredOps().size(); ++i) {
+    text += (i ? "," : "") + opforge::xla_glue::LoweredOps()[i];
+  }
+  return text.c_str();
+}
+
+#define OPFORGE_XLA_CONCAT_(a, b) a##b
+#define OPFORGE_XLA_CONCAT(a, b) OPFORGE_XLA_CONCAT_(a, b)
+// OPFORGE_REGISTER_XLA_OP("Opforge>LeakyRelu", Kernel) or, with options (compile-time constant
+// inputs), OPFORGE_REGISTER_XLA_OP("Opforge>ResizeBilinear", Kernel, .CompileTimeConstantInput(
+// "size")). No type constraint: each type attribute gets the op def's allowed types that the
+// XLA backend supports, so a kernel handles every dtype its op accepts.
+#define OPFORGE_REGISTER_XLA_OP(OP, KERNEL, ...)                          \
+  static ::opforge::xla_glue::XlaRegistration<KERNEL> OPFORGE_XLA_CONCAT( \
+      opforge_xla_registration_, __COUNTER__)(                            \
+      OP, ::tensorflow::XlaOpRegistrationBuilder::Name(OP) __VA_ARGS__);
+
+#endif  // OPFORGE_COMMON_TF_XLA_H_
