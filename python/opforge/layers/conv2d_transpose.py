@@ -45,8 +45,33 @@ class Conv2DTranspose(keras.layers.Conv2DTranspose):
     the CPU. The op has no XLA kernel, so the layer sets `supports_jit = False`.
     """
 
-    def __init__(self, filters: int, kernel_size: Union[int, List[int]], **kwargs: Any) -> None:
-        super().__init__(filters, kernel_size, **kwargs)
+    def __init__(
+        self,
+        filters: int,
+        kernel_size: Union[int, List[int]],
+        strides: Union[int, List[int]] = (1, 1),
+        padding: str = "valid",
+        output_padding: Union[int, List[int], None] = None,
+        data_format: Optional[str] = None,
+        dilation_rate: Union[int, List[int]] = (1, 1),
+        activation=None,
+        use_bias: bool = True,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        kernel_regularizer=None,
+        bias_regularizer=None,
+        activity_regularizer=None,
+        kernel_constraint=None,
+        bias_constraint=None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            filters, kernel_size, strides=strides, padding=padding, output_padding=output_padding,
+            data_format=data_format, dilation_rate=dilation_rate, activation=activation, use_bias=use_bias,
+            kernel_initializer=kernel_initializer, bias_initializer=bias_initializer,
+            kernel_regularizer=kernel_regularizer, bias_regularizer=bias_regularizer,
+            activity_regularizer=activity_regularizer, kernel_constraint=kernel_constraint,
+            bias_constraint=bias_constraint, **kwargs)
         self.supports_jit = False
 
     def _output_shape(self, inputs: tf.Tensor):

@@ -1,6 +1,7 @@
 """`opforge.layers.LeakyReLU`: `keras.layers.LeakyReLU` on the `Opforge>LeakyRelu` op."""
 from __future__ import annotations
 
+import warnings
 from typing import Any, Dict
 
 import keras
@@ -18,12 +19,15 @@ class LeakyReLU(keras.layers.Layer):
     """Leaky ReLU layer: `x` where x > 0, `negative_slope * x` elsewhere.
 
     Mirrors `keras.layers.LeakyReLU(negative_slope=0.3)` and computes with opforge's C++ kernel
-    (and its C++ gradient). Unlike Keras, any finite slope is accepted, negative ones included.
-    The op has no XLA kernel, so the layer sets `supports_jit = False` and Keras does not try to
-    JIT-compile models that contain it.
+    (and its C++ gradient). `alpha=` (the name in tf.keras 2 and most YOLO code) is accepted
+    with Keras's deprecation warning. Unlike Keras, any finite slope is accepted, negative ones
+    included. The output has the layer's compute dtype (float16 under `mixed_float16`).
     """
 
     def __init__(self, negative_slope: float = 0.3, **kwargs: Any) -> None:
+        if "alpha" in kwargs:  # as keras.layers.LeakyReLU
+            negative_slope = kwargs.pop("alpha")
+            warnings.warn("Argument `alpha` is deprecated. Use `negative_slope` instead.")
         super().__init__(**kwargs)
         try:
             # A number, not coerced: "0.3" and True are errors.
@@ -37,7 +41,10 @@ class LeakyReLU(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs):
-        return leaky_relu(inputs, alpha=self.negative_slope)
+        out = leaky_relu(inputs, alpha=self.negative_slope)
+        # Integer inputs give float32 (as tf.nn.leaky_relu); Keras's symbolic tensor says the
+        # compute dtype.
+        return out if out.dtype == self.compute_dtype else tf.cast(out, self.compute_dtype)
 
     def compute_output_shape(self, input_shape):
         return input_shape

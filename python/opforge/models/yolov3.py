@@ -118,10 +118,7 @@ class _Builder:
             return layer(channels, 4, strides=2, padding="same", name=f"upsample_{self.count}")
         if self.ops == "tf":
             return TfBilinearUpsample(name=f"upsample_{self.count}")
-        if size is None:
-            raise ValueError("opforge.models: upsample='bilinear' with ops='opforge' needs a fixed input_size "
-                             "(opforge.layers.BilinearResize takes a static target size)")
-        return BilinearResize((2 * size, 2 * size), name=f"upsample_{self.count}")
+        return BilinearResize(scale=2, name=f"upsample_{self.count}")
 
     def conv(self, x, filters: int, size: int, strides: int = 1, batch_norm: bool = True):
         """yolov3-tf2's DarknetConv: stride 2 pads top-left by one and convolves 'valid'."""
@@ -240,9 +237,6 @@ class YoloV3TinySubclassed(keras.Model):
     def __init__(self, num_classes: int = 80, upsample: str = "transpose", ops: str = "opforge", **kwargs):
         super().__init__(**kwargs)
         _check("YoloV3TinySubclassed", upsample, ops, num_classes, None)
-        if upsample == "bilinear" and ops == "opforge":
-            raise ValueError("opforge.models.YoloV3TinySubclassed: upsample='bilinear' needs a fixed size; "
-                             "use the Functional YoloV3Tiny")
         self.num_classes, self.upsample, self.ops = int(num_classes), upsample, ops
         b = _Builder(ops, upsample)
         out = 3 * (5 + self.num_classes)
@@ -252,7 +246,7 @@ class YoloV3TinySubclassed(keras.Model):
         self.neck_0 = b.conv_layers(256, 1)
         self.head_0 = b.conv_layers(512, 3) + b.conv_layers(out, 1, batch_norm=False)
         self.neck_1 = b.conv_layers(128, 1)
-        self.up = b.upsample_layer(128, None) if upsample != "bilinear" else TfBilinearUpsample()
+        self.up = b.upsample_layer(128, None)
         self.concat = keras.layers.Concatenate()
         self.head_1 = b.conv_layers(256, 3) + b.conv_layers(out, 1, batch_norm=False)
 

@@ -1,15 +1,18 @@
-"""Bilinear resize: `opforge.ops.resize_bilinear` mirrors `tf.compat.v1.image.resize_bilinear`;
-C++ ops `Opforge>ResizeBilinear` and `Opforge>ResizeBilinearGrad`."""
+"""Bilinear resize: `opforge.ops.resize` is a drop-in for `tf.image.resize`;
+`opforge.ops.resize_bilinear` mirrors `tf.compat.v1.image.resize_bilinear`; C++ ops
+`Opforge>ResizeBilinear` and `Opforge>ResizeBilinearGrad`."""
 from __future__ import annotations
 
 from typing import Optional
 
 import tensorflow as tf
 
-from opforge.ops._common import check_dtype, invalid_argument, lib, python_int, to_tensor
+from tensorflow.python.framework import tensor_util
+
+from opforge.ops._common import check_dtype, invalid_argument, lib, python_bool, python_int, to_tensor
 from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch
 
-__all__ = ["resize_bilinear", "resize_bilinear_grad"]
+__all__ = ["resize", "resize_bilinear", "resize_bilinear_grad"]
 OP_NAMES = ("Opforge>ResizeBilinear", "Opforge>ResizeBilinearGrad")
 
 # The input dtypes of tf.raw_ops.ResizeBilinear (the output is always float32).
@@ -92,6 +95,67 @@ def resize_bilinear(
         half_pixel_centers=half_pixel_centers,
         name=name,
     )
+
+
+# The methods of tf.image.resize (tf.image.ResizeMethod's values).
+RESIZE_METHODS = ("bilinear", "nearest", "bicubic", "area", "lanczos3", "lanczos5", "gaussian",
+                  "mitchellcubic")
+
+
+def resize(images, size, method: str = "bilinear", *, antialias: bool = False,
+           preserve_aspect_ratio: bool = False, name: Optional[str] = None) -> tf.Tensor:
+    """A drop-in for `tf.image.resize`: the same arguments and defaults, the same results.
+
+    `images` is 4-D [batch, height, width, channels] or 3-D [height, width, channels] (one
+    image, as in a per-image `dataset.map`); the result has the same rank. `size` is
+    [new_height, new_width]; with `preserve_aspect_ratio=True` the image is scaled to fit
+    inside it, keeping its aspect ratio (TensorFlow's rounding). The output dtype follows
+    `tf.image.resize`: float32 for every input dtype (nearest keeps the input's).
+
+    The default, `method="bilinear"` without antialiasing, runs opforge's C++ kernels with
+    half-pixel centres, which is what `tf.image.resize` computes: bit for bit, in every input
+    dtype, with opforge's gradient. The other methods ("nearest", "bicubic", "area", "lanczos3",
+    "lanczos5", "gaussian", "mitchellcubic") and `antialias=True` run TensorFlow's own kernels
+    (`tf.image.resize`), so a call never changes meaning when swapped in.
+
+    `antialias` and `preserve_aspect_ratio` are keyword-only: `tf.image.resize` takes
+    preserve_aspect_ratio fourth, and a positional call meant for it must not set antialias.
+
+    Where `tf.image.resize` raises ValueError for a bad rank, size or method, this raises
+    InvalidArgumentError naming the argument, as every opforge op does.
+    """
+    op = "Resize"
+    if not isinstance(method, str) or method not in RESIZE_METHODS:
+        raise invalid_argument(op, "method", "one of " + ", ".join(repr(m) for m in RESIZE_METHODS),
+                               repr(method))
+    python_bool(op, "antialias", antialias)
+    python_bool(op, "preserve_aspect_ratio", preserve_aspect_ratio)
+    if method != "bilinear" or antialias:
+        return tf.image.resize(images, size, method=method, preserve_aspect_ratio=preserve_aspect_ratio,
+                               antialias=antialias, name=name)
+    if not (isinstance(images, tf.Tensor) and images.dtype in _IMAGE_SET):
+        images = to_tensor(op, "images", images)
+        check_dtype(op, "images", images, IMAGE_DTYPES)
+    rank = images.shape.rank
+    if rank not in (3, 4):
+        raise invalid_argument(op, "images", "a 3-D [height, width, channels] or 4-D [batch, height, "
+                               "width, channels] tensor", f"shape {images.shape}")
+    size = _size(size)
+    if rank == 3:
+        images = tf.expand_dims(images, 0)
+    if preserve_aspect_ratio:
+        # tf.image.resize's arithmetic: float32 scale factors, the smaller one, rounded half to even.
+        shape = tf.shape(images)
+        height = tf.cast(images.shape[1] if images.shape[1] is not None else shape[1], tf.float32)
+        width = tf.cast(images.shape[2] if images.shape[2] is not None else shape[2], tf.float32)
+        scale = tf.minimum(tf.cast(size[0], tf.float32) / height, tf.cast(size[1], tf.float32) / width)
+        size = tf.stack([tf.cast(tf.round(scale * height), tf.int32),
+                         tf.cast(tf.round(scale * width), tf.int32)])
+    out = lib().opforge_resize_bilinear(images, size, align_corners=False, half_pixel_centers=True,
+                                        name=name)
+    if not tf.executing_eagerly():
+        out.set_shape([None, *tensor_util.constant_value_as_shape(size).as_list(), None])
+    return out[0] if rank == 3 else out
 
 
 def resize_bilinear_grad(
@@ -219,12 +283,71 @@ def _speed(shape, new_size, mode: str, gradient: bool) -> SpeedCase:
     return SpeedCase(setup, max_repeats=25)
 
 
+def _tf_image_resize(images, size, **attrs):
+    return tf.image.resize(images, size, **attrs)
+
+
+def _resize_speed(shape, new_size) -> SpeedCase:
+    def setup(size):
+        s = scaled_batch(shape, size)
+        x = tf.random.normal(s, seed=8)
+        return SpeedRun(f"forward {s}->{new_size[0]}x{new_size[1]} (tf.image.resize)",
+                        {"opforge": lambda: resize(x, list(new_size)),
+                         "tf": lambda: tf.image.resize(x, list(new_size))})
+
+    return SpeedCase(setup, max_repeats=25)
+
+
+# (images, size, attrs): 4-D and 3-D, up and down, and preserve_aspect_ratio.
+RESIZE_GEOMETRIES = (
+    ((2, 5, 7, 3), (11, 4), {}),
+    ((5, 7, 3), (10, 14), {}),  # one image, as in a per-image dataset.map
+    ((9, 4, 2), (3, 11), {}),
+    ((2, 6, 9, 2), (10, 10), dict(preserve_aspect_ratio=True)),  # -> 7x10
+    ((13, 5, 1), (4, 30), dict(preserve_aspect_ratio=True)),  # -> 4x2 (a round to even)
+    ((1, 13, 13, 8), (26, 26), {}),
+)
+
+
 def _speeds(gradient: bool):
     return tuple(_speed(shape, size, mode, gradient)
                  for shape, size in SPEED_SHAPES for mode in ("half-pixel", "legacy"))
 
 
 SPECS = (
+    OpSpec(
+        name="resize",
+        op=resize,
+        reference=_tf_image_resize,
+        reference_name="tf.image.resize",
+        dtypes=IMAGE_DTYPES,
+        cases=tuple(
+            Case(f"{list(shape)}->{list(size)}{' preserve_aspect_ratio' if attrs else ''}",
+                 (Sample(shape, seed=70 + i, scale=20, specials=True),), dict(size=list(size), **attrs))
+            for i, (shape, size, attrs) in enumerate(RESIZE_GEOMETRIES)
+        ),
+        gradient_cases=(
+            Case("4-D", (Sample((1, 4, 3, 2), seed=62),), dict(size=[7, 5])),
+            Case("3-D preserve_aspect_ratio", (Sample((4, 3, 2), seed=63),),
+                 dict(size=[9, 9], preserve_aspect_ratio=True)),
+        ),
+        gradient_tolerance=1e-5,
+        gradient_delta=0.5,
+        determinism_case=Case("large", (Sample((61, 47, 5), seed=42),), dict(size=[97, 131])),
+        speed=(_resize_speed((8, 52, 52, 128), (104, 104)),),
+        bad_inputs={
+            "rank 2": BadInput("opforge.ops.resize(tf.ones([4, 4]), [2, 2])", ("images", "3-D", "4-D", "(4, 4)")),
+            "rank 5": BadInput("opforge.ops.resize(tf.ones([1, 1, 4, 4, 1]), [2, 2])", ("images", "(1, 1, 4, 4, 1)")),
+            "method": BadInput("opforge.ops.resize(tf.ones([4, 4, 1]), [2, 2], method='linear')",
+                               ("method", "'bilinear'", "'linear'")),
+            "antialias not bool": BadInput("opforge.ops.resize(tf.ones([4, 4, 1]), [2, 2], antialias=1)",
+                                           ("antialias", "bool", "1")),
+            "size of three": BadInput("opforge.ops.resize(tf.ones([4, 4, 1]), [2, 2, 2])",
+                                      ("size", "two elements", "[2, 2, 2]")),
+            "size zero": BadInput("opforge.ops.resize(tf.ones([4, 4, 1]), [0, 2])", ("size", "positive", "[0, 2]")),
+            "images string": BadInput("opforge.ops.resize(tf.constant([[['a']]]), [2, 2])", ("images", "string")),
+        },
+    ),
     OpSpec(
         name="resize_bilinear",
         op=resize_bilinear,
