@@ -24,7 +24,7 @@ SOURCES := $(shell find cc python cmake -type f -not -name '*.pyc' 2>/dev/null) 
            CMakeLists.txt pyproject.toml
 
 .PHONY: all demo test build deps core-test cuda-test pytest bench core-bench format clean yolo-bench yolo-parity \
-        gpu-build-check
+        gpu-build-check install-check
 
 all: build
 
@@ -110,6 +110,12 @@ gpu-build-check:
 	  [print(n, d) for n, d in devices.items()]; \
 	  bad = [n for n, d in devices.items() if d != (['CPU'] if n in CPU_ONLY else ['CPU', 'GPU'])]; \
 	  sys.exit(f'ops without their CPU and GPU kernels: {bad}' if bad else 0)"
+
+# The README's own-environment install, verbatim, in a fresh venv on a clean clone of HEAD
+# (downloads TensorFlow; a few minutes): no file written into the source, no CUDA compiled
+# against a CPU TensorFlow, the package works; prints the build time.
+install-check:
+	TF_SPEC="$(TF_PACKAGE)==$(TF_VERSION)" PYTHON=$(PYTHON) cmake/install_check.sh
 
 format:
 	clang-format -i $$(find cc -name '*.h' -o -name '*.cc' -o -name '*.cu' -o -name '*.cuh')
