@@ -18,8 +18,11 @@
 #define OPFORGE_COMMON_TF_XLA_H_
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/tf_glue.h"
@@ -100,18 +103,34 @@ inline void RegisterJitKernelsNow(const std::string& op,
   }
 }
 
-// Registers the XLA kernel `Kernel` (an XlaOpKernel) for the op `builder` names.
+// The dimensions of input `index` (the static shape XLA compiles for).
+inline absl::Status InputDims(tensorflow::XlaOpKernelContext* context, int index,
+                              std::vector<int64_t>* dims) {
+  absl::StatusOr<xla::Shape> shape = context->InputXlaShape(index);
+  if (!shape.ok()) return shape.status();
+  dims->assign(shape->dimensions().begin(), shape->dimensions().end());
+  return absl::OkStatus();
+}
+
+// Creates the XLA kernel `Kernel` (an XlaOpKernel).
 template <typename Kernel>
+tensorflow::OpKernel* CreateXlaKernel(tensorflow::OpKernelConstruction* context) {
+  return new Kernel(context);
+}
+
+// Registers an XLA kernel: with TensorFlow's registry, and as JIT kernels right away when
+// TensorFlow's registration pass has already run.
 struct XlaRegistration {
-  static tensorflow::OpKernel* Create(tensorflow::OpKernelConstruction* context) {
-    return new Kernel(context);
-  }
-  XlaRegistration(const char* op, tensorflow::XlaOpRegistrationBuilder builder) {
-    tensorflow::XlaOpRegistrar registrar(builder.Build(&Create));
+  // std::unique_ptr<XlaOpRegistry::OpRegistration> (a type private to the registry).
+  using Registration =
+      decltype(std::declval<tensorflow::XlaOpRegistrationBuilder&>().Build(nullptr));
+  XlaRegistration(const char* op, Registration registration,
+                  tensorflow::XlaOpRegistry::Factory factory) {
+    tensorflow::XlaOpRegistrar registrar(std::move(registration));
     LoweredOps().push_back(op);
     if (JitKernelsRegistered()) {
       RegisteredLate() = true;
-      RegisterJitKernelsNow(op, &Create);
+      RegisterJitKernelsNow(op, factory);
     }
   }
 };
@@ -137,9 +156,12 @@ extern "C" __attribute__((visibility("default"), used)) inline const char* Opfor
 // inputs), OPFORGE_REGISTER_XLA_OP("Opforge>ResizeBilinear", Kernel, .CompileTimeConstantInput(
 // "size")). No type constraint: each type attribute gets the op def's allowed types that the
 // XLA backend supports, so a kernel handles every dtype its op accepts.
-#define OPFORGE_REGISTER_XLA_OP(OP, KERNEL, ...)                          \
-  static ::opforge::xla_glue::XlaRegistration<KERNEL> OPFORGE_XLA_CONCAT( \
-      opforge_xla_registration_, __COUNTER__)(                            \
-      OP, ::tensorflow::XlaOpRegistrationBuilder::Name(OP) __VA_ARGS__);
+#define OPFORGE_REGISTER_XLA_OP(OP, KERNEL, ...)                                   \
+  [[maybe_unused]] static ::opforge::xla_glue::XlaRegistration OPFORGE_XLA_CONCAT( \
+      opforge_xla_registration_, __COUNTER__)(                                     \
+      OP,                                                                          \
+      ::tensorflow::XlaOpRegistrationBuilder::Name(OP)                             \
+          __VA_ARGS__.Build(&::opforge::xla_glue::CreateXlaKernel<KERNEL>),        \
+      &::opforge::xla_glue::CreateXlaKernel<KERNEL>);
 
 #endif  // OPFORGE_COMMON_TF_XLA_H_

@@ -2,6 +2,8 @@
 // The same element formulas as the CPU kernels (leaky_relu_element.h): alpha rounded to the
 // element type first, the product computed for every element, then a select on x > 0; so the
 // results are bit-identical to the CPU kernels for every dtype.
+#include <vector>
+
 #include "common/tf_xla.h"
 #include "ops/leaky_relu/leaky_relu.h"
 
@@ -41,7 +43,8 @@ class LeakyReluXla : public LeakyReluXlaBase {
     const xla::XlaOp positive = Positive(context, x, dtype);
     context->SetOutput(0, xla::Select(positive, x, xla::Mul(x, alpha)));
     if (kWithMask) {
-      const auto dims = context->InputShape(0).dim_sizes();
+      std::vector<int64_t> dims;
+      OP_REQUIRES_OK(context, xla_glue::InputDims(context, 0, &dims));
       xla::XlaBuilder* b = context->builder();
       context->SetOutput(
           1, xla::Select(positive, xla::Broadcast(tensorflow::XlaHelpers::One(b, dtype), dims),
@@ -56,8 +59,10 @@ class LeakyReluGradXla : public LeakyReluXlaBase {
   using LeakyReluXlaBase::LeakyReluXlaBase;
 
   void Compile(tensorflow::XlaOpKernelContext* context) override {
-    OPFORGE_OP_REQUIRES_OK(context, ValidateLeakyReluGrad(params_, Dims(context->InputShape(0)),
-                                                          Dims(context->InputShape(1))));
+    std::vector<int64_t> gradients, features;
+    OP_REQUIRES_OK(context, xla_glue::InputDims(context, 0, &gradients));
+    OP_REQUIRES_OK(context, xla_glue::InputDims(context, 1, &features));
+    OPFORGE_OP_REQUIRES_OK(context, ValidateLeakyReluGrad(params_, gradients, features));
     const xla::XlaOp g = context->Input(0);
     const xla::XlaOp x = context->Input(1);
     context->SetOutput(
