@@ -204,7 +204,9 @@ class OpSpec:
 
 def max_error(actual, expected) -> float:
     """max |actual - expected| as float64; NaN equals NaN; different shapes are infinitely off."""
-    a, e = np.asarray(actual), np.asarray(expected)
+    # .numpy() first: a 0-d EagerTensor's __array__ gives a NumPy scalar, which np.asarray
+    # refuses unless a dtype is asked for (and float64 would drop an imaginary part).
+    a, e = (np.asarray(x.numpy() if hasattr(x, "numpy") else x) for x in (actual, expected))
     if a.dtype.kind == "c" or e.dtype.kind == "c":  # the worse of the real and imaginary parts
         if a.shape != e.shape:
             return math.inf
