@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <complex>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -74,6 +75,14 @@ class TypeNames {
     if constexpr (std::is_same_v<T, Eigen::bfloat16>) return "bfloat16";
     if constexpr (std::is_same_v<T, int32_t>) return "int32";
     if constexpr (std::is_same_v<T, int64_t>) return "int64";
+    if constexpr (std::is_same_v<T, int8_t>) return "int8";
+    if constexpr (std::is_same_v<T, uint8_t>) return "uint8";
+    if constexpr (std::is_same_v<T, int16_t>) return "int16";
+    if constexpr (std::is_same_v<T, uint16_t>) return "uint16";
+    if constexpr (std::is_same_v<T, uint32_t>) return "uint32";
+    if constexpr (std::is_same_v<T, uint64_t>) return "uint64";
+    if constexpr (std::is_same_v<T, std::complex<float>>) return "complex64";
+    if constexpr (std::is_same_v<T, std::complex<double>>) return "complex128";
     return "unknown";
   }
 };

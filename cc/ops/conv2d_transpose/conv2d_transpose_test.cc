@@ -226,6 +226,40 @@ TYPED_TEST(Conv2DTransposeKernelTest, SameBitsForAnyThreadCount) {
   }
 }
 
+// int32: sums modulo 2^32 of values over int32's whole range, in both layouts, for every case
+// (dilations, paddings, empty tensors), identical for any thread count. The reference sums in
+// uint64_t (modular), whose low 32 bits are the int32 answer.
+TEST(Conv2DTransposeKernelTest, Int32WrapsModulo2To32) {
+  std::mt19937_64 rng(43);
+  int index = 0;
+  for (const Case& c : Cases()) {
+    SCOPED_TRACE(::testing::Message() << "case " << index++);
+    Conv2DTransposeParams p;
+    OPFORGE_ASSERT_OK(ValidateConv2DTranspose(AttrsOf(c), c.input, c.filter, c.output, &p));
+    std::vector<int32_t> x(p.InputSize()), f(p.FilterSize());
+    for (auto& v : x) v = static_cast<int32_t>(rng());
+    for (auto& v : f) v = static_cast<int32_t>(rng());
+    if (index == 1) {  // the extremes, so that single products overflow too
+      for (size_t i = 0; i < x.size(); ++i) {
+        x[i] = i % 2 ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int32_t>::max();
+      }
+    }
+    std::vector<uint64_t> ref(p.OutputSize(), 0);
+    ForEachTerm(p, [&](int64_t i, int64_t o, int64_t k) {
+      ref[o] += static_cast<uint64_t>(static_cast<int64_t>(x[i])) *
+                static_cast<uint64_t>(static_cast<int64_t>(f[k]));
+    });
+    std::vector<int32_t> want(ref.size());
+    for (size_t i = 0; i < ref.size(); ++i) want[i] = static_cast<int32_t>(ref[i]);
+    for (int threads : {1, 3}) {
+      SCOPED_TRACE(::testing::Message() << threads << " threads");
+      std::vector<int32_t> y(p.OutputSize(), 7);
+      Conv2DTransposeForward<int32_t>(p, x.data(), f.data(), y.data(), ThreadParallel(threads));
+      ASSERT_EQ(y, want);
+    }
+  }
+}
+
 // Inf and NaN on the Winograd paths (the 4x4 stride-2 forward and input gradient by phases, the
 // 3x3 stride-1 filter gradient): those calls take the direct sums, whose answer is exact: inf or
 // NaN only where a term is.

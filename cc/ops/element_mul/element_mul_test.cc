@@ -11,6 +11,7 @@
 
 #include <Eigen/Core>
 #include <cmath>
+#include <complex>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -447,6 +448,207 @@ TYPED_TEST(ElementMulIntTest, BackwardWraps) {
   EXPECT_EQ(grad_a, WrapMul<T>(L::max(), 3));  // max * 3 = max - 2 (mod 2^bits)
   EXPECT_EQ(grad_a, L::max() - 2);
   EXPECT_EQ(grad_b, (std::vector<T>{L::max(), -2}));
+}
+
+// --- the other integer widths (the forward op only): every pair of edge values ----------------
+
+// The product modulo 2^bits, through uint64_t (conversions to unsigned types are modular).
+template <typename T>
+T ModularMul(T a, T b) {
+  return static_cast<T>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+}
+
+template <typename T>
+class ElementMulOtherIntTest : public ::testing::Test {};
+using OtherIntTypes = ::testing::Types<int8_t, uint8_t, int16_t, uint16_t, uint32_t, uint64_t>;
+TYPED_TEST_SUITE(ElementMulOtherIntTest, OtherIntTypes, TypeNames);
+
+TYPED_TEST(ElementMulOtherIntTest, ForwardWrapsOnEveryPairOfEdgeValues) {
+  using T = TypeParam;
+  using L = std::numeric_limits<T>;
+  // Products of narrow types are computed after promotion to int, where 65535 * 65535 would
+  // overflow (undefined behaviour, which UBSan reports): Mul works in unsigned int instead.
+  const std::vector<T> edges = {L::min(),
+                                static_cast<T>(L::min() + 1),
+                                static_cast<T>(L::max() / 2 + 1),
+                                static_cast<T>(L::max() - 1),
+                                L::max(),
+                                0,
+                                1,
+                                2,
+                                3,
+                                static_cast<T>(-1)};
+  const int64_t n = static_cast<int64_t>(edges.size());
+  const BroadcastPlan plan = PlanOrDie({n, 1}, {1, n});  // every pair
+  std::vector<T> out(static_cast<size_t>(n * n)), want(out.size());
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < n; ++j) want[i * n + j] = ModularMul(edges[i], edges[j]);
+  }
+  ElementMulForward<T>(plan, edges.data(), edges.data(), out.data(), ThreadParallel(2));
+  EXPECT_EQ(out, want);
+  EXPECT_EQ(ModularMul<T>(L::max(), L::max()), static_cast<T>(1));  // (2^k - 1)^2 = 1 mod 2^k
+}
+
+TYPED_TEST(ElementMulOtherIntTest, ForwardMatchesNaiveBroadcast) {
+  using T = TypeParam;
+  std::mt19937_64 rng(106);
+  for (int iter = 0; iter < 40; ++iter) {
+    const ShapePair p = RandomShapePair(rng, 5, 3000, /*zero_percent=*/8);
+    SCOPED_TRACE(ShapeString(p.a) + " * " + ShapeString(p.b));
+    const BroadcastPlan plan = PlanOrDie(p.a, p.b);
+    const auto a = RandomVector<T>(rng, NumElements(p.a));
+    const auto b = RandomVector<T>(rng, NumElements(p.b));
+    std::vector<T> want(static_cast<size_t>(plan.out_size));
+    ForEachOutput(p.a, p.b,
+                  [&](int64_t o, int64_t ia, int64_t ib) { want[o] = ModularMul(a[ia], b[ib]); });
+    std::vector<T> out(want.size(), static_cast<T>(77));
+    ElementMulForward<T>(plan, a.data(), b.data(), out.data(), ThreadParallel(3));
+    ASSERT_EQ(out, want);
+  }
+}
+
+// --- complex64 and complex128 -------------------------------------------------------------------
+
+template <typename T>
+class ElementMulComplexTest : public ::testing::Test {};
+using ComplexTypes = ::testing::Types<std::complex<float>, std::complex<double>>;
+TYPED_TEST_SUITE(ElementMulComplexTest, ComplexTypes, TypeNames);
+
+// Parts uniform in [-2, 2); with `specials`, 10% of the parts are 0, -0, +-inf or NaN.
+template <typename C>
+std::vector<C> RandomComplex(std::mt19937_64& rng, int64_t n, bool specials) {
+  using R = typename C::value_type;
+  using L = std::numeric_limits<R>;
+  const R special[] = {R(0), -R(0), L::infinity(), -L::infinity(), L::quiet_NaN()};
+  std::uniform_real_distribution<double> uniform(-2.0, 2.0);
+  std::uniform_int_distribution<int> percent(0, 99), pick(0, 4);
+  auto part = [&]() {
+    return specials && percent(rng) < 10 ? special[pick(rng)] : static_cast<R>(uniform(rng));
+  };
+  std::vector<C> v(static_cast<size_t>(n));
+  for (auto& x : v) {
+    const R re = part();
+    x = C(re, part());
+  }
+  return v;
+}
+
+// The plain formula, written out: (ac - bd) + (ad + bc)i, each part rounded as it goes.
+template <typename C>
+C PlainMul(C x, C y) {
+  using R = typename C::value_type;
+  const R rr = x.real() * y.real(), ii = x.imag() * y.imag();
+  const R ri = x.real() * y.imag(), ir = x.imag() * y.real();
+  return C(rr - ii, ri + ir);
+}
+
+template <typename C>
+bool SamePartBits(C a, C b) {
+  auto same = [](auto x, auto y) { return (std::isnan(x) && std::isnan(y)) || Bits(x) == Bits(y); };
+  return same(a.real(), b.real()) && same(a.imag(), b.imag());
+}
+
+TYPED_TEST(ElementMulComplexTest, ForwardIsThePlainFormulaEvenWhereNotFinite) {
+  using C = TypeParam;
+  std::mt19937_64 rng(107);
+  for (int iter = 0; iter < 60; ++iter) {
+    const ShapePair p = RandomShapePair(rng, 5, 3000, /*zero_percent=*/8);
+    SCOPED_TRACE(ShapeString(p.a) + " * " + ShapeString(p.b));
+    const BroadcastPlan plan = PlanOrDie(p.a, p.b);
+    const auto a = RandomComplex<C>(rng, NumElements(p.a), true);
+    const auto b = RandomComplex<C>(rng, NumElements(p.b), true);
+    std::vector<C> out(static_cast<size_t>(plan.out_size));
+    ElementMulForward<C>(plan, a.data(), b.data(), out.data(), ThreadParallel(3));
+    int64_t bad = 0;
+    ForEachOutput(p.a, p.b, [&](int64_t o, int64_t ia, int64_t ib) {
+      if (!SamePartBits(out[o], PlainMul(a[ia], b[ib])) && bad++ < 4) {
+        ADD_FAILURE() << "[" << o << "] " << a[ia] << " * " << b[ib] << " gave " << out[o];
+      }
+    });
+    ASSERT_EQ(bad, 0);
+  }
+  // inf * i: the plain formula gives NaN parts where C99 Annex G would recover (-inf, inf).
+  const C inf(std::numeric_limits<typename C::value_type>::infinity(),
+              std::numeric_limits<typename C::value_type>::infinity());
+  const C i(0, 1);
+  C out;
+  ElementMulForward<C>(PlanOrDie({}, {}), &inf, &i, &out, SerialParallel());
+  EXPECT_TRUE(std::isnan(out.real()) && std::isnan(out.imag())) << out;
+}
+
+// TensorFlow's _MulGrad: grad_a = sum grad * conj(b), grad_b = sum conj(a) * grad.
+TYPED_TEST(ElementMulComplexTest, BackwardConjugatesTheOtherOperand) {
+  using C = TypeParam;
+  using R = typename C::value_type;
+  std::mt19937_64 rng(108);
+  const double eps = std::numeric_limits<R>::epsilon();
+  for (int iter = 0; iter < 60; ++iter) {
+    const ShapePair p = RandomShapePair(rng, 5, 3000, /*zero_percent=*/8);
+    SCOPED_TRACE(ShapeString(p.a) + " * " + ShapeString(p.b));
+    BroadcastPlan plan;
+    ASSERT_TRUE(ValidateElementMulGrad(*RefBroadcastShape(p.a, p.b), p.a, p.b, &plan).ok());
+    const auto a = RandomComplex<C>(rng, NumElements(p.a), false);
+    const auto b = RandomComplex<C>(rng, NumElements(p.b), false);
+    const auto g = RandomComplex<C>(rng, plan.out_size, false);
+    // References in double: the sums, the sums of magnitudes (for the tolerance), term counts.
+    using Z = std::complex<double>;
+    std::vector<Z> want_a(a.size()), want_b(b.size());
+    std::vector<double> mag_a(a.size()), mag_b(b.size());
+    std::vector<C> single_a(a.size()), single_b(b.size());
+    std::vector<int64_t> terms_a(a.size()), terms_b(b.size());
+    ForEachOutput(p.a, p.b, [&](int64_t o, int64_t ia, int64_t ib) {
+      const Z ga = Z(g[o]) * std::conj(Z(b[ib])), gb = std::conj(Z(a[ia])) * Z(g[o]);
+      want_a[ia] += ga;
+      want_b[ib] += gb;
+      mag_a[ia] += std::abs(ga) * 2;
+      mag_b[ib] += std::abs(gb) * 2;
+      single_a[ia] = PlainMul(g[o], std::conj(b[ib]));
+      single_b[ib] = PlainMul(std::conj(a[ia]), g[o]);
+      ++terms_a[ia];
+      ++terms_b[ib];
+    });
+    std::vector<C> grad_a(a.size()), grad_b(b.size());
+    ElementMulBackward<C>(plan, g.data(), a.data(), b.data(), grad_a.data(), grad_b.data(),
+                          ThreadParallel(3));
+    auto check = [&](const std::vector<C>& got, const std::vector<Z>& want,
+                     const std::vector<double>& mag, const std::vector<C>& single,
+                     const std::vector<int64_t>& terms, bool broadcast, const char* name) {
+      for (size_t k = 0; k < got.size(); ++k) {
+        if (!broadcast) {
+          // One product each: exactly TensorFlow's mul(grad, conj(b)) (or conj(a) * grad).
+          ASSERT_TRUE(SamePartBits(got[k], single[k])) << name << "[" << k << "]";
+        } else {
+          const double tol = 4.0 * static_cast<double>(terms[k] + 2) * eps * (mag[k] + 1e-300);
+          ASSERT_NEAR(static_cast<double>(got[k].real()), want[k].real(), tol) << name << k;
+          ASSERT_NEAR(static_cast<double>(got[k].imag()), want[k].imag(), tol) << name << k;
+        }
+      }
+    };
+    check(grad_a, want_a, mag_a, single_a, terms_a, NumElements(p.a) != plan.out_size, "grad_a");
+    check(grad_b, want_b, mag_b, single_b, terms_b, NumElements(p.b) != plan.out_size, "grad_b");
+  }
+}
+
+TYPED_TEST(ElementMulComplexTest, ThreadCountsGiveIdenticalBits) {
+  using C = TypeParam;
+  std::mt19937_64 rng(109);
+  const std::pair<Shape, Shape> cases[] = {{{257, 130}, {130}}, {{64, 1, 128}, {1, 33, 128}}};
+  for (const auto& [as, bs] : cases) {
+    const BroadcastPlan plan = PlanOrDie(as, bs);
+    const auto a = RandomComplex<C>(rng, NumElements(as), false);
+    const auto b = RandomComplex<C>(rng, NumElements(bs), false);
+    const auto g = RandomComplex<C>(rng, plan.out_size, false);
+    std::vector<C> ga0(a.size()), gb0(b.size());
+    ElementMulBackward<C>(plan, g.data(), a.data(), b.data(), ga0.data(), gb0.data(),
+                          SerialParallel());
+    for (int threads : {2, 3, 7}) {
+      std::vector<C> ga(a.size()), gb(b.size());
+      ElementMulBackward<C>(plan, g.data(), a.data(), b.data(), ga.data(), gb.data(),
+                            ThreadParallel(threads));
+      EXPECT_EQ(std::memcmp(ga.data(), ga0.data(), ga.size() * sizeof(C)), 0);
+      EXPECT_EQ(std::memcmp(gb.data(), gb0.data(), gb.size() * sizeof(C)), 0);
+    }
+  }
 }
 
 }  // namespace
