@@ -144,6 +144,10 @@ def load_library(path: Optional[Path] = None) -> ModuleType:
                 explain_load_failure(target, message, built_abi, _running_abi(tf))
             ) from None
         name_raw_op_errors(module)
+        # Ops without an XLA kernel raise opforge's error when traced for jit_compile=True.
+        from opforge.ops import _xla
+
+        _xla.guard_ops(module, target)
         if path is None:
             _library = module
         return module
