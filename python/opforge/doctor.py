@@ -73,7 +73,17 @@ def run() -> int:
     except LoadError as exc:
         print(f"\nopforge doctor: the library cannot be loaded:\n{exc}")
         return 1
-    from opforge.ops import CPU_ONLY, OP_NAMES
+    from opforge.ops import CPU_ONLY, OP_NAMES, _xla
+
+    lowered = sorted(_xla.lowered_ops())
+    if lowered:
+        xla = f"{len(lowered)} ops lower to XLA (jit_compile=True): {', '.join(lowered)}"
+        if _xla.registered_late():
+            xla += " (registered by opforge: loaded after TensorFlow's first XLA compilation)"
+    else:
+        xla = ("none (built without TensorFlow's XLA library libtensorflow_cc or its headers; "
+               "jit_compile=True is not available for opforge ops)")
+    print(f"  XLA kernels:          {xla}")
 
     print("\nregistered kernels:")
     missing = False
