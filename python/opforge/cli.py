@@ -156,7 +156,7 @@ def _yolo(args) -> int:
         if args.yolo_command == "export":
             app.export(model, len(names), size, args.out)
             print(f"wrote {args.out}: serving_default(images: uint8 [B, H, W, 3]); load with "
-                  "opforge.register_all(); tf.saved_model.load(...)")
+                  "import opforge; tf.saved_model.load(...)")
             return 0
     except (LabelError, FileNotFoundError, ValueError) as exc:
         print(f"opforge yolo {args.yolo_command}: {exc}", file=sys.stderr)

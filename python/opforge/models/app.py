@@ -214,7 +214,7 @@ class ServingModule(tf.Module):
 def export(model: keras.Model, num_classes: int, input_size: int, path: str, **postprocess) -> ServingModule:
     """Saves the detector (letterbox, model, decode, NMS) as a SavedModel with the serving
     signature `serving_default(images: uint8 [B, H, W, 3])`. Load it with
-    `opforge.register_all(); tf.saved_model.load(path)`."""
+    `import opforge; tf.saved_model.load(path)`."""
     module = ServingModule(model, num_classes, input_size, **postprocess)
     tf.saved_model.save(module, path, signatures={"serving_default": module.serve})
     return module
