@@ -321,3 +321,33 @@ def test_layers_load_in_a_fresh_process_after_only_import_opforge(tmp_path):
         """)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "EQUAL True" in proc.stdout, proc.stdout
+
+
+# --- integer inputs of the fused chains, as TensorFlow's chain takes them ------------------------
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64"])
+def test_bias_leaky_relu_integer_inputs_equal_the_tensorflow_chain(dtype):
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(20)
+    x = rng.integers(info.min, info.max, (3, 5, 4), dtype=dtype, endpoint=True)
+    b = np.array([info.max, info.min, 1, 0], dtype=dtype)  # sums that wrap
+    ours = opforge.ops.bias_leaky_relu(x, b, alpha=0.1)
+    theirs = tf.nn.leaky_relu(tf.nn.bias_add(x, b), alpha=0.1)
+    assert ours.dtype == theirs.dtype == tf.float32 and bits_equal(ours, theirs)
+    one_d = opforge.ops.bias_leaky_relu(x[0, 0], b, alpha=0.1)
+    assert bits_equal(one_d, theirs[0, 0])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="BiasLeakyRelu: bias must be \\[4\\]"):
+        opforge.ops.bias_leaky_relu(x, b[:3])
+
+
+def test_fused_conv_int32_equals_the_tensorflow_chain():
+    rng = np.random.default_rng(21)
+    x = rng.integers(-2**31, 2**31 - 1, (2, 7, 6, 3), dtype=np.int32)  # products and sums wrap
+    w = rng.integers(-2**31, 2**31 - 1, (3, 3, 3, 5), dtype=np.int32)
+    b = rng.integers(-2**31, 2**31 - 1, (5,), dtype=np.int32)
+    for strides, padding in ((1, "SAME"), (2, "VALID"), (1, [[0, 0], [1, 0], [2, 1], [0, 0]])):
+        ours = opforge.ops.fused_conv2d_bias_leaky_relu(x, w, b, strides, padding, alpha=0.1)
+        theirs = tf.nn.leaky_relu(tf.nn.bias_add(tf.nn.conv2d(x, w, strides, padding), b), alpha=0.1)
+        assert ours.dtype == tf.float32 and bits_equal(ours, theirs), (strides, padding)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="FusedConv2DBiasLeakyRelu: .*filter"):
+        opforge.ops.fused_conv2d_bias_leaky_relu(x, w[:, :, :2], b, 1, "SAME")

@@ -15,6 +15,8 @@ __all__ = ["bias_leaky_relu"]
 OP_NAMES = ("Opforge>BiasLeakyRelu",)
 
 _OP = "BiasLeakyRelu"
+# The integer dtypes tf.nn.bias_add takes on the CPU; tf.nn.leaky_relu then casts to float32.
+INT_DTYPES = (tf.int8, tf.uint8, tf.int16, tf.uint16, tf.int32, tf.uint32, tf.int64, tf.uint64)
 
 
 def bias_leaky_relu(features, bias, alpha: float = 0.2, name: Optional[str] = None) -> tf.Tensor:
@@ -22,7 +24,9 @@ def bias_leaky_relu(features, bias, alpha: float = 0.2, name: Optional[str] = No
     the sum, then the slope; half and bfloat16 computed in float and rounded once).
 
     Args:
-      features: [..., C] float16, bfloat16, float32 or float64.
+      features: [..., C] float16, bfloat16, float32 or float64; or an integer dtype, as the
+        TensorFlow chain takes: the sum then wraps in that dtype (TensorFlow's integer bias_add)
+        and the activation is opforge's leaky_relu in float32 (the chain's output dtype).
       bias: [C], the dtype of features.
       alpha: the negative slope, >= 0.
 
@@ -30,14 +34,34 @@ def bias_leaky_relu(features, bias, alpha: float = 0.2, name: Optional[str] = No
     last axis).
     """
     features = to_tensor(_OP, "features", features)
-    check_dtype(_OP, "features", features, FLOAT_DTYPES)
+    check_dtype(_OP, "features", features, FLOAT_DTYPES + INT_DTYPES)
     bias = to_tensor(_OP, "bias", bias, dtype_hint=features.dtype)
     if bias.dtype != features.dtype:
         raise invalid_argument(_OP, "bias", f"the dtype of features ({features.dtype.name})", bias.dtype.name)
     value = python_number(_OP, "alpha", alpha, "a number >= 0")
     if not np.isfinite(value) or value < 0 or abs(value) > 3.4e38:
         raise invalid_argument(_OP, "alpha", "finite and >= 0", repr(alpha))
+    if features.dtype in INT_DTYPES:
+        return integer_bias_leaky_relu(_OP, features, bias, value)
     return lib().opforge_bias_leaky_relu(features, bias, alpha=value, name=name)
+
+
+def integer_bias_leaky_relu(op: str, features: tf.Tensor, bias: tf.Tensor, alpha: float) -> tf.Tensor:
+    """The chain on integers: TensorFlow's bias_add (wrapping in the dtype), then opforge's
+    leaky_relu, which casts to float32 as tf.nn.leaky_relu does. The shapes are checked as the
+    C++ op checks them."""
+    from opforge.ops.leaky_relu import leaky_relu
+
+    rank = features.shape.rank
+    if rank is not None and rank < 1:
+        raise invalid_argument(op, "features", "at least 1-D", f"shape {features.shape}")
+    if bias.shape.rank is not None and bias.shape.rank != 1:
+        raise invalid_argument(op, "bias", "a 1-D tensor [channels]", f"shape {bias.shape}")
+    channels, given = features.shape[-1], bias.shape[0]
+    if channels is not None and given is not None and channels != given:
+        raise invalid_argument(op, "bias", f"[{channels}] (the last dimension of features)", f"[{given}]")
+    z = tf.nn.bias_add(features[None], bias)[0] if rank == 1 else tf.nn.bias_add(features, bias)
+    return leaky_relu(z, alpha=alpha)
 
 
 @tf.RegisterGradient("Opforge>BiasLeakyRelu")

@@ -9,6 +9,7 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
+from opforge.ops.bias_leaky_relu import integer_bias_leaky_relu
 from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib, python_number, to_tensor
 from opforge.ops._direct_conv import direct_conv2d, explicit_or_string
 from opforge.ops.conv2d_transpose import _convert_padding, _get_sequence
@@ -55,12 +56,23 @@ def fused_conv2d_bias_leaky_relu(input, filters, bias, strides, padding, alpha: 
     dilations4 = _get_sequence(dilations, 3, "dilations", _OP)
     padding, explicit = _convert_padding(padding, _OP)
     input = to_tensor(_OP, "input", input)  # noqa: A001
-    check_dtype(_OP, "input", input, FLOAT_DTYPES)
+    check_dtype(_OP, "input", input, FLOAT_DTYPES + (tf.int32,))
     filters = to_tensor(_OP, "filters", filters, dtype_hint=input.dtype)
     bias = to_tensor(_OP, "bias", bias, dtype_hint=input.dtype)
     for arg, t in (("filters", filters), ("bias", bias)):
         if t.dtype != input.dtype:
             raise invalid_argument(_OP, arg, f"the dtype of input ({input.dtype.name})", t.dtype.name)
+    if input.dtype == tf.int32:
+        # As the TensorFlow chain takes int32: its integer convolution and bias_add (wrapping),
+        # then opforge's leaky_relu in float32 (the chain's output dtype). The float kernels'
+        # checks run first, on an empty float call of the same shapes and attributes.
+        lib().opforge_fused_conv2d_bias_leaky_relu(
+            tf.zeros(tf.concat([[0], tf.shape(input)[1:]], 0)), tf.zeros(tf.shape(filters)),
+            tf.zeros(tf.shape(bias)), strides=strides4, padding=padding, explicit_paddings=explicit,
+            dilations=dilations4, alpha=_alpha(alpha))
+        pads = padding if not explicit else [explicit[i:i + 2] for i in range(0, 8, 2)]
+        z = tf.nn.conv2d(input, filters, strides4, pads, dilations=dilations4)
+        return integer_bias_leaky_relu(_OP, z, bias, _alpha(alpha))
     return lib().opforge_fused_conv2d_bias_leaky_relu(
         input, filters, bias, strides=strides4, padding=padding, explicit_paddings=explicit,
         dilations=dilations4, alpha=_alpha(alpha), name=name)
