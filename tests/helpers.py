@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -30,6 +31,24 @@ def run_python(code: str, cwd=None, timeout: float = 300, env_extra=None) -> sub
         text=True,
         timeout=timeout,
     )
+
+
+def package_copy(tmp_path: Path, tf_version: str = "", junk_library: bool = False) -> Path:
+    """A copy of the installed opforge package under `tmp_path` (run a child with
+    `env_extra={"PYTHONPATH": str(tmp_path)}`), broken on purpose: `_build_info` naming another
+    TensorFlow version, or a library file that is not a library."""
+    import opforge
+
+    copy = tmp_path / "opforge"
+    shutil.copytree(Path(opforge.__file__).resolve().parent, copy,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    if tf_version:
+        info = (copy / "_build_info.py").read_text().splitlines()
+        (copy / "_build_info.py").write_text("\n".join(
+            f'TF_VERSION = "{tf_version}"' if line.startswith("TF_VERSION") else line for line in info))
+    if junk_library:
+        (copy / "_opforge_ops.so").write_bytes(b"not a library")
+    return copy
 
 
 CHILD_CASES_RUNNER = """

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import opforge
 import opforge.bench
-from helpers import run_python
+from helpers import package_copy, run_python
 
 CLI = str(Path(sys.executable).parent / "opforge")
 
@@ -35,14 +35,15 @@ def test_doctor_reports_build_and_kernels():
     assert re.search(r"Opforge>ElementMul\s+CPU: .*int64", out)
 
 
-def test_doctor_exits_non_zero_when_the_library_cannot_load():
+def test_doctor_exits_non_zero_when_the_library_cannot_load(tmp_path):
+    package_copy(tmp_path, tf_version="1.15.0")  # `import opforge` only warns; doctor says why
     proc = run_python(
         """
         import sys
-        from opforge import _build_info, cli
-        _build_info.TF_VERSION = "1.15.0"
+        from opforge import cli
         sys.exit(cli.main(["doctor"]))
-        """
+        """,
+        cwd=tmp_path, env_extra={"PYTHONPATH": str(tmp_path)},
     )
     assert proc.returncode == 1
     assert "cannot be loaded" in proc.stdout and "1.15.0" in proc.stdout

@@ -351,3 +351,41 @@ def test_fused_conv_int32_equals_the_tensorflow_chain():
         assert ours.dtype == tf.float32 and bits_equal(ours, theirs), (strides, padding)
     with pytest.raises(tf.errors.InvalidArgumentError, match="FusedConv2DBiasLeakyRelu: .*filter"):
         opforge.ops.fused_conv2d_bias_leaky_relu(x, w[:, :, :2], b, 1, "SAME")
+
+
+# --- XLA: models of lowering layers compile with jit_compile=True --------------------------------
+
+@pytest.mark.parametrize("form", ["scale", "fixed", "crop", "channels_first"])
+def test_models_of_lowering_layers_train_with_jit_compile(form):
+    layers = {
+        "scale": lambda: opforge.layers.BilinearResize(scale=2),
+        "fixed": lambda: opforge.layers.BilinearResize(16, 16),
+        "crop": lambda: opforge.layers.BilinearResize(16, 12, crop_to_aspect_ratio=True),
+        "channels_first": lambda: opforge.layers.BilinearResize(16, 16, data_format="channels_first"),
+    }
+    results = []
+    for jit in (False, True):
+        keras.utils.set_random_seed(4)
+        inputs = keras.Input((None, None, 3))
+        h = keras.layers.Conv2D(4, 3, padding="same")(inputs)
+        h = opforge.layers.LeakyReLU(negative_slope=0.1)(h)
+        h = layers[form]()(h)
+        model = keras.Model(inputs, keras.layers.Conv2D(1, 1)(h))
+        assert all(layer.supports_jit for layer in model.layers)
+        model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse", jit_compile=jit)
+        x = images((4, 8, 8, 3), 22) / 10
+        y = np.zeros((4, *model(x).shape[1:]), F32)
+        history = model.fit(x, y, batch_size=2, epochs=1, verbose=0, shuffle=False)
+        results.append((history.history["loss"][0], model.predict(x, verbose=0)))
+    # XLA's CPU backend fuses the interpolation's multiply-add (tests/test_xla.py bounds it).
+    np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-4)
+    np.testing.assert_allclose(results[0][1], results[1][1], rtol=1e-3, atol=1e-5)
+
+
+def test_jit_compile_of_an_op_without_xla_kernel_names_the_op_and_the_fix():
+    @tf.function(jit_compile=True)
+    def f(x, b):
+        return opforge.ops.bias_leaky_relu(x, b)
+
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"BiasLeakyRelu.*jit_compile=False"):
+        f(tf.ones([2, 3]), tf.ones([3]))

@@ -9,7 +9,7 @@ import pytest
 
 import opforge
 from opforge import _loader
-from helpers import run_python
+from helpers import package_copy, run_python
 
 
 def test_import_registers_everything_and_costs_little():
@@ -72,10 +72,7 @@ def test_keras_and_savedmodel_load_after_only_import_opforge(tmp_path):
 def test_import_survives_a_broken_library_and_op_calls_say_why(tmp_path):
     """A library that cannot load must not make `import opforge` fail (`opforge doctor` has to
     run): the import warns with the LoadError's message and each op call raises it."""
-    package = Path(opforge.__file__).resolve().parent
-    copy = tmp_path / "opforge"
-    shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    (copy / _loader.LIBRARY_NAME).write_bytes(b"not a library")
+    package_copy(tmp_path, junk_library=True)
     proc = run_python(
         """
         import warnings
@@ -124,13 +121,7 @@ def test_missing_library_message(tmp_path):
 
 def test_version_mismatch_message_names_both_versions_and_the_fix(tmp_path):
     # A copy of the installed package that says it was built against TensorFlow 2.0.0.
-    copy = tmp_path / "opforge"
-    shutil.copytree(Path(opforge.__file__).resolve().parent, copy,
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    info = (copy / "_build_info.py").read_text()
-    (copy / "_build_info.py").write_text(
-        "\n".join('TF_VERSION = "2.0.0"' if line.startswith("TF_VERSION") else line
-                  for line in info.splitlines()))
+    package_copy(tmp_path, tf_version="2.0.0")
     proc = run_python(
         """
         import warnings

@@ -49,8 +49,8 @@ class BilinearResize(keras.layers.Layer):
     `align_corners=True` (with `half_pixel_centers=False`) and the legacy one (both False).
 
     The output has the layer's compute dtype (float16 under `mixed_float16`), as Keras's
-    symbolic tensors say; the C++ kernel interpolates in float32. The op lowers to XLA only
-    where opforge registered an XLA kernel; see `supports_jit`.
+    symbolic tensors say; the C++ kernel interpolates in float32. The op lowers to XLA, so
+    models using the layer compile with `jit_compile=True`.
     """
 
     def __init__(
@@ -146,7 +146,9 @@ class BilinearResize(keras.layers.Layer):
         self.align_corners = bool(align_corners)
         self.half_pixel_centers = bool(half_pixel_centers)
         self.input_spec = keras.layers.InputSpec(min_ndim=3, max_ndim=4)
-        self.supports_jit = False
+        # The op lowers to XLA (its size is a compile-time constant there, shapes being static),
+        # and so does TensorFlow's antialiasing kernel.
+        self.supports_jit = True
 
     @property
     def target_size(self):

@@ -37,7 +37,8 @@ class LeakyReLU(keras.layers.Layer):
         check_with_op(f"opforge.layers.LeakyReLU(negative_slope={negative_slope!r})",
                       lambda: leaky_relu(tf.zeros([0]), alpha=self.negative_slope))
         self.supports_masking = True
-        self.supports_jit = False
+        # The op lowers to XLA (cc/ops/leaky_relu/leaky_relu_xla.cc): jit_compile=True works.
+        self.supports_jit = True
         self.built = True
 
     def call(self, inputs):

@@ -123,7 +123,10 @@ SPECS = (
             "scalar features": BadInput(f"{_CALL}(tf.ones([]), tf.ones([1]))", ("features", "at least 1-D")),
             "negative alpha": BadInput(f"{_CALL}(tf.ones([2, 3]), tf.ones([3]), alpha=-1.0)", ("alpha", ">= 0", "-1.0")),
             "bias dtype": BadInput(f"{_CALL}(tf.ones([2, 3]), tf.ones([3], tf.float64))", ("bias", "float32", "float64")),
-            "int features": BadInput(f"{_CALL}(tf.ones([2, 3], tf.int32), tf.ones([3], tf.int32))", ("features", "int32")),
+            "complex features": BadInput(f"{_CALL}(tf.complex(tf.ones([2, 3]), 0.0), tf.complex(tf.ones([3]), 0.0))",
+                                         ("features", "complex64")),
+            "int bias shape": BadInput(f"{_CALL}(tf.ones([2, 3], tf.int32), tf.ones([2], tf.int32))",
+                                       ("bias", "[3]", "[2]")),
         },
     ),
 )
