@@ -103,13 +103,17 @@ gpu-build-check:
 	.venv-gpu/bin/python -m pip install -q --disable-pip-version-check "tensorflow==$(TF_VERSION)"
 	cmake -S . -B build/gpu -G Ninja -DPython_EXECUTABLE=$(abspath .venv-gpu/bin/python)
 	cmake --build build/gpu --target opforge_ops
-	PYTHONPATH=python .venv-gpu/bin/python -c "import sys, tensorflow as tf; \
+	PYTHONPATH=python .venv-gpu/bin/python -W ignore::RuntimeWarning -c "import sys, tensorflow as tf; \
 	  tf.load_op_library('build/gpu/_opforge_ops.so'); \
 	  from tensorflow.python.framework import kernels as k; from opforge.ops import CPU_ONLY, OP_NAMES; \
 	  devices = {n: sorted({d.device_type for d in k.get_registered_kernels_for_op(n).kernel}) for n in OP_NAMES}; \
 	  [print(n, d) for n, d in devices.items()]; \
 	  bad = [n for n, d in devices.items() if d != (['CPU'] if n in CPU_ONLY else ['CPU', 'GPU'])]; \
 	  sys.exit(f'ops without their CPU and GPU kernels: {bad}' if bad else 0)"
+	.venv-gpu/bin/python -c "import tensorflow as tf; lib = tf.load_op_library('build/gpu/_opforge_ops.so'); \
+	  f = tf.function(lambda x: lib.opforge_leaky_relu(x, alpha=0.5), jit_compile=True); \
+	  y = f(tf.constant([-2.0, 3.0])).numpy().tolist(); assert y == [-1.0, 3.0], y; \
+	  print('XLA (jit_compile=True) on the CUDA wheel build: leaky_relu lowers')"
 
 # The README's own-environment install, verbatim, in a fresh venv on a clean clone of HEAD
 # (downloads TensorFlow; a few minutes): no file written into the source, no CUDA compiled
