@@ -27,18 +27,18 @@ def ref_pads(padding, in_size, out_size, filt, stride, dilation, explicit=(0, 0)
     return explicit[0]
 
 
-def ref_conv2d_transpose(x, f, out_hw, strides, padding, dilations=(1, 1), explicit=None):
+def ref_conv2d_transpose(x, f, out_hw, strides, padding, dilations=(1, 1), explicit=None, dtype=np.float64):
     """Every input pixel scatters x[b, ih, iw, :] @ f[fh, fw].T into
-    out[b, ih*sh - pad_top + fh*dh, iw*sw - pad_left + fw*dw, :] (NHWC, float64)."""
-    x = np.asarray(x, np.float64)
-    f = np.asarray(f, np.float64)
+    out[b, ih*sh - pad_top + fh*dh, iw*sw - pad_left + fw*dw, :] (NHWC, in `dtype`)."""
+    x = np.asarray(x, dtype)
+    f = np.asarray(f, dtype)
     n, ih_, iw_, _ = x.shape
     fh_, fw_, co, _ = f.shape
     oh, ow = out_hw
     explicit = explicit or [(0, 0), (0, 0)]
     pt = ref_pads(padding, ih_, oh, fh_, strides[0], dilations[0], explicit[0])
     pl = ref_pads(padding, iw_, ow, fw_, strides[1], dilations[1], explicit[1])
-    out = np.zeros((n, oh, ow, co))
+    out = np.zeros((n, oh, ow, co), dtype)
     for ih in range(ih_):
         for iw in range(iw_):
             for fh in range(fh_):
@@ -195,24 +195,8 @@ def test_empty_tensors():
 def ref_conv2d_transpose_int32(x, f, out_hw, strides, padding, dilations=(1, 1), explicit=None):
     """The definition in int64 (NumPy's integer products and sums wrap modulo 2^64, silently),
     then modulo 2^32: the int32 answer whatever the summation order."""
-    x = np.asarray(x, np.int64)
-    f = np.asarray(f, np.int64)
-    n, ih_, iw_, _ = x.shape
-    fh_, fw_, co, _ = f.shape
-    oh, ow = out_hw
-    explicit = explicit or [(0, 0), (0, 0)]
-    pt = ref_pads(padding, ih_, oh, fh_, strides[0], dilations[0], explicit[0])
-    pl = ref_pads(padding, iw_, ow, fw_, strides[1], dilations[1], explicit[1])
-    out = np.zeros((n, oh, ow, co), np.int64)
     with np.errstate(over="ignore"):
-        for ih in range(ih_):
-            for iw in range(iw_):
-                for fh in range(fh_):
-                    for fw in range(fw_):
-                        h = ih * strides[0] - pt + fh * dilations[0]
-                        w = iw * strides[1] - pl + fw * dilations[1]
-                        if 0 <= h < oh and 0 <= w < ow:
-                            out[:, h, w, :] += x[:, ih, iw, :] @ f[fh, fw].T
+        out = ref_conv2d_transpose(x, f, out_hw, strides, padding, dilations, explicit, dtype=np.int64)
     return out.astype(np.int32)  # keeps the low 32 bits
 
 

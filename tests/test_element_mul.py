@@ -18,6 +18,18 @@ def make(shape, dtype, seed):
     return special_values(shape, dtype, seed)
 
 
+def second_order(fn, a, b, loss_of_gradients):
+    """The gradient, with respect to a and b, of loss_of_gradients(d/da, d/db of sum(sin(fn(a, b))))."""
+    with tf.GradientTape() as outer:
+        outer.watch([a, b])
+        with tf.GradientTape() as inner:
+            inner.watch([a, b])
+            y = tf.reduce_sum(tf.sin(fn(a, b)))
+        ga, gb = inner.gradient(y, [a, b])
+        z = loss_of_gradients(ga, gb)
+    return outer.gradient(z, [a, b])
+
+
 @pytest.mark.parametrize("dtype", [tf.int32, tf.int64], ids=lambda d: d.name)
 def test_integer_overflow_wraps_like_tensorflow(dtype):
     big = np.iinfo(dtype.as_numpy_dtype).max
@@ -109,14 +121,8 @@ def test_complex_gradient_of_one_operand_and_second_order(dtype):
         ours_one = grad
 
     def second(fn):
-        with tf.GradientTape() as outer:
-            outer.watch([a, b])
-            with tf.GradientTape() as inner:
-                inner.watch([a, b])
-                y = tf.reduce_sum(tf.sin(fn(a, b)))
-            ga, gb = inner.gradient(y, [a, b])
-            z = tf.reduce_sum(tf.math.real(ga * tf.math.conj(ga))) + tf.reduce_sum(tf.math.real(tf.cos(gb)))
-        return outer.gradient(z, [a, b])
+        return second_order(fn, a, b, lambda ga, gb: tf.reduce_sum(tf.math.real(ga * tf.math.conj(ga)))
+                            + tf.reduce_sum(tf.math.real(tf.cos(gb))))
 
     tol = 1e-4 if dtype == tf.complex64 else 1e-11
     for o, t in zip(second(opforge.ops.element_mul), second(tf.multiply)):
@@ -188,14 +194,7 @@ def test_second_order_gradient_matches_tensorflow():
     b = tf.constant(rng.standard_normal([5, 1]))
 
     def second(fn):
-        with tf.GradientTape() as outer:
-            outer.watch([a, b])
-            with tf.GradientTape() as inner:
-                inner.watch([a, b])
-                y = tf.reduce_sum(tf.sin(fn(a, b)))
-            ga, gb = inner.gradient(y, [a, b])
-            z = tf.reduce_sum(ga * ga) + tf.reduce_sum(tf.cos(gb))
-        return outer.gradient(z, [a, b])
+        return second_order(fn, a, b, lambda ga, gb: tf.reduce_sum(ga * ga) + tf.reduce_sum(tf.cos(gb)))
 
     for o, t in zip(second(opforge.ops.element_mul), second(tf.multiply)):
         np.testing.assert_allclose(o.numpy(), t.numpy(), rtol=1e-10, atol=1e-12)
