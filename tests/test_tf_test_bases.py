@@ -84,17 +84,8 @@ class TestBiasAddTestBaseOnOpforge(bias_op_base.BiasAddTestBase):
 
     # What opforge deliberately does otherwise, or does not do.
     SKIPPED = {
-        # tf.nn.leaky_relu(tf.nn.bias_add(x, b)) of integers is bias_add in the integer type, then
-        # a cast to float32; bias_leaky_relu takes the float types only (a dtype gap, not fixed here).
-        "testIntTypes": "integer inputs: bias_leaky_relu takes float types only",
-        # These three pass int32 lists ([1, 2]); opforge refuses them for their dtype (an
-        # InvalidArgumentError, where graph mode wants the shape function's ValueError), so they
-        # would test the dtype check, not the shapes they are about. opforge's shape errors are in
-        # its spec's bad inputs and tests/test_bias_leaky_relu.py. (testInputDims also wants a 1-D
-        # input refused: opforge takes [..., C] of any rank >= 1 on purpose.)
-        "testInputDims": "int32 operands (opforge refuses the dtype); 1-D features are accepted on purpose",
-        "testBiasVec": "int32 operands (opforge refuses the dtype before the shape)",
-        "testBiasInputsMatch": "int32 operands (opforge refuses the dtype before the shape)",
+        # opforge takes [..., C] of any rank >= 1 on purpose; TensorFlow wants 2-D or more.
+        "testInputDims": "1-D features are accepted on purpose",
     }
 
     def setUp(self):

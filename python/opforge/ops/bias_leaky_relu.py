@@ -52,14 +52,19 @@ def integer_bias_leaky_relu(op: str, features: tf.Tensor, bias: tf.Tensor, alpha
     C++ op checks them."""
     from opforge.ops.leaky_relu import leaky_relu
 
+    def shape_error(argument, expected, given):
+        # As the C++ op's shape function reports: ValueError while a graph is built.
+        error = invalid_argument(op, argument, expected, given)
+        return error if tf.executing_eagerly() else ValueError(error.message)
+
     rank = features.shape.rank
     if rank is not None and rank < 1:
-        raise invalid_argument(op, "features", "at least 1-D", f"shape {features.shape}")
+        raise shape_error("features", "at least 1-D", f"shape {features.shape}")
     if bias.shape.rank is not None and bias.shape.rank != 1:
-        raise invalid_argument(op, "bias", "a 1-D tensor [channels]", f"shape {bias.shape}")
+        raise shape_error("bias", "a 1-D tensor [channels]", f"shape {bias.shape}")
     channels, given = features.shape[-1], bias.shape[0]
     if channels is not None and given is not None and channels != given:
-        raise invalid_argument(op, "bias", f"[{channels}] (the last dimension of features)", f"[{given}]")
+        raise shape_error("bias", f"[{channels}] (the last dimension of features)", f"[{given}]")
     z = tf.nn.bias_add(features[None], bias)[0] if rank == 1 else tf.nn.bias_add(features, bias)
     return leaky_relu(z, alpha=alpha)
 

@@ -145,7 +145,7 @@ def resize(images, size, method: str = "bilinear", *, antialias: bool = False,
         images = tf.expand_dims(images, 0)
     if preserve_aspect_ratio:
         # tf.image.resize's arithmetic: float32 scale factors, the smaller one, rounded half to even.
-        shape = tf.shape(images)
+        shape = tf.shape(images, out_type=tf.int64)  # int32 cannot hold every dimension
         height = tf.cast(images.shape[1] if images.shape[1] is not None else shape[1], tf.float32)
         width = tf.cast(images.shape[2] if images.shape[2] is not None else shape[2], tf.float32)
         scale = tf.minimum(tf.cast(size[0], tf.float32) / height, tf.cast(size[1], tf.float32) / width)
