@@ -1,4 +1,4 @@
-"""The `opforge` command: doctor, verify, bench, and the YOLO workflow (`opforge yolo ...`)."""
+"""The `opforge` command: doctor, verify, bench, check, and the YOLO workflow (`opforge yolo ...`)."""
 from __future__ import annotations
 
 import argparse
@@ -32,6 +32,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     p_fuzz.add_argument("--timeout", type=float, default=60.0, help="seconds a call may take before it is a hang")
     p_fuzz.add_argument("-v", "--verbose", action="store_true", help="print every call and its outcome")
     p_fuzz.add_argument("ops", nargs="*", help="spec names (default: every op)")
+    p_check = sub.add_parser("check", help="opcheck for an op: shape function, gradient, kernels, eager vs "
+                                           "tf.function, bad inputs, determinism, SavedModel; one line per check")
+    p_check.add_argument("targets", nargs="*",
+                         help="MODULE:FUNCTION, an opforge op (spec name or C++ op name); default: every opforge op")
+    p_check.add_argument("--inputs", nargs="+", default=[], metavar="DTYPE[SHAPE]",
+                         help="one sample call of a MODULE:FUNCTION target, e.g. float32[2,3] int64[3]")
+    p_check.add_argument("--checks", default=None, help="comma-separated subset of the checks (default: all)")
+    p_check.add_argument("--timeout", type=float, default=60.0, help="seconds a call in a child may take (a hang)")
+    p_check.add_argument("--fuzz-calls", type=int, default=20, help="opforge.fuzz calls per opforge op (default 20)")
+    p_check.add_argument("--json", action="store_true", help="machine-readable output")
     p_yolo = sub.add_parser("yolo", help="YOLO-v3 built from opforge ops: train, detect, eval, export, demo")
     yolo = p_yolo.add_subparsers(dest="yolo_command", required=True)
     y_train = yolo.add_parser("train", help="train on the synthetic shapes set or your own labelled images")
@@ -78,6 +88,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         from opforge import fuzz
 
         return fuzz.main(args.calls, args.seed, args.timeout, args.ops or None, args.verbose)
+    if args.command == "check":
+        from opforge import check
+
+        return check.main(args.targets, args.json, args.inputs, args.checks.split(",") if args.checks else None,
+                          args.timeout, args.fuzz_calls)
     if args.command != "doctor" and args.size is not None and args.size <= 0:
         parser.error(f"--size must be a positive number of elements, got {args.size}")
 
