@@ -1,0 +1,974 @@
+"""Compile your own TensorFlow op at run time and load it: `opforge.build.load` / `load_inline`.
+
+    import tensorflow as tf
+    import opforge.build
+
+    lib = opforge.build.load_inline("add_one", cpp_source)
+    y = lib.add_one(tf.constant([1.0, 2.0]))
+
+The op is compiled against the running TensorFlow with the flags `tf.sysconfig` gives (include
+directories, `_GLIBCXX_USE_CXX11_ABI`, `EIGEN_MAX_ALIGN_BYTES`, the C++ standard, the link
+flags), as opforge compiles itself, and with opforge's C++ helpers on the include path
+(`include_paths()`): Status and the validation message format (`common/status.h`),
+`opforge::Parallel` on TensorFlow's intra-op thread pool (`common/parallel.h`), the dtype lists
+(`common/dtype.h`), the Compute skeleton and registration macro (`common/tf_kernel.h`) and shape
+functions that name the argument (`common/tf_shape.h`). The parts of the helpers that live in
+.cc files (`tf_glue.cc`, `parallel.cc`) are installed as sources and compiled into each module
+(once per compiler and flags, then reused from the cache): `_opforge_ops.so` hides its symbols,
+so a user's module never links against it.
+
+Builds are cached under `$OPFORGE_CACHE`, else `$XDG_CACHE_HOME/opforge`, else
+`~/.cache/opforge`, one directory per key: a hash of the sources, the flags, the TensorFlow
+version, its ABI and build flags, the compiler (path and `--version`) and nvcc's version. Headers
+a source includes from its own directories are recorded after each build (the compiler's
+dependency list) and re-hashed at every load, so editing one rebuilds too. A build holds an OS
+lock (`fcntl.flock`) on the entry's `lock` file: parallel processes build once, the others wait
+and load the result, and the kernel drops the lock of a killed build, so no stale lock ever
+hangs the next one. Objects and the library are written under a private temporary directory and
+renamed into place: a half-written library is never loaded.
+
+Every compiler run is recorded in the entry's `builds.log`; a failed build raises
+:class:`BuildError` with the first error line, the exact command and the compiler's full output.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import queue
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+
+from opforge._loader import LoadError, demangle
+
+__all__ = [
+    "BuildError",
+    "OpConflictError",
+    "build_library",
+    "cache_dir",
+    "include_paths",
+    "load",
+    "load_inline",
+]
+
+# Bumped when the layout of a cache entry or the way a key is computed changes.
+_CACHE_FORMAT = 1
+_HELPER_SOURCES = ("tf_glue.cc", "parallel.cc")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_REGISTER_OP = re.compile(r'REGISTER_OP\s*\(\s*"([^"]+)"\s*\)')
+# nvcc's default targets, as opforge's own CMake build: PTX for every GPU from Turing on, native
+# code for Hopper.
+_DEFAULT_CUDA_ARCH = ("-gencode=arch=compute_75,code=compute_75", "-gencode=arch=compute_90,code=sm_90")
+
+Flags = Union[Sequence[str], Mapping[str, Sequence[str]]]
+
+
+class BuildError(LoadError):
+    """Compiling or linking a user's op failed.
+
+    Attributes: `command` (the argv that failed), `output` (the compiler's full output),
+    `first_error` (its first error line), `returncode`, `entry` (the cache entry directory).
+    """
+
+    def __init__(self, message: str, command: Sequence[str] = (), output: str = "",
+                 first_error: str = "", returncode: Optional[int] = None,
+                 entry: Optional[Path] = None):
+        super().__init__(message)
+        self.command = list(command)
+        self.output = output
+        self.first_error = first_error
+        self.returncode = returncode
+        self.entry = entry
+
+
+class OpConflictError(LoadError):
+    """The module registers an op that this process already has from other sources (op
+    registrations are process-global and permanent)."""
+
+
+# --- where things are -----------------------------------------------------------------------------
+
+
+def cache_dir() -> Path:
+    """The cache root: `$OPFORGE_CACHE`, else `$XDG_CACHE_HOME/opforge`, else `~/.cache/opforge`."""
+    if os.environ.get("OPFORGE_CACHE"):
+        return Path(os.environ["OPFORGE_CACHE"]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).expanduser() / "opforge"
+
+
+def _include_root() -> Path:
+    return Path(__file__).resolve().parent / "include"
+
+
+def include_paths() -> List[str]:
+    """The directories with opforge's C++ helpers, installed with the package.
+
+    Both `#include "common/tf_kernel.h"` (as opforge's own ops write it, so a binding copied from
+    `cc/ops/<op>/<op>_tf.cc` compiles unchanged) and `#include "opforge/common/tf_kernel.h"` work.
+    """
+    root = _include_root()
+    if not (root / "opforge" / "common" / "tf_kernel.h").is_file():
+        raise LoadError(
+            f"opforge's C++ helpers are not installed (no {root / 'opforge' / 'common'}): this "
+            "opforge was installed without them (imported from the source tree?). Build and "
+            "install it: `make build` in an opforge checkout, or `pip install "
+            "--no-build-isolation .` from the source directory."
+        )
+    return [str(root), str(root / "opforge")]
+
+
+def _helpers_dir() -> Path:
+    return _include_root() / "opforge" / "common"
+
+
+# --- what a build depends on ----------------------------------------------------------------------
+
+_memo_lock = threading.Lock()
+_tf_info_memo: Optional[dict] = None
+_tool_memo: Dict[Tuple[str, int, int], str] = {}
+_helpers_hash_memo: Dict[Tuple, str] = {}
+
+
+def _tf_info() -> dict:
+    """The running TensorFlow: version, flags, ABI and CUDA build (once per process)."""
+    global _tf_info_memo
+    if _tf_info_memo is None:
+        import tensorflow as tf
+
+        compile_flags = list(tf.sysconfig.get_compile_flags())
+        build_info = dict(tf.sysconfig.get_build_info())
+        abi = next((f.split("=", 1)[1] for f in compile_flags
+                    if f.startswith("-D_GLIBCXX_USE_CXX11_ABI=")), "")
+        std = next((f.split("c++")[-1] for f in compile_flags
+                    if f.lstrip("-").startswith("std=c++")), "17")
+        _tf_info_memo = {
+            "version": tf.__version__,
+            "compile_flags": compile_flags,
+            "link_flags": list(tf.sysconfig.get_link_flags()),
+            "abi": abi,
+            "cxx_standard": std,
+            "is_cuda_build": bool(build_info.get("is_cuda_build")),
+            "cuda_version": str(build_info.get("cuda_version", "")),
+        }
+    return _tf_info_memo
+
+
+def _which(program: str) -> Optional[str]:
+    found = shutil.which(program)
+    return str(Path(found).resolve()) if found else None
+
+
+def _tool_version(path: str) -> str:
+    """`<path> --version`, memoised by the file's identity (the cached load runs no compiler)."""
+    st = os.stat(path)
+    key = (path, st.st_mtime_ns, st.st_size)
+    with _memo_lock:
+        if key in _tool_memo:
+            return _tool_memo[key]
+    try:
+        proc = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
+        text = (proc.stdout + proc.stderr).strip()
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise BuildError(f"opforge.build: cannot run the compiler {path}: {exc}") from None
+    with _memo_lock:
+        _tool_memo[key] = text
+    return text
+
+
+def _cxx() -> str:
+    """The C++ compiler: $CXX (a name or a path; extra words in it are not supported), else g++."""
+    wanted = os.environ.get("CXX") or "g++"
+    path = _which(wanted)
+    if path is None:
+        raise BuildError(
+            f"opforge.build: no C++ compiler: {wanted!r} (from "
+            f"{'$CXX' if os.environ.get('CXX') else 'the default'}) is not on PATH. Install g++ "
+            "(e.g. `apt-get install g++`) or point $CXX at a compiler."
+        )
+    return path
+
+
+def _cuda_home() -> Optional[Path]:
+    for env in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(env) and (Path(os.environ[env]) / "bin" / "nvcc").is_file():
+            return Path(os.environ[env])
+    nvcc = _which("nvcc")
+    if nvcc:
+        return Path(nvcc).parent.parent
+    if Path("/usr/local/cuda/bin/nvcc").is_file():
+        return Path("/usr/local/cuda")
+    return None
+
+
+def _nvcc() -> Tuple[str, Path]:
+    home = _cuda_home()
+    if home is None:
+        raise BuildError(
+            "opforge.build: CUDA sources were given but no nvcc was found ($CUDA_HOME/bin/nvcc, "
+            "nvcc on PATH, /usr/local/cuda/bin/nvcc). Install the CUDA toolkit or set $CUDA_HOME; "
+            "or build without cuda_sources (CPU kernels only)."
+        )
+    return str((home / "bin" / "nvcc").resolve()), home
+
+
+def _helpers_hash() -> str:
+    """A hash of the installed helpers (headers and the .cc files compiled into every module)."""
+    root = _helpers_dir()
+    files = sorted(p for p in root.iterdir() if p.is_file())
+    ident = tuple((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in files)
+    with _memo_lock:
+        if ident in _helpers_hash_memo:
+            return _helpers_hash_memo[ident]
+    h = hashlib.sha256()
+    for p in files:
+        h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+    digest = h.hexdigest()
+    with _memo_lock:
+        _helpers_hash_memo[ident] = digest
+    return digest
+
+
+def _split_flags(flags: Optional[Flags], kind: str) -> List[str]:
+    """extra_cflags may be a list (C++ only) or {"cxx": [...], "nvcc": [...]}."""
+    if not flags:
+        return []
+    if isinstance(flags, Mapping):
+        return [str(f) for f in flags.get(kind, ())]
+    if isinstance(flags, str):
+        raise TypeError("opforge.build: flags must be a list of strings, not one string "
+                        f"(got {flags!r}; use shlex.split)")
+    return [str(f) for f in flags] if kind == "cxx" else []
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _digest(obj) -> str:
+    return _sha(json.dumps(obj, sort_keys=True).encode())
+
+
+def _strip_comments(code: str) -> str:
+    code = re.sub(r"/\*.*?\*/", " ", code, flags=re.S)
+    return re.sub(r"//[^\n]*", " ", code)
+
+
+def _op_names(sources: Iterable[str]) -> List[str]:
+    """The op names the sources register with a literal REGISTER_OP("Name")."""
+    names: List[str] = []
+    for code in sources:
+        for name in _REGISTER_OP.findall(_strip_comments(code)):
+            if name not in names:
+                names.append(name)
+    return names
+
+
+class _Plan:
+    """Everything one build needs, and the key that names its cache entry."""
+
+    def __init__(self, name: str, sources: List[Tuple[str, bytes]], cuda_sources: List[Tuple[str, bytes]],
+                 source_paths: Optional[List[Path]], cuda_paths: Optional[List[Path]],
+                 extra_cflags: Optional[Flags], extra_ldflags: Sequence[str],
+                 include_dirs: Sequence[str], build_directory: Optional[str]):
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise ValueError(f"opforge.build: name must be a C identifier (letters, digits, _), got {name!r}")
+        if not sources and not cuda_sources:
+            raise ValueError("opforge.build: no sources given")
+        if isinstance(extra_ldflags, str) or isinstance(include_dirs, str):
+            raise TypeError("opforge.build: extra_ldflags and include_dirs are lists of strings")
+        self.name = name
+        self.sources = sources
+        self.cuda_sources = cuda_sources
+        self.source_paths = source_paths  # None: load_inline (written into the entry)
+        self.cuda_paths = cuda_paths
+        self.tf = _tf_info()
+        self.cxx = _cxx()
+        self.cxx_version = _tool_version(self.cxx)
+        self.nvcc = self.cuda_home = None
+        self.nvcc_version = ""
+        if cuda_sources:
+            self.nvcc, self.cuda_home = _nvcc()
+            self.nvcc_version = _tool_version(self.nvcc)
+        # GPU kernels can be registered with TensorFlow only in a CUDA TensorFlow; in a CPU one the
+        # .cu files are still compiled and linked (their host entry points are callable).
+        self.gpu_binding = bool(cuda_sources) and self.tf["is_cuda_build"]
+        self.extra_cxx = _split_flags(extra_cflags, "cxx")
+        self.extra_nvcc = _split_flags(extra_cflags, "nvcc")
+        self.extra_ldflags = [str(f) for f in extra_ldflags]
+        self.include_dirs = [str(Path(d).expanduser().resolve()) for d in include_dirs]
+        self.helpers = _helpers_hash()
+        # What compiles the helpers and the precompiled header: everything but the sources.
+        self.config = {
+            "format": _CACHE_FORMAT,
+            "tf_version": self.tf["version"],
+            "tf_compile_flags": self.tf["compile_flags"],
+            "tf_link_flags": self.tf["link_flags"],
+            "abi": self.tf["abi"],
+            "tf_cuda": [self.tf["is_cuda_build"], self.tf["cuda_version"]],
+            "cxx": self.cxx,
+            "cxx_version": self.cxx_version,
+            "gpu_binding": self.gpu_binding,
+            "cuda_home": str(self.cuda_home or ""),
+            "extra_cxx": self.extra_cxx,
+            "include_dirs": self.include_dirs,
+            "helpers": self.helpers,
+        }
+        self.config_key = _digest(self.config)
+        self.key = _digest({
+            "config": self.config_key,
+            "name": name,
+            "sources": [(n, _sha(b)) for n, b in sources],
+            "cuda_sources": [(n, _sha(b)) for n, b in cuda_sources],
+            "source_dirs": [str(p.parent) for p in (source_paths or []) + (cuda_paths or [])],
+            "nvcc": [self.nvcc or "", self.nvcc_version],
+            "extra_nvcc": self.extra_nvcc,
+            "extra_ldflags": self.extra_ldflags,
+        })
+        root = cache_dir()
+        self.entry = (Path(build_directory).expanduser().resolve() if build_directory
+                      else root / f"{name}-{self.key[:16]}")
+        self.shared = root / "_shared" / self.config_key[:16]
+        self.library = self.entry / f"{name}_{self.key[:12]}.so"
+        self.op_names = _op_names(b.decode(errors="replace") for _, b in sources)
+
+    # The flags of every C++ compile (helpers, precompiled header and user sources alike).
+    def cxx_flags(self) -> List[str]:
+        flags = ["-O2", "-fPIC", f"-std=c++{self.tf['cxx_standard']}",
+                 # As opforge's own library: export nothing (TensorFlow finds the kernels through
+                 # static registration), so our inline Eigen code never interposes with
+                 # TensorFlow's copies, nor the helpers of two user modules with each other.
+                 "-fvisibility=hidden", "-fvisibility-inlines-hidden"]
+        for d in self.include_dirs:
+            flags += ["-I", d]
+        for d in include_paths():
+            flags += ["-isystem", d]
+        for flag in self.tf["compile_flags"]:
+            if flag.startswith("-I"):
+                flags += ["-isystem", flag[2:]]  # system: no warnings, not in the dependency list
+            elif flag.lstrip("-").startswith("std=c++"):
+                continue
+            else:
+                flags.append(flag)
+        if self.gpu_binding:
+            flags += ["-DGOOGLE_CUDA=1", "-DEIGEN_USE_GPU", "-isystem", str(self.cuda_home / "include")]
+        return flags + self.extra_cxx
+
+    def nvcc_flags(self) -> List[str]:
+        defines = [f for f in self.tf["compile_flags"] if f.startswith("-D")]
+        flags = ["-O2", f"-std=c++{self.tf['cxx_standard']}", "--expt-relaxed-constexpr",
+                 "-Xcompiler", "-fPIC,-fvisibility=hidden", "-ccbin", self.cxx] + defines
+        for d in self.include_dirs + include_paths():
+            flags += ["-I", d]
+        if not any(f.startswith(("-gencode", "-arch", "--gpu-architecture", "--generate-code"))
+                   for f in self.extra_nvcc):
+            flags += list(_DEFAULT_CUDA_ARCH)
+        return flags + self.extra_nvcc
+
+    def link_flags(self) -> List[str]:
+        flags = ["-Wl,--no-undefined"] + list(self.tf["link_flags"])
+        if self.cuda_sources:
+            lib = next((d for d in (self.cuda_home / "lib64", self.cuda_home / "targets" / "x86_64-linux" / "lib",
+                                    self.cuda_home / "lib") if (d / "libcudart_static.a").is_file()), None)
+            if lib is None:
+                raise BuildError(f"opforge.build: no libcudart_static.a under {self.cuda_home}")
+            flags += [f"-L{lib}", "-lcudart_static", "-ldl", "-lrt", "-lpthread"]
+        return flags + self.extra_ldflags
+
+    def environment(self) -> dict:
+        """What the entry records and the cached load checks."""
+        return {
+            "tf_version": self.tf["version"],
+            "abi": self.tf["abi"],
+            "cxx": self.cxx,
+            "cxx_version": self.cxx_version.splitlines()[0] if self.cxx_version else "",
+            "nvcc_version": self.nvcc_version.splitlines()[-1] if self.nvcc_version else "",
+            "tf_cuda_version": self.tf["cuda_version"],
+        }
+
+
+# --- locking, atomic files ------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _flock(path: Path, what: str, verbose: bool):
+    """An exclusive OS lock on `path`. The kernel releases it when the holder dies, however it
+    dies, so a killed build never leaves a lock behind that hangs the next one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if verbose:
+                _say(f"waiting for another process building {what} (lock {path})")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _say(message: str) -> None:
+    print(f"opforge.build: {message}", file=sys.stderr, flush=True)
+
+
+def _read_json(path: Path) -> Optional[dict]:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _deps_match(deps: Mapping[str, str]) -> bool:
+    for dep, digest in deps.items():
+        try:
+            if _sha(Path(dep).read_bytes()) != digest:
+                return False
+        except OSError:
+            return False
+    return True
+
+
+def _stale_reason(plan: _Plan, meta: Optional[dict]) -> Optional[str]:
+    """Why the entry cannot be loaded as it is (None: it can)."""
+    if meta is None:
+        return "not built yet"
+    recorded = meta.get("environment", {})
+    running = plan.environment()
+    for field, what in (("tf_version", "TensorFlow"), ("abi", "_GLIBCXX_USE_CXX11_ABI"),
+                        ("cxx", "compiler"), ("cxx_version", "compiler version"),
+                        ("nvcc_version", "nvcc"), ("tf_cuda_version", "TensorFlow's CUDA version")):
+        if recorded.get(field) != running[field]:
+            return (f"it was built for {what} {recorded.get(field)!r}, but this process has "
+                    f"{running[field]!r}; a custom-op library must be compiled against the exact "
+                    "TensorFlow, ABI and compiler it runs with (a mismatch can crash the process)")
+    if meta.get("key") != plan.key:
+        return "its sources or flags changed"
+    if not plan.library.is_file():
+        return "its library is missing"
+    if not _deps_match(meta.get("deps", {})):
+        return "a header it includes changed"
+    return None
+
+
+# --- compiling --------------------------------------------------------------------------------------
+
+
+_ERROR_LINE = re.compile(
+    r"(\berror\b\s*:|\bfatal error\b|undefined reference to|\berror\b: ld returned|: error\b|\(\d+\): error)",
+    re.I)
+
+
+def _first_error(output: str) -> str:
+    for line in output.splitlines():
+        if _ERROR_LINE.search(line):
+            return line.strip()
+    lines = [line for line in output.splitlines() if line.strip()]
+    return lines[0].strip() if lines else "(the compiler printed nothing)"
+
+
+class _Job:
+    def __init__(self, what: str, command: List[str], cwd: Path, log: Path, optional: bool = False):
+        self.what, self.command, self.cwd, self.log = what, command, cwd, log
+        self.optional = optional  # its failure fails nothing (logged)
+        self.proc: Optional[subprocess.Popen] = None
+        self.output = ""
+
+
+def _run_jobs(jobs: List[_Job], plan: _Plan, verbose: bool) -> None:
+    """Runs the jobs in order, as many at once as there are CPUs (`$OPFORGE_BUILD_JOBS` to
+    change), each next one as soon as any finishes; raises BuildError for the first failure
+    (after the running ones finish; no new one starts)."""
+    if not jobs:
+        return
+    try:
+        width = max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        width = max(1, os.cpu_count() or 1)
+    width = max(1, int(os.environ.get("OPFORGE_BUILD_JOBS", width)))
+    finished: "queue.Queue[_Job]" = queue.Queue()
+
+    def wait(job: _Job) -> None:
+        try:
+            job.output, _ = job.proc.communicate()  # reads the pipe, so the compiler never blocks
+        finally:
+            finished.put(job)
+
+    pending, running, failed = list(jobs), 0, []
+    while pending or running:
+        while pending and running < width and not failed:
+            job = pending.pop(0)
+            _log_run(plan, job)
+            if verbose:
+                _say(shlex.join(job.command))
+            try:
+                job.proc = subprocess.Popen(job.command, cwd=job.cwd, stdout=subprocess.PIPE,
+                                            stderr=subprocess.STDOUT, text=True, errors="replace")
+            except OSError as exc:
+                failed.append(job)
+                job.output = f"cannot run {job.command[0]}: {exc}"
+                break
+            threading.Thread(target=wait, args=(job,), daemon=True).start()
+            running += 1
+        if not running:
+            break
+        job = finished.get()
+        running -= 1
+        if verbose and job.output.strip():
+            print(job.output, file=sys.stderr, end="" if job.output.endswith("\n") else "\n")
+        if job.proc.returncode != 0 and job.optional:
+            with open(job.log, "a") as f:
+                f.write(f"{job.what} failed (not needed, continuing): {_first_error(job.output)}\n")
+        elif job.proc.returncode != 0:
+            failed.append(job)
+    if failed:
+        raise _build_error(plan, failed[0], others=failed[1:])
+
+
+def _log_run(plan: _Plan, job: _Job) -> None:
+    line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')} pid {os.getpid()} {job.what}: {shlex.join(job.command)}\n"
+    with open(job.log, "a") as f:
+        f.write(line)
+
+
+def _build_error(plan: _Plan, job: _Job, others: Sequence[_Job] = ()) -> BuildError:
+    returncode = job.proc.returncode if job.proc is not None else None
+    first = _first_error(job.output)
+    output = job.output.rstrip()
+    # The linker's mangled names, readable.
+    readable = re.sub(r"`(_Z\w+)'", lambda m: f"`{demangle(m.group(1))}'", output)
+    more = "".join(f"\n({o.what} failed too: {_first_error(o.output)})" for o in others)
+    hint = ""
+    if "undefined reference" in output:
+        hint = ("\nA symbol nobody defines: the library is linked with -Wl,--no-undefined against "
+                "TensorFlow (tf.sysconfig.get_link_flags()), so what neither your sources, "
+                "opforge's helpers nor TensorFlow define fails here rather than at load time. "
+                "Add the source that defines it, or the library, with extra_ldflags.")
+    message = (
+        f"opforge.build: building {plan.name!r} failed ({job.what}, exit status "
+        f"{returncode}).\n"
+        f"First error:\n    {first}\n"
+        f"Command:\n    {shlex.join(job.command)}\n"
+        f"Full compiler output:\n{readable}{more}{hint}\n"
+        f"(Build directory: {plan.entry}; every command run is in its builds.log.)"
+    )
+    return BuildError(message, job.command, job.output, first, returncode, plan.entry)
+
+
+def _use_pch() -> bool:
+    return os.environ.get("OPFORGE_BUILD_PCH", "1") not in ("0", "", "off", "no", "false")
+
+
+@contextlib.contextmanager
+def _shared_ready(plan: _Plan, verbose: bool):
+    """The helper objects and the precompiled header for this compiler and these flags: built once
+    per configuration, shared by every module.
+
+    Yields (helper objects, precompiled header to -include or None, jobs still to run): the
+    caller runs the jobs together with its own compiles (they need not wait for each other), and
+    the objects move into place when the block ends without an error.
+    """
+    shared = plan.shared
+    objects = [shared / (Path(s).stem + ".o") for s in _HELPER_SOURCES]
+    pch_header = shared / "opforge_tf_pch.h"
+    pch = pch_header.with_name(pch_header.name + ".gch")
+    want_pch = _use_pch()
+    if all(o.is_file() for o in objects) and (pch.is_file() or not want_pch):
+        yield objects, (pch_header if want_pch else None), []
+        return
+    with _flock(shared / "lock", "opforge's helpers", verbose):
+        for stale in shared.glob("tmp-*"):  # left by a killed build
+            shutil.rmtree(stale, ignore_errors=True)
+        _write_atomic(shared / "config.json", json.dumps(plan.config, indent=1).encode())
+        log = shared / "builds.log"
+        tmp = Path(tempfile.mkdtemp(dir=shared, prefix="tmp-"))
+        try:
+            flags = plan.cxx_flags()
+            jobs = []
+            pch_job = None
+            if want_pch and not pch.is_file():
+                # Compiled beside this build's own compiles, which do without it (waiting for it
+                # would make the first build ~40% slower); every later build uses it.
+                tmp_header = tmp / pch_header.name
+                shutil.copyfile(_helpers_dir() / "tf_pch.h", tmp_header)
+                pch_job = _Job("precompiled header",
+                               [plan.cxx, *flags, "-x", "c++-header", str(tmp_header), "-o",
+                                str(tmp_header) + ".gch"], tmp, log, optional=True)
+                jobs.append(pch_job)
+            use_pch = want_pch and pch_job is None
+            include = ["-include", str(pch_header), "-Winvalid-pch"] if use_pch else []
+            helper_jobs = [_Job(f"opforge helper {src}",
+                                [plan.cxx, *include, *flags, "-c", str(_helpers_dir() / src), "-o",
+                                 str(tmp / obj.name)], tmp, log)
+                           for src, obj in zip(_HELPER_SOURCES, objects) if not obj.is_file()]
+            jobs += helper_jobs
+            try:
+                yield objects, (pch_header if use_pch else None), jobs
+            finally:  # kept even when the user's compile failed beside them
+                for job in helper_jobs:
+                    if job.proc is not None and job.proc.returncode == 0:
+                        with contextlib.suppress(OSError):
+                            os.replace(job.command[-1], shared / Path(job.command[-1]).name)
+                if pch_job is not None and pch_job.proc is not None and pch_job.proc.returncode == 0:
+                    with contextlib.suppress(OSError):
+                        shutil.copyfile(pch_job.command[-3], pch_header)
+                        os.replace(pch_job.command[-1], pch)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _parse_deps(depfile: Path, exclude: Sequence[str]) -> List[str]:
+    try:
+        text = depfile.read_text().replace("\\\n", " ")
+    except OSError:
+        return []
+    _, _, rest = text.partition(":")
+    deps = []
+    for dep in rest.split():
+        path = str(Path(dep).resolve())
+        if not any(path.startswith(e) for e in exclude) and path not in deps:
+            deps.append(path)
+    return deps
+
+
+def _build(plan: _Plan, reason: str, verbose: bool) -> None:
+    """Compiles and links the entry's library (the caller holds the entry's lock)."""
+    started = time.perf_counter()
+    entry = plan.entry
+    log = entry / "builds.log"
+    # Leftovers of a build that was killed: nobody else holds the lock, so nobody uses them.
+    for stale in entry.glob("tmp-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp = Path(tempfile.mkdtemp(dir=entry, prefix="tmp-"))
+    try:
+        with open(log, "a") as f:
+            f.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} pid {os.getpid()} build ({reason})\n")
+        if plan.source_paths is None:  # load_inline: the sources live in the entry
+            src_dir = entry / "src"
+            src_dir.mkdir(exist_ok=True)
+            paths = []
+            for filename, data in plan.sources + plan.cuda_sources:
+                path = src_dir / filename
+                if not path.is_file() or path.read_bytes() != data:
+                    _write_atomic(path, data)
+                paths.append(path)
+            cxx_paths, cu_paths = paths[:len(plan.sources)], paths[len(plan.sources):]
+        else:
+            cxx_paths, cu_paths = plan.source_paths, plan.cuda_paths or []
+        with _shared_ready(plan, verbose) as (helper_objects, pch, helper_jobs):
+            flags = plan.cxx_flags()
+            include = ["-include", str(pch), "-Winvalid-pch"] if pch else []
+            jobs, depfiles, objects = [], [], []
+            for i, src in enumerate(cxx_paths):
+                obj = tmp / f"{i}_{src.stem}.o"
+                dep = tmp / f"{i}_{src.stem}.d"
+                jobs.append(_Job(f"compile {src.name}",
+                                 [plan.cxx, *include, *flags, "-MMD", "-MF", str(dep), "-c", str(src),
+                                  "-o", str(obj)], entry, log))
+                depfiles.append(dep)
+                objects.append(obj)
+            nvcc_flags = plan.nvcc_flags() if cu_paths else []
+            for i, src in enumerate(cu_paths):
+                obj = tmp / f"cu{i}_{src.stem}.o"
+                dep = tmp / f"cu{i}_{src.stem}.d"
+                jobs.append(_Job(f"nvcc {src.name}",
+                                 [plan.nvcc, *nvcc_flags, "-MD", "-MF", str(dep), "-c", str(src),
+                                  "-o", str(obj)], entry, log))
+                depfiles.append(dep)
+                objects.append(obj)
+            _run_jobs(helper_jobs + jobs, plan, verbose)
+        tmp_library = tmp / plan.library.name
+        link = _Job("link", [plan.cxx, "-shared", "-o", str(tmp_library), *map(str, objects),
+                             *map(str, helper_objects), *plan.link_flags()], entry, log)
+        _run_jobs([link], plan, verbose)
+
+        exclude = [str(Path(p).resolve()) for p in include_paths()] + [str(plan.shared.resolve())]
+        exclude += [str(entry / "src")] if plan.source_paths is None else []
+        exclude += [str(Path(p).resolve()) for p in (plan.source_paths or []) + (plan.cuda_paths or [])]
+        if plan.cuda_home:
+            exclude.append(str(plan.cuda_home.resolve()))
+        deps = {}
+        for depfile in depfiles:
+            for dep in _parse_deps(depfile, exclude):
+                with contextlib.suppress(OSError):
+                    deps[dep] = _sha(Path(dep).read_bytes())
+        seconds = time.perf_counter() - started
+        meta = {
+            "key": plan.key,
+            "name": plan.name,
+            "library": plan.library.name,
+            "environment": plan.environment(),
+            "op_names": plan.op_names,
+            "deps": deps,
+            "link_command": link.command,
+            "compile_commands": [j.command for j in jobs],
+            "build_seconds": round(seconds, 3),
+            "built": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        }
+        # Old libraries of this entry (a build_directory reused with other sources) go; a process
+        # that has one loaded keeps its mapping.
+        for old in entry.glob(f"{plan.name}_*.so"):
+            if old.name != plan.library.name:
+                with contextlib.suppress(OSError):
+                    old.unlink()
+        # The library first, then the record that names it: a reader that sees the record sees
+        # a whole library (each appears by an atomic rename).
+        os.replace(tmp_library, plan.library)
+        _write_atomic(entry / "build.json", json.dumps(meta, indent=1).encode())
+        with open(log, "a") as f:
+            f.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} pid {os.getpid()} built in {seconds:.1f} s\n")
+        if verbose:
+            _say(f"built {plan.library} in {seconds:.1f} s")
+    except BuildError as exc:
+        with open(log, "a") as f:
+            f.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} pid {os.getpid()} failed: {exc.first_error}\n")
+        raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _ensure_built(plan: _Plan, verbose: bool) -> Path:
+    meta_path = plan.entry / "build.json"
+    reason = _stale_reason(plan, _read_json(meta_path))
+    if reason is None:
+        return plan.library
+    plan.entry.mkdir(parents=True, exist_ok=True)
+    with _flock(plan.entry / "lock", repr(plan.name), verbose):
+        reason = _stale_reason(plan, _read_json(meta_path))  # built while we waited?
+        if reason is None:
+            return plan.library
+        if verbose or reason.startswith("it was built for"):
+            if reason.startswith("it was built for"):
+                _say(f"not reusing {plan.entry}: {reason}. Rebuilding.")
+            else:
+                _say(f"building {plan.name!r} in {plan.entry} ({reason})")
+        _build(plan, reason, verbose)
+    return plan.library
+
+
+# --- loading ----------------------------------------------------------------------------------------
+
+_load_lock = threading.RLock()
+_loaded: Dict[str, ModuleType] = {}  # key -> module
+_op_owners: Dict[str, Tuple[str, str, str]] = {}  # op name -> (module name, key, library path)
+
+
+def _conflict_message(plan: _Plan, op: str) -> str:
+    owner = _op_owners.get(op)
+    if owner is not None:
+        by = (f"by the module {owner[0]!r} that opforge.build loaded earlier from different "
+              f"sources or flags ({owner[2]})")
+        fix = (f"rename the op (REGISTER_OP(\"{op}V2\") and its kernel registrations) to load "
+               "both, or restart the Python process to load the new version in place of the old")
+    else:
+        by = "by TensorFlow itself or another library loaded in this process"
+        fix = ("rename the op (REGISTER_OP(\"MyPrefix>" + op.split(">")[-1] + "\")...), "
+               "or, if it comes from an earlier version of this module, restart the Python process")
+    return (
+        f"opforge.build: cannot load {plan.name!r}: it registers the op {op!r}, which is already "
+        f"registered in this process {by}. TensorFlow's op registrations are process-global and "
+        "permanent: a registered op can be neither replaced nor unloaded (TensorFlow would keep "
+        "the old definition, and a second kernel for the same op and dtype makes every call to "
+        f"it fail as ambiguous). To fix it, {fix}."
+    )
+
+
+def _explain_load_failure(plan: _Plan, message: str) -> str:
+    match = re.search(r"undefined symbol: (\S+)", message)
+    if not match:
+        return (f"opforge.build: TensorFlow could not load {plan.library} (built from {plan.name!r}): "
+                f"{message.strip()}")
+    symbol = match.group(1)
+    lines = [
+        f"opforge.build: TensorFlow could not load {plan.library} (built from {plan.name!r}): it "
+        "needs the symbol",
+        f"    {demangle(symbol)}",
+        f"    (mangled: {symbol})",
+        "which neither TensorFlow nor any loaded library provides.",
+    ]
+    if "cxx11" in symbol:
+        lines.append(
+            "The symbol uses the C++11 std::string/std::list ABI (`__cxx11`): the library and "
+            f"TensorFlow disagree on _GLIBCXX_USE_CXX11_ABI (this TensorFlow: {plan.tf['abi']}). "
+            "Do not set it in extra_cflags: opforge.build takes it from tf.sysconfig.")
+    else:
+        lines.append("Did extra_ldflags name a library that is not loaded? Delete the cache entry "
+                     f"{plan.entry} to rebuild it.")
+    return "\n".join(lines)
+
+
+def _load_plan(plan: _Plan, verbose: bool) -> ModuleType:
+    with _load_lock:
+        module = _loaded.get(plan.key)
+        if module is not None:
+            return module
+        from tensorflow.python.framework import op_def_registry
+
+        # Before compiling: an op this process already has cannot be loaded again.
+        for op in plan.op_names:
+            if op_def_registry.get(op) is not None:
+                raise OpConflictError(_conflict_message(plan, op))
+        library = _ensure_built(plan, verbose)
+        import tensorflow as tf
+
+        try:
+            module = tf.load_op_library(str(library))
+        except (tf.errors.OpError, OSError) as exc:
+            message = getattr(exc, "message", None) or str(exc)
+            raise LoadError(_explain_load_failure(plan, message)) from None
+        registered = _library_ops(library, plan.op_names)
+        for op in plan.op_names:
+            # TensorFlow skips, silently, an op the process already has (registered meanwhile).
+            if op not in registered and op_def_registry.get(op) is not None:
+                raise OpConflictError(_conflict_message(plan, op))
+        for op in registered:
+            _op_owners[op] = (plan.name, plan.key, str(library))
+        _loaded[plan.key] = module
+        return module
+
+
+def _library_ops(library: Path, fallback: List[str]) -> List[str]:
+    """The ops TensorFlow registered from the (loaded) library: its op list leaves out those it
+    skipped because the process already had them."""
+    try:
+        from tensorflow.core.framework import op_def_pb2
+        from tensorflow.python.client import pywrap_tf_session as py_tf
+
+        handle = py_tf.TF_LoadLibrary(str(library))  # already loaded: TensorFlow's cached record
+        try:
+            data = py_tf.TF_GetOpList(handle)
+        finally:
+            py_tf.TF_DeleteLibraryHandle(handle)
+        op_list = op_def_pb2.OpList()
+        op_list.ParseFromString(data)
+        return [op.name for op in op_list.op]
+    except Exception:  # internal API moved: trust the sources
+        return list(fallback)
+
+
+def _read_sources(paths: Iterable[Union[str, os.PathLike]]) -> Tuple[List[Tuple[str, bytes]], List[Path]]:
+    files, resolved = [], []
+    for p in paths:
+        path = Path(p).expanduser().resolve()
+        try:
+            files.append((path.name, path.read_bytes()))
+        except OSError as exc:
+            raise BuildError(f"opforge.build: cannot read the source {p}: {exc.strerror}") from None
+        resolved.append(path)
+    return files, resolved
+
+
+def _as_list(value) -> list:
+    if value is None:
+        return []
+    if isinstance(value, (str, os.PathLike)):
+        return [value]
+    return list(value)
+
+
+def build_library(name: str, sources: Sequence[Union[str, os.PathLike]] = (),
+                  cuda_sources: Sequence[Union[str, os.PathLike]] = (), extra_cflags: Flags = (),
+                  extra_ldflags: Sequence[str] = (), include_dirs: Sequence[str] = (),
+                  build_directory: Optional[str] = None, verbose: bool = False,
+                  cpp_source: Optional[str] = None, cuda_source: Optional[str] = None) -> Path:
+    """Builds (or finds in the cache) the library and returns its path, without loading it.
+
+    Takes `sources`/`cuda_sources` (files) as `load`, or `cpp_source`/`cuda_source` (text) as
+    `load_inline`.
+    """
+    plan = _plan(name, sources, cuda_sources, extra_cflags, extra_ldflags, include_dirs,
+                 build_directory, cpp_source, cuda_source)
+    with _load_lock:
+        return _ensure_built(plan, verbose)
+
+
+def _plan(name, sources, cuda_sources, extra_cflags, extra_ldflags, include_dirs, build_directory,
+          cpp_source=None, cuda_source=None) -> _Plan:
+    if cpp_source is not None or cuda_source is not None:
+        srcs = [(f"{name}.cc", _text(cpp_source).encode())] if cpp_source is not None else []
+        cus = [(f"{name}_cuda.cu", _text(cuda_source).encode())] if cuda_source is not None else []
+        return _Plan(name, srcs, cus, None, None, extra_cflags, extra_ldflags, include_dirs,
+                     build_directory)
+    srcs, src_paths = _read_sources(_as_list(sources))
+    cus, cu_paths = _read_sources(_as_list(cuda_sources))
+    for path in src_paths:
+        if path.suffix == ".cu":
+            raise ValueError(f"opforge.build: {path} is a CUDA source: pass it in cuda_sources")
+    return _Plan(name, srcs, cus, src_paths, cu_paths, extra_cflags, extra_ldflags, include_dirs,
+                 build_directory)
+
+
+def _text(source) -> str:
+    if isinstance(source, (list, tuple)):
+        return "\n".join(source)
+    return str(source)
+
+
+def load(name: str, sources: Sequence[Union[str, os.PathLike]], cuda_sources: Sequence[Union[str, os.PathLike]] = (),
+         extra_cflags: Flags = (), extra_ldflags: Sequence[str] = (), include_dirs: Sequence[str] = (),
+         build_directory: Optional[str] = None, verbose: bool = False) -> ModuleType:
+    """Compiles the C++ (and CUDA) source files into an op library against the running
+    TensorFlow, caches it, loads it with `tf.load_op_library` and returns that module.
+
+    Args:
+      name: the module's name (a C identifier); names the cache entry and the library file.
+      sources: C++ files (`.cc`, `.cpp`). The headers they include (other than opforge's,
+        TensorFlow's and the system's) are tracked: editing one rebuilds.
+      cuda_sources: `.cu` files, compiled by nvcc (`$CUDA_HOME/bin/nvcc`, or on PATH) into objects
+        and linked with the static CUDA runtime. Without nvcc, BuildError says so.
+      extra_cflags: more compiler flags: a list (for the C++ compiler), or
+        `{"cxx": [...], "nvcc": [...]}`.
+      extra_ldflags: more linker flags (`-L...`, `-l...`).
+      include_dirs: more include directories (searched before opforge's and TensorFlow's).
+      build_directory: build there instead of in the cache (`$OPFORGE_CACHE`, else
+        `$XDG_CACHE_HOME/opforge` or `~/.cache/opforge`); a later build with other sources
+        replaces it.
+      verbose: print the commands, the compiler's output and the time taken to stderr.
+
+    Returns the module `tf.load_op_library` returns: one function per op (`AddOne` becomes
+    `add_one`). The same sources and flags loaded again in this process return the
+    same module, without looking at the cache.
+
+    Raises:
+      BuildError: compiling or linking failed (the first error, the command, the full output).
+      OpConflictError: the sources register an op this process already has (from other sources,
+        or TensorFlow's own); op registrations cannot be replaced: rename it or restart.
+      LoadError: TensorFlow could not load the library (the reason, explained).
+    """
+    return _load_plan(_plan(name, sources, cuda_sources, extra_cflags, extra_ldflags, include_dirs,
+                            build_directory), verbose)
+
+
+def load_inline(name: str, cpp_source: Union[str, Sequence[str]], cuda_source: Optional[Union[str, Sequence[str]]] = None,
+                extra_cflags: Flags = (), extra_ldflags: Sequence[str] = (), include_dirs: Sequence[str] = (),
+                build_directory: Optional[str] = None, verbose: bool = False) -> ModuleType:
+    """`load` with the sources given as text (a string, or a list of strings joined by newlines).
+
+    The C++ source is written to `<entry>/src/<name>.cc` (and the CUDA source to
+    `<name>_cuda.cu`), where compiler messages point. See `load` for the rest.
+    """
+    return _load_plan(_plan(name, (), (), extra_cflags, extra_ldflags, include_dirs, build_directory,
+                            cpp_source, cuda_source), verbose)
