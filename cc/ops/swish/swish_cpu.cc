@@ -1,0 +1,137 @@
+#include <Eigen/Core>
+#include <cstdint>
+
+#include "common/arith.h"
+#include "ops/swish/swish.h"
+#include "ops/swish/swish_element.h"
+
+namespace opforge {
+
+Status ValidateSwish(const SwishParams& params) {
+  if (params.size < 0) {
+    return InvalidArgument("Swish", "features", "a tensor with a non-negative size", params.size);
+  }
+  return Status::Ok();
+}
+
+Status ValidateSwishGrad(const SwishParams& params, const std::vector<int64_t>& gradients,
+                         const std::vector<int64_t>& features) {
+  OPFORGE_RETURN_IF_ERROR(ValidateSwish(params));
+  if (gradients != features) {
+    return InvalidArgument("SwishGrad", "gradients",
+                           "the shape of features " + ShapeString(features),
+                           ShapeString(gradients));
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+namespace ei = Eigen::internal;
+
+// How TensorFlow's Sigmoid kernel evaluates Eigen's logistic functor on this element type: in
+// packets of kSize elements where the functor and the type have a packet form (Eigen's
+// TensorEvaluator PacketAccess), one element at a time otherwise.
+template <typename T>
+struct Packets {
+  using Packet = typename ei::packet_traits<T>::type;
+  static constexpr int64_t kSize = ei::unpacket_traits<Packet>::size;
+  static constexpr bool kVectorized =
+      kSize > 1 && ei::functor_traits<ei::scalar_logistic_op<T>>::PacketAccess;
+  // Elements per unit of the parallel-for: a whole packet, so that which elements take the packet
+  // form never depends on how the range is split (the same bits for any thread count).
+  static constexpr int64_t kUnit = kVectorized ? kSize : 1;
+};
+
+// About 40 cycles per element: Eigen's logistic (an exp polynomial and a division) and the
+// products around it.
+constexpr double kCostSwish = 40.0;
+
+// The packet form, over n elements (a multiple of the packet size). Loads precede the store of
+// each packet, so y may alias x.
+template <typename T>
+void ForwardPackets(const T* x, T* y, int64_t n) {
+  using P = Packets<T>;
+  if constexpr (P::kVectorized) {
+    using Packet = typename P::Packet;
+    const ei::scalar_logistic_op<T> logistic;
+    for (int64_t i = 0; i < n; i += P::kSize) {
+      const Packet v = ei::ploadu<Packet>(x + i);
+      ei::pstoreu(y + i, ei::pmul(v, logistic.packetOp(v)));
+    }
+  }
+}
+
+// The scalar form (TensorFlow's tail, and every element of a type without packets).
+template <typename T>
+void ForwardScalars(const T* x, T* y, int64_t n) {
+  const ei::scalar_logistic_op<T> logistic;
+  for (int64_t i = 0; i < n; ++i) y[i] = SwishValue<T>(x[i], logistic(x[i]));
+}
+
+template <typename T>
+void BackwardPackets(const T* g, const T* x, T* dx, int64_t n) {
+  using P = Packets<T>;
+  if constexpr (P::kVectorized) {
+    using Packet = typename P::Packet;
+    const ei::scalar_logistic_op<T> logistic;
+    const Packet one = ei::pset1<Packet>(T(1.0f));
+    for (int64_t i = 0; i < n; i += P::kSize) {
+      const Packet v = ei::ploadu<Packet>(x + i);
+      const Packet gv = ei::ploadu<Packet>(g + i);
+      const Packet s = logistic.packetOp(v);
+      // SwishBackprop's order: g * (s * (1 + x * (1 - s))).
+      const Packet slope = ei::pmul(s, ei::padd(one, ei::pmul(v, ei::psub(one, s))));
+      ei::pstoreu(dx + i, ei::pmul(gv, slope));
+    }
+  }
+}
+
+template <typename T>
+void BackwardScalars(const T* g, const T* x, T* dx, int64_t n) {
+  const ei::scalar_logistic_op<T> logistic;
+  for (int64_t i = 0; i < n; ++i) dx[i] = SwishBackprop<T>(g[i], x[i], logistic(x[i]));
+}
+
+}  // namespace
+
+template <typename T>
+void SwishForward(const SwishParams& params, const T* x, T* y, const Parallel& parallel) {
+  using P = Packets<T>;
+  const int64_t units = params.size / P::kUnit;
+  const int64_t tail = units * P::kUnit;
+  parallel.For(units, kCostSwish * P::kUnit, [=](int64_t begin, int64_t end) {
+    const int64_t b = begin * P::kUnit, n = (end - begin) * P::kUnit;
+    if (P::kVectorized) {
+      ForwardPackets(x + b, y + b, n);
+    } else {
+      ForwardScalars(x + b, y + b, n);
+    }
+  });
+  ForwardScalars(x + tail, y + tail, params.size - tail);
+}
+
+template <typename T>
+void SwishBackward(const SwishParams& params, const T* g, const T* x, T* dx,
+                   const Parallel& parallel) {
+  using P = Packets<T>;
+  const int64_t units = params.size / P::kUnit;
+  const int64_t tail = units * P::kUnit;
+  parallel.For(units, kCostSwish * P::kUnit, [=](int64_t begin, int64_t end) {
+    const int64_t b = begin * P::kUnit, n = (end - begin) * P::kUnit;
+    if (P::kVectorized) {
+      BackwardPackets(g + b, x + b, dx + b, n);
+    } else {
+      BackwardScalars(g + b, x + b, dx + b, n);
+    }
+  });
+  BackwardScalars(g + tail, x + tail, dx + tail, params.size - tail);
+}
+
+#define OPFORGE_INSTANTIATE(T, ...)                                                 \
+  template void SwishForward<T>(const SwishParams&, const T*, T*, const Parallel&); \
+  template void SwishBackward<T>(const SwishParams&, const T*, const T*, T*, const Parallel&);
+OPFORGE_FLOAT_TYPES(OPFORGE_INSTANTIATE)
+#undef OPFORGE_INSTANTIATE
+
+}  // namespace opforge
