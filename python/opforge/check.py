@@ -565,7 +565,7 @@ def _check_gradient(target: _Target, tolerance: float) -> Result:
                if large else "no float input to differentiate")
         return Result(target.label, "gradient", "SKIP", f"{reg}; no numerical check: {why}")
     return Result(target.label, "gradient", "PASS",
-                  f"{reg}; numerical gradient of {checked} calls: max relative error {worst:.3g}", notes[:2])
+                  f"{reg}; numerical gradient of {checked} call{'s' if checked != 1 else ''}: max relative error {worst:.3g}", notes[:2])
 
 
 def kernel_dtypes(op_type: str) -> Dict[str, Dict[str, Optional[set]]]:
@@ -853,6 +853,26 @@ def _child_env(threads: int) -> Dict[str, str]:
                 PYTHONPATH=os.pathsep.join(dict.fromkeys(path)))
 
 
+def _exit_reason(returncode: int) -> str:
+    import signal
+
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            pass
+    return f"exit code {returncode}"
+
+
+_LOG_NOISE = re.compile(r"^(WARNING: All log messages|[IW]\d{4} |To enable the following|\s*$)")
+
+
+def _stderr_tail(text: str, lines: int = 4) -> str:
+    """The last lines of a child's stderr, without TensorFlow's start-up log lines."""
+    kept = [line for line in text.splitlines() if not _LOG_NOISE.match(line)]
+    return " | ".join(kept[-lines:])[-800:]
+
+
 def _run_tasks(tasks: List[Dict[str, Any]], threads: int, timeout: float) -> Dict[str, Dict[str, Any]]:
     """Runs tasks in a child process, a fresh one after each crash or hang; returns {id: result}
     where a crash is {"kind": "crash"} and a hang {"kind": "hang"}, with the stderr tail."""
@@ -898,14 +918,15 @@ def _run_tasks(tasks: List[Dict[str, Any]], threads: int, timeout: float) -> Dic
                         results[r["id"]] = r
                         started = None
         proc.wait()
-        stderr = stderr_tail.decode(errors="replace")
+        stderr = _stderr_tail(stderr_tail.decode(errors="replace"))
         if started is not None and started not in results:
+            error = f"no result after {timeout:g} s" if hung else _exit_reason(proc.returncode)
             results[started] = {"id": started, "kind": "hang" if hung else "crash", "call": calls.get(started, ""),
-                                "error": f"exit code {proc.returncode}", "message": stderr[-800:]}
+                                "error": error, "message": stderr}
         elif not any(t["id"] in results for t in todo):
             for t in todo:
                 results[t["id"]] = {"id": t["id"], "kind": "crash", "error": f"exit code {proc.returncode}",
-                                    "message": "the child process ran no task: " + stderr[-800:]}
+                                    "message": "the child process ran no task: " + stderr}
         todo = [t for t in todo if t["id"] not in results]
     return results
 
@@ -964,7 +985,7 @@ def _judge_bad_inputs(target: _Target, index: int, tasks, results) -> Result:
         elif task["kind"] == "mutate":
             what = f"argument {task['arg']} {task['mutation']}"
         counts[r["kind"]] = counts.get(r["kind"], 0) + 1
-        text = f"{r['kind']} on {what}" + (f": {r['error']}: {r['message'][:200]}" if r["error"] else "")
+        text = ": ".join(part for part in (f"{r['kind']} on {what}", r["error"], r["message"][:200]) if part)
         if r["kind"] in ("crash", "hang"):
             fails.append(text)
         elif task["kind"] == "exec":
@@ -976,15 +997,15 @@ def _judge_bad_inputs(target: _Target, index: int, tasks, results) -> Result:
         elif r["kind"] == "vague":
             (fails if spec is not None else warnings).append(text)
     summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+    notes = ([f"unhelpful error (names no argument): {w}" for w in warnings[:3]]
+             + ([f"... and {len(warnings) - 3} more"] if len(warnings) > 3 else []))
     if fails:
         return Result(target.label, "bad_inputs", "FAIL",
-                      f"{len(tasks)} calls in a child process ({summary}); " + "; ".join(fails[:3]) + _more(fails),
-                      warnings[:3])
+                      f"{len(tasks)} malformed calls in a child process ({summary}); " + "; ".join(fails[:3])
+                      + _more(fails), notes)
     return Result(target.label, "bad_inputs", "PASS",
                   f"{len(tasks)} malformed calls in a child process: {summary}"
-                  + (" (spec table and opforge.fuzz draws)" if spec is not None else ""),
-                  [f"unhelpful error (names no argument): {w}" for w in warnings[:3]]
-                  + ([f"... and {len(warnings) - 3} more"] if len(warnings) > 3 else []))
+                  + (" (spec table and opforge.fuzz draws)" if spec is not None else ""), notes)
 
 
 def _judge_saved(target: _Target, expected, notes, one, two) -> Tuple[Result, Result]:
@@ -1028,7 +1049,7 @@ def _judge_saved(target: _Target, expected, notes, one, two) -> Tuple[Result, Re
         status = "FAIL" if deterministic else "PASS"
         saved = Result(label, "savedmodel", status,
                        f"loads in a fresh process ({loads}) and runs {', '.join(sorted(uses))}, but its outputs differ"
-                       + ("" if deterministic else " (as between runs: see determinism)"))
+                       + ("" if deterministic else " (not deterministic: see determinism)"))
     else:
         saved = Result(label, "savedmodel", "PASS",
                        f"loads in a fresh process ({loads}), runs {', '.join(sorted(uses))}, the same bits")

@@ -9,6 +9,11 @@ from typing import List, Optional
 
 def main(argv: Optional[List[str]] = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:2] == ["bench", "paths"]:  # the four paths to an activation, its own options
+        from opforge import paths
+
+        return paths.main(argv[2:])
     parser = argparse.ArgumentParser(prog="opforge", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("doctor", help="build and runtime information; exits non-zero if the library cannot load")
@@ -19,7 +24,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                           help="elements in the speed check (default: each op's own case)")
     p_verify.add_argument("--repeats", type=int, default=30)
     p_bench = sub.add_parser("bench", help="time ops against TensorFlow and tf.py_function")
-    p_bench.add_argument("ops", nargs="*", help="ops to benchmark (default: all)")
+    p_bench.add_argument("ops", nargs="*", help="ops to benchmark (default: all); or `paths`: the four ways to "
+                                                "write an activation, timed, and what each supports "
+                                                "(opforge bench paths --help)")
     p_bench.add_argument("--size", type=int, default=None,
                          help="elements in every case; model-shaped cases scale their batch "
                               "(default: each case's own size, 4M for element-wise ops)")
