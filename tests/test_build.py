@@ -439,3 +439,25 @@ def test_cuda_sources_compile_with_nvcc_and_link_the_static_runtime(env):
     assert any(c[0].endswith("nvcc") for c in meta["compile_commands"])
     dynamic = subprocess.run(["readelf", "-d", str(library)], capture_output=True, text=True).stdout
     assert "libcudart" not in dynamic  # static runtime: no shared libcudart needed
+
+
+def test_abi_flag_other_than_tensorflows_is_refused_with_the_reason(env):
+    abi = next(f.split("=")[1] for f in tf.sysconfig.get_compile_flags() if "_GLIBCXX_USE_CXX11_ABI" in f)
+    other = "0" if abi == "1" else "1"
+    with pytest.raises(opforge.build.BuildError) as info:
+        opforge.build.build_library("add_one_abi", cpp_source=ADD_ONE,
+                                    extra_cflags=[f"-D_GLIBCXX_USE_CXX11_ABI={other}"])
+    message = str(info.value)
+    assert f"_GLIBCXX_USE_CXX11_ABI={abi}" in message and "std::string" in message
+    assert "tf.sysconfig" in message
+    assert compiles(env, "add_one_abi") == 0
+
+
+def test_load_failure_explains_an_undefined_symbol(env):
+    """What a library that cannot load says (opforge.build links with -Wl,--no-undefined, so this
+    takes a library missing at run time): the symbol demangled, and the ABI when it is __cxx11."""
+    plan = opforge.build._plan("x", (), (), (), (), (), None, cpp_source="")
+    message = opforge.build._explain_load_failure(
+        plan, "x.so: undefined symbol: _ZN10tensorflow8internal7MyThingERKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE")
+    assert "tensorflow::internal::MyThing(std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> > const&)" in message
+    assert "_GLIBCXX_USE_CXX11_ABI" in message

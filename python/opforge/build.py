@@ -225,6 +225,7 @@ def _nvcc() -> Tuple[str, Path]:
 
 def _helpers_hash() -> str:
     """A hash of the installed helpers (headers and the .cc files compiled into every module)."""
+    include_paths()  # says so when they are not installed
     root = _helpers_dir()
     files = sorted(p for p in root.iterdir() if p.is_file())
     ident = tuple((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in files)
@@ -275,6 +276,18 @@ def _op_names(sources: Iterable[str]) -> List[str]:
     return names
 
 
+def _abi_message(flag: str, abi: str) -> str:
+    return (
+        f"opforge.build: extra_cflags sets {flag}, but this TensorFlow was compiled with "
+        f"_GLIBCXX_USE_CXX11_ABI={abi}. The flag decides the layout of std::string and std::list "
+        "(the C++11 `__cxx11` ABI or the old one): a library compiled with another value than "
+        "TensorFlow's either fails to link (`undefined reference` to a TensorFlow function taking "
+        "a std::string) or, worse, passes strings of the wrong layout and crashes at run time. "
+        "opforge.build takes the flag from tf.sysconfig.get_compile_flags(); remove it from "
+        "extra_cflags (and compile anything you link in with the same value)."
+    )
+
+
 class _Plan:
     """Everything one build needs, and the key that names its cache entry."""
 
@@ -306,6 +319,10 @@ class _Plan:
         self.gpu_binding = bool(cuda_sources) and self.tf["is_cuda_build"]
         self.extra_cxx = _split_flags(extra_cflags, "cxx")
         self.extra_nvcc = _split_flags(extra_cflags, "nvcc")
+        for flag in self.extra_cxx + self.extra_nvcc:
+            match = re.search(r"_GLIBCXX_USE_CXX11_ABI(?:=(\w*))?", flag)
+            if match and (match.group(1) or "1") != self.tf["abi"] and flag.startswith("-D"):
+                raise BuildError(_abi_message(flag, self.tf["abi"]))
         self.extra_ldflags = [str(f) for f in extra_ldflags]
         self.include_dirs = [str(Path(d).expanduser().resolve()) for d in include_dirs]
         self.helpers = _helpers_hash()
@@ -562,7 +579,12 @@ def _build_error(plan: _Plan, job: _Job, others: Sequence[_Job] = ()) -> BuildEr
     readable = re.sub(r"`(_Z\w+)'", lambda m: f"`{demangle(m.group(1))}'", output)
     more = "".join(f"\n({o.what} failed too: {_first_error(o.output)})" for o in others)
     hint = ""
-    if "undefined reference" in output:
+    if "undefined reference" in output and "std::" in readable and "__cxx11" not in readable:
+        hint = ("\nThe missing symbols take std::string or std::list without the C++11 ABI "
+                "(`__cxx11`): something was compiled with another _GLIBCXX_USE_CXX11_ABI than "
+                f"TensorFlow's ({plan.tf['abi']}, from tf.sysconfig); compile everything you link "
+                "in with TensorFlow's value.")
+    elif "undefined reference" in output:
         hint = ("\nA symbol nobody defines: the library is linked with -Wl,--no-undefined against "
                 "TensorFlow (tf.sysconfig.get_link_flags()), so what neither your sources, "
                 "opforge's helpers nor TensorFlow define fails here rather than at load time. "
@@ -595,7 +617,8 @@ def _shared_ready(plan: _Plan, verbose: bool):
     objects = [shared / (Path(s).stem + ".o") for s in _HELPER_SOURCES]
     pch_header = shared / "opforge_tf_pch.h"
     pch = pch_header.with_name(pch_header.name + ".gch")
-    want_pch = _use_pch()
+    # A precompiled header that failed once for this configuration is not tried again.
+    want_pch = _use_pch() and not (shared / "pch.failed").is_file()
     if all(o.is_file() for o in objects) and (pch.is_file() or not want_pch):
         yield objects, (pch_header if want_pch else None), []
         return
@@ -632,10 +655,13 @@ def _shared_ready(plan: _Plan, verbose: bool):
                     if job.proc is not None and job.proc.returncode == 0:
                         with contextlib.suppress(OSError):
                             os.replace(job.command[-1], shared / Path(job.command[-1]).name)
-                if pch_job is not None and pch_job.proc is not None and pch_job.proc.returncode == 0:
+                if pch_job is not None and pch_job.proc is not None:
                     with contextlib.suppress(OSError):
-                        shutil.copyfile(pch_job.command[-3], pch_header)
-                        os.replace(pch_job.command[-1], pch)
+                        if pch_job.proc.returncode == 0:
+                            shutil.copyfile(pch_job.command[-3], pch_header)
+                            os.replace(pch_job.command[-1], pch)
+                        else:
+                            _write_atomic(shared / "pch.failed", pch_job.output.encode())
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
