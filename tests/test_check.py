@@ -296,6 +296,7 @@ def test_inputs_option_and_the_default_input(user_ops):
     folder, env = user_ops
     proc = _check_cli("check_ops_user:no_custom_op", "--checks", "ops", env=env)
     assert proc.returncode == 1 and "FAIL ops: no custom op in the traced graph" in proc.stdout, proc.stdout
+    assert "no sample inputs given: tried one float32[4, 8] argument" in proc.stdout  # not in CHECK_INPUTS
     proc = _check_cli("check_ops_user:good_scale", "--inputs", "float64[2,3]", "--checks", "ops,shape,gradient",
                       env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
