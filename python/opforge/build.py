@@ -441,6 +441,7 @@ def _write_atomic(path: Path, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide a shared cache's records from others
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -732,7 +733,7 @@ def _build(plan: _Plan, reason: str, verbose: bool) -> None:
         _run_jobs([link], plan, verbose)
 
         exclude = [str(Path(p).resolve()) for p in include_paths()] + [str(plan.shared.resolve())]
-        exclude += [str(entry / "src")] if plan.source_paths is None else []
+        exclude += [str((entry / "src").resolve())] if plan.source_paths is None else []
         exclude += [str(Path(p).resolve()) for p in (plan.source_paths or []) + (plan.cuda_paths or [])]
         if plan.cuda_home:
             exclude.append(str(plan.cuda_home.resolve()))
