@@ -22,7 +22,9 @@ CLI = str(Path(sys.executable).parent / "opforge")
 BROKEN_OPS_CC = r"""
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
@@ -43,10 +45,11 @@ FLOAT_OP("CheckWrongShape", [](InferenceContext* c) {
 });
 FLOAT_OP("CheckWrongGrad", shape_inference::UnchangedShape);  // x^2; the Python gradient forgets the 2
 FLOAT_OP("CheckCrash", shape_inference::UnchangedShape);      // x + 1; aborts on an empty input
+FLOAT_OP("CheckHang", shape_inference::UnchangedShape);       // x + 1; never returns on an empty input
 FLOAT_OP("CheckRandom", shape_inference::UnchangedShape);     // x + the number of earlier calls
 FLOAT_OP("CheckThreadSum", shape_inference::ScalarShape);     // sum(x), one partial sum per thread
 
-enum Mode { kScale, kIdentity, kSquare, kCrash, kRandom };
+enum Mode { kScale, kIdentity, kSquare, kCrash, kHang, kRandom };
 
 template <typename T, int kMode>
 class ElementOp : public OpKernel {
@@ -59,11 +62,12 @@ class ElementOp : public OpKernel {
     auto in = x.flat<T>();
     auto out = y->flat<T>();
     if (kMode == kCrash && in.size() == 0) std::abort();  // the bug: nothing guards it
+    while (kMode == kHang && in.size() == 0) std::this_thread::sleep_for(std::chrono::seconds(1));
     static std::atomic<int> calls{0};
     const T add = kMode == kRandom ? T(calls++) : T(0);
     for (int64_t i = 0; i < in.size(); ++i) {
       const T v = in(i);
-      out(i) = kMode == kScale ? v * T(2) : kMode == kSquare ? v * v : kMode == kCrash ? v + T(1) : v + add;
+      out(i) = kMode == kScale ? v * T(2) : kMode == kSquare ? v * v : (kMode == kCrash || kMode == kHang) ? v + T(1) : v + add;
     }
   }
 };
@@ -96,6 +100,7 @@ class ThreadSum : public OpKernel {
   REGISTER("CheckWrongShape", T, ElementOp<T, kIdentity>); \
   REGISTER("CheckWrongGrad", T, ElementOp<T, kSquare>);   \
   REGISTER("CheckCrash", T, ElementOp<T, kCrash>);        \
+  REGISTER("CheckHang", T, ElementOp<T, kHang>);          \
   REGISTER("CheckRandom", T, ElementOp<T, kRandom>);      \
   REGISTER("CheckThreadSum", T, ThreadSum<T>);
 REGISTER_ALL(float)
@@ -145,6 +150,11 @@ def _crash_grad(op, g):
     return g
 
 
+@tf.RegisterGradient("CheckHang")
+def _hang_grad(op, g):
+    return g
+
+
 @tf.RegisterGradient("CheckRandom")
 def _random_grad(op, g):
     return g
@@ -171,6 +181,10 @@ def crash(x):
     return lib.check_crash(x)
 
 
+def hang(x):
+    return lib.check_hang(x)
+
+
 def random_result(x):
     return lib.check_random(x)
 
@@ -185,7 +199,7 @@ def no_custom_op(x):
 
 _x = np.random.default_rng(0).standard_normal((3, 5))
 _calls = [(_x.astype(np.float32),), (_x[0].astype(np.float64),)]
-CHECK_INPUTS = {name: _calls for name in ("good_scale", "wrong_shape", "wrong_grad", "crash", "random_result")}
+CHECK_INPUTS = {name: _calls for name in ("good_scale", "wrong_shape", "wrong_grad", "crash", "hang", "random_result")}
 # A small call for the numerical gradient, a large one for determinism (the call with most elements).
 CHECK_INPUTS["thread_sum"] = [(_x.reshape(-1).astype(np.float32),),
                               (np.random.default_rng(1).standard_normal(200_000).astype(np.float32),)]
@@ -278,6 +292,15 @@ def test_a_broken_op_fails_its_check(user_results, target, failing):
     if target in ("wrong_shape", "wrong_grad", "crash"):  # the one broken thing fails, the rest pass
         others = {c: r["status"] for c, r in results[target].items() if c != failing}
         assert set(others.values()) == {"PASS"}, others
+
+
+def test_a_hang_fails_and_the_child_is_restarted(user_ops):
+    folder, env = user_ops
+    proc = _check_cli("check_ops_user:hang", "--checks", "ops,bad_inputs", "--timeout", "3", env=env)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    line = next(line for line in proc.stdout.splitlines() if line.startswith("FAIL bad_inputs:"))
+    assert "hang on argument 0 empty: no result after 3 s" in line
+    assert "2 hang" in line and "5 ok" in line  # the calls after each hang ran in a fresh child
 
 
 def test_text_output_and_exit_code(user_ops):

@@ -786,6 +786,7 @@ def _child() -> None:
                 if ("lib", path) not in done_setup:
                     tf.load_op_library(path)
                     done_setup.add(("lib", path))
+            print("CALLING", flush=True)  # the time limit counts from here: imports are not the call
             result.update(_child_task(task, saved))
         except Exception as exc:  # noqa: BLE001: the parent judges every error
             from opforge.fuzz import classify
@@ -910,6 +911,8 @@ def _run_tasks(tasks: List[Dict[str, Any]], threads: int, timeout: float) -> Dic
                     line = raw.decode(errors="replace")
                     if line.startswith("START "):
                         started, last = json.loads(line[6:]), time.monotonic()
+                    elif line == "CALLING":
+                        last = time.monotonic()
                     elif line.startswith("CALL "):
                         task_id, description = json.loads(line[5:])
                         calls[task_id] = description
