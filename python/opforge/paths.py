@@ -489,10 +489,11 @@ def format_matrix(matrix: Dict[Tuple[str, str, str], Entry], functions=tuple(FUN
 
 @dataclass(frozen=True)
 class Sizes:
-    """Forward: an activation over [batch, width]; training step: Dense(inputs -> width) ->
-    activation -> Dense(1) on a batch, mean squared error, SGD; model.fit: `fit_steps` steps
-    per call."""
+    """Forward: an activation over [forward_rows, width] (large enough that the op, not the
+    call, dominates); training step: Dense(inputs -> width) -> activation -> Dense(1) on a
+    batch, mean squared error, SGD; model.fit: `fit_steps` steps per call."""
 
+    forward_rows: int
     batch: int
     width: int
     inputs: int
@@ -501,8 +502,8 @@ class Sizes:
     fit_rounds: int
 
 
-FULL = Sizes(batch=256, width=1024, inputs=32, repeats=30, fit_steps=30, fit_rounds=5)
-QUICK = Sizes(batch=32, width=64, inputs=8, repeats=2, fit_steps=3, fit_rounds=1)
+FULL = Sizes(forward_rows=1024, batch=256, width=1024, inputs=32, repeats=50, fit_steps=30, fit_rounds=6)
+QUICK = Sizes(forward_rows=32, batch=32, width=64, inputs=8, repeats=2, fit_steps=3, fit_rounds=1)
 MODES = ("forward eager", "forward tf.function", "step eager", "step tf.function", "model.fit step")
 
 
@@ -556,7 +557,7 @@ def timings(function: str, sizes: Sizes = FULL) -> Dict[str, Dict[str, float]]:
     """{mode: {path: median seconds}} for one function, each mode timed interleaved over paths."""
     f = FUNCTIONS[function]
     rng = np.random.default_rng(5)
-    x = tf.constant(rng.standard_normal((sizes.batch, sizes.width)).astype(np.float32) * f.sample_scale)
+    x = tf.constant(rng.standard_normal((sizes.forward_rows, sizes.width)).astype(np.float32) * f.sample_scale)
     out: Dict[str, Dict[str, float]] = {}
     out["forward eager"] = interleaved({p: (lambda fn=fn: fn(x)) for p, fn in f.paths.items()}, sizes.repeats)
     graphs = {p: tf.function(fn) for p, fn in f.paths.items()}
@@ -588,7 +589,7 @@ def timings(function: str, sizes: Sizes = FULL) -> Dict[str, Dict[str, float]]:
 
 
 def format_timings(function: str, result: Dict[str, Dict[str, float]], sizes: Sizes) -> str:
-    lines = [f"{function}: forward over [{sizes.batch}, {sizes.width}] float32; training step of "
+    lines = [f"{function}: forward over [{sizes.forward_rows}, {sizes.width}] float32; training step of "
              f"Dense({sizes.inputs} -> {sizes.width}) -> {function} -> Dense(1), batch {sizes.batch} "
              "(ms, median, interleaved; in brackets: x the opforge path's time)"]
     head = f"{'path':<17}" + "".join(f"{m:>24}" for m in MODES)

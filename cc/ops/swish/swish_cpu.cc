@@ -47,15 +47,25 @@ struct Packets {
 // products around it.
 constexpr double kCostSwish = 40.0;
 
-// The packet form, over n elements (a multiple of the packet size). Loads precede the store of
-// each packet, so y may alias x.
+// The packet form, over n elements (a multiple of the packet size). Four packets per step, all
+// loaded before any is stored (so y may alias x): four independent chains of the logistic's
+// dependent operations in flight, as in TensorFlow's evaluator, which unrolls by four too
+// (measured: one packet per step ran at half of TensorFlow's Sigmoid's speed).
 template <typename T>
 void ForwardPackets(const T* x, T* y, int64_t n) {
   using P = Packets<T>;
   if constexpr (P::kVectorized) {
     using Packet = typename P::Packet;
+    constexpr int64_t k = P::kSize;
     const ei::scalar_logistic_op<T> logistic;
-    for (int64_t i = 0; i < n; i += P::kSize) {
+    int64_t i = 0;
+    for (; i + 4 * k <= n; i += 4 * k) {
+      Packet v[4];
+      for (int j = 0; j < 4; ++j) v[j] = ei::ploadu<Packet>(x + i + j * k);
+      for (int j = 0; j < 4; ++j) v[j] = ei::pmul(v[j], logistic.packetOp(v[j]));
+      for (int j = 0; j < 4; ++j) ei::pstoreu(y + i + j * k, v[j]);
+    }
+    for (; i < n; i += k) {
       const Packet v = ei::ploadu<Packet>(x + i);
       ei::pstoreu(y + i, ei::pmul(v, logistic.packetOp(v)));
     }
@@ -69,20 +79,31 @@ void ForwardScalars(const T* x, T* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = SwishValue<T>(x[i], logistic(x[i]));
 }
 
+// SwishBackprop's order, g * (s * (1 + x * (1 - s))), on packets; four per step as above.
 template <typename T>
 void BackwardPackets(const T* g, const T* x, T* dx, int64_t n) {
   using P = Packets<T>;
   if constexpr (P::kVectorized) {
     using Packet = typename P::Packet;
+    constexpr int64_t k = P::kSize;
     const ei::scalar_logistic_op<T> logistic;
     const Packet one = ei::pset1<Packet>(T(1.0f));
-    for (int64_t i = 0; i < n; i += P::kSize) {
-      const Packet v = ei::ploadu<Packet>(x + i);
-      const Packet gv = ei::ploadu<Packet>(g + i);
+    const auto backprop = [&](const Packet& gv, const Packet& v) {
       const Packet s = logistic.packetOp(v);
-      // SwishBackprop's order: g * (s * (1 + x * (1 - s))).
-      const Packet slope = ei::pmul(s, ei::padd(one, ei::pmul(v, ei::psub(one, s))));
-      ei::pstoreu(dx + i, ei::pmul(gv, slope));
+      return ei::pmul(gv, ei::pmul(s, ei::padd(one, ei::pmul(v, ei::psub(one, s)))));
+    };
+    int64_t i = 0;
+    for (; i + 4 * k <= n; i += 4 * k) {
+      Packet v[4], gv[4];
+      for (int j = 0; j < 4; ++j) {
+        v[j] = ei::ploadu<Packet>(x + i + j * k);
+        gv[j] = ei::ploadu<Packet>(g + i + j * k);
+      }
+      for (int j = 0; j < 4; ++j) v[j] = backprop(gv[j], v[j]);
+      for (int j = 0; j < 4; ++j) ei::pstoreu(dx + i + j * k, v[j]);
+    }
+    for (; i < n; i += k) {
+      ei::pstoreu(dx + i, backprop(ei::ploadu<Packet>(g + i), ei::ploadu<Packet>(x + i)));
     }
   }
 }
