@@ -854,6 +854,17 @@ def _load_plan(plan: _Plan, verbose: bool) -> ModuleType:
             return module
         from tensorflow.python.framework import op_def_registry
 
+        if _mapped_in_process(plan.library):
+            # This very library (these sources and flags) is loaded already, not through
+            # opforge.build: by tf.load_op_library, say in a child of `opforge check` or before a
+            # SavedModel load. Its ops are these ones: hand out TensorFlow's module for it.
+            import tensorflow as tf
+
+            module = tf.load_op_library(str(plan.library))
+            for op in _library_ops(plan.library, plan.op_names):
+                _op_owners[op] = (plan.name, plan.key, str(plan.library))
+            _loaded[plan.key] = module
+            return module
         # Before compiling: an op this process already has cannot be loaded again.
         for op in plan.op_names:
             if op_def_registry.get(op) is not None:
@@ -875,6 +886,18 @@ def _load_plan(plan: _Plan, verbose: bool) -> ModuleType:
             _op_owners[op] = (plan.name, plan.key, str(library))
         _loaded[plan.key] = module
         return module
+
+
+def _mapped_in_process(library: Path) -> bool:
+    """Whether the file `library` is loaded (mapped) in this process (Linux: /proc/self/maps)."""
+    try:
+        target = str(Path(library).resolve())
+        if not Path(target).is_file():
+            return False
+        with open("/proc/self/maps") as maps:
+            return any(line.rstrip("\n").endswith(" " + target) for line in maps)
+    except OSError:
+        return False
 
 
 def _library_ops(library: Path, fallback: List[str]) -> List[str]:

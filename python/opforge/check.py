@@ -262,6 +262,10 @@ def resolve(target, sample_inputs=None) -> List[_Target]:
     specs = {spec.name: spec for spec in opforge.ops.SPECS}
     if ":" in target:
         module_name, _, attr = target.partition(":")
+        # As `python -m` does: a module in the current directory is importable (the `opforge`
+        # console script does not put it on sys.path); the children inherit the path.
+        if os.getcwd() not in sys.path and "" not in sys.path:
+            sys.path.insert(0, os.getcwd())
         try:
             obj = importlib.import_module(module_name)
         except ImportError as exc:

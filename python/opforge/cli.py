@@ -49,6 +49,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     p_check.add_argument("--timeout", type=float, default=60.0, help="seconds a call in a child may take (a hang)")
     p_check.add_argument("--fuzz-calls", type=int, default=20, help="opforge.fuzz calls per opforge op (default 20)")
     p_check.add_argument("--json", action="store_true", help="machine-readable output")
+    p_new = sub.add_parser("new", help="scaffold your own op: core, binding, CUDA, wrapper with gradient, "
+                                       "tests and a benchmark, built with opforge.build")
+    p_new.add_argument("name", help="the op's snake_case name (a Python identifier)")
+    p_new.add_argument("--dir", default=".", help="where the project folder NAME is written (default: .)")
+    p_new.add_argument("--force", action="store_true", help="overwrite a non-empty NAME folder")
     p_yolo = sub.add_parser("yolo", help="YOLO-v3 built from opforge ops: train, detect, eval, export, demo")
     yolo = p_yolo.add_subparsers(dest="yolo_command", required=True)
     y_train = yolo.add_parser("train", help="train on the synthetic shapes set or your own labelled images")
@@ -95,6 +100,18 @@ def main(argv: Optional[List[str]] = None) -> int:
         from opforge import fuzz
 
         return fuzz.main(args.calls, args.seed, args.timeout, args.ops or None, args.verbose)
+    if args.command == "new":
+        from opforge import scaffold
+
+        try:
+            files = scaffold.new_project(args.name, args.dir, args.force)
+        except (ValueError, FileExistsError) as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        root = files[0].parent
+        print(f"wrote {root}/: " + ", ".join(f.name for f in files))
+        print(f"next: cd {root} && python -m pytest test_{args.name}.py && opforge check {args.name}:{args.name}")
+        return 0
     if args.command == "check":
         from opforge import check
 
