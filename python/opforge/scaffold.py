@@ -84,6 +84,8 @@ _ELEMENT = '''\
 #ifndef {GUARD}_ELEMENT_H_
 #define {GUARD}_ELEMENT_H_
 
+#include <cmath>  // std::exp, std::log1p, std::tanh... for your maths (host and device)
+
 #if defined(__CUDACC__)
 #define {GUARD}_HD __host__ __device__ __forceinline__
 #else
