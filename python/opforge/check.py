@@ -63,7 +63,6 @@ import json
 import os
 import pickle
 import re
-import select
 import subprocess
 import sys
 import tempfile
@@ -73,6 +72,8 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
+
+from opforge import _child as child_io
 
 CHECKS = ("ops", "shape", "gradient", "kernels", "eager_vs_function", "bad_inputs", "determinism", "savedmodel")
 DEFAULT_SHAPE = (4, 8)
@@ -890,41 +891,26 @@ def _run_tasks(tasks: List[Dict[str, Any]], threads: int, timeout: float) -> Dic
                                 env=_child_env(threads))
         proc.stdin.write((json.dumps(todo) + "\n").encode())
         proc.stdin.close()
-        started, last, hung = None, time.monotonic(), False
-        pending, stderr_tail = b"", b""
-        streams = {proc.stdout.fileno(): "out", proc.stderr.fileno(): "err"}
-        while streams:
-            ready, _, _ = select.select(list(streams), [], [], 1.0)
-            if not ready:
-                if started is not None and time.monotonic() - last > timeout:
-                    proc.kill()
-                    hung = True
-                    break
-                continue
-            for fd in ready:
-                data = os.read(fd, 1 << 16)
-                if not data:
-                    del streams[fd]
-                    continue
-                if streams[fd] == "err":
-                    stderr_tail = (stderr_tail + data)[-4000:]
-                    continue
-                pending += data
-                *lines, pending = pending.split(b"\n")
-                for raw in lines:
-                    line = raw.decode(errors="replace")
-                    if line.startswith("START "):
-                        started, last = json.loads(line[6:]), time.monotonic()
-                    elif line == "CALLING":
-                        last = time.monotonic()
-                    elif line.startswith("CALL "):
-                        task_id, description = json.loads(line[5:])
-                        calls[task_id] = description
-                    elif line.startswith("RESULT "):
-                        r = json.loads(line[7:])
-                        results[r["id"]] = r
-                        started = None
-        proc.wait()
+        started = None
+
+        def on_line(line: str) -> Optional[str]:
+            nonlocal started
+            if line.startswith("START "):
+                started = json.loads(line[6:])
+                return child_io.START
+            if line == "CALLING":
+                return child_io.PROGRESS
+            if line.startswith("CALL "):
+                task_id, description = json.loads(line[5:])
+                calls[task_id] = description
+            elif line.startswith("RESULT "):
+                r = json.loads(line[7:])
+                results[r["id"]] = r
+                started = None
+                return child_io.DONE
+            return None
+
+        hung, stderr_tail = child_io.pump(proc, timeout, on_line)
         stderr = _stderr_tail(stderr_tail.decode(errors="replace"))
         if started is not None and started not in results:
             error = f"no result after {timeout:g} s" if hung else _exit_reason(proc.returncode)

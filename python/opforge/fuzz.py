@@ -27,12 +27,13 @@ import json
 import os
 import random
 import re
-import select
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
+
+from opforge import _child as child_io
 
 # "<Op>: <argument> must be ..." (opforge's messages), or an argument named in quotes.
 CLEAR_ERROR = re.compile(r"\b[A-Z][A-Za-z0-9]+: [a-z_][^:]*? (must|does not|cannot|is not) "
@@ -219,44 +220,27 @@ def run(calls_per_op: int = 200, seed: int = 0, timeout: float = 60.0, ops: Opti
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         proc.stdin.write((json.dumps(chunk) + "\n").encode())
         proc.stdin.close()
-        done, started, last = set(), None, time.monotonic()
-        hung = False
-        pending, stderr_tail = b"", b""
-        streams = {proc.stdout.fileno(): "out", proc.stderr.fileno(): "err"}
-        while streams:
-            # Unbuffered reads of both pipes (a full stderr pipe would block the child).
-            ready, _, _ = select.select(list(streams), [], [], 1.0)
-            if not ready:
-                if started is not None and time.monotonic() - last > timeout:
-                    proc.kill()
-                    hung = True
-                    break
-                continue
-            for fd in ready:
-                data = os.read(fd, 1 << 16)
-                if not data:
-                    del streams[fd]
-                    continue
-                if streams[fd] == "err":
-                    stderr_tail = (stderr_tail + data)[-4000:]
-                    continue
-                pending += data
-                *lines, pending = pending.split(b"\n")
-                for raw in lines:
-                    line = raw.decode(errors="replace")
-                    if line.startswith("START "):
-                        started, last = tuple(json.loads(line[6:])), time.monotonic()
-                    elif line.startswith("RESULT "):
-                        r = json.loads(line[7:])
-                        done.add((r["op"], r["index"]))
-                        counts[r["op"]][r["kind"]] += 1
-                        if r["kind"] not in ("ok", "clear"):
-                            bad.append(Outcome(**r))
-                        if verbose:
-                            print(f"{r['kind']:6s} {r['call']}" + (f"\n       {r['error']}: {r['message'][:200]}"
-                                                                   if r["kind"] != "ok" else ""))
-                        started = None
-        proc.wait()
+        done, started = set(), None
+
+        def on_line(line: str) -> Optional[str]:
+            nonlocal started
+            if line.startswith("START "):
+                started = tuple(json.loads(line[6:]))
+                return child_io.START
+            if line.startswith("RESULT "):
+                r = json.loads(line[7:])
+                done.add((r["op"], r["index"]))
+                counts[r["op"]][r["kind"]] += 1
+                if r["kind"] not in ("ok", "clear"):
+                    bad.append(Outcome(**r))
+                if verbose:
+                    print(f"{r['kind']:6s} {r['call']}" + (f"\n       {r['error']}: {r['message'][:200]}"
+                                                           if r["kind"] != "ok" else ""))
+                started = None
+                return child_io.DONE
+            return None
+
+        hung, stderr_tail = child_io.pump(proc, timeout, on_line)
         stderr = stderr_tail.decode(errors="replace")
         if started is not None and started not in done:
             op, index = started
