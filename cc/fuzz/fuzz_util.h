@@ -763,6 +763,55 @@ void WithNmsFloatType(uint8_t index, F f) {
   }
 }
 
+// Element-wise kernels whose output may be written over an input (the binding forwards the
+// buffer). RunElementwise: `run(x, y, parallel)` on one input of `shape`; RunElementwiseGrad:
+// `run(g, x, dx, parallel)` on two inputs of `shape`, dx over g. Each runs out of place through
+// Outputs (canaries, thread counts) and, with flags.in_place, once more in place on a copy;
+// both must give the same values.
+template <typename T>
+void CheckSameValues(const Tensor<T>& in_place, const T* out_of_place) {
+  for (int64_t i = 0; i < in_place.size(); ++i) {
+    if (!SameOrBothNan(in_place[i], out_of_place[i]))
+      Fail("in place: element %lld differs", (long long)i);
+  }
+}
+
+template <typename T, typename Run>
+void RunElementwise(Input& in, const FuzzFlags& flags, const char* output,
+                    const std::vector<int64_t>& shape, Run run) {
+  Outputs outs;
+  outs.Add<T>(output, shape);
+  if (!outs.Small() || !outs.AnyNonEmpty()) return;
+  Tensor<T> x(shape);
+  x.Fill(in);
+  outs.Run(flags, [&](const Parallel& parallel) { run(x.data(), outs.Get<T>(0), parallel); });
+  if (flags.in_place) {
+    Tensor<T> y(shape);
+    std::copy(x.data(), x.data() + x.size(), y.data());
+    run(y.data(), y.data(), SerialParallel());
+    CheckSameValues(y, outs.Get<T>(0));
+  }
+}
+
+template <typename T, typename Run>
+void RunElementwiseGrad(Input& in, const FuzzFlags& flags, const std::vector<int64_t>& shape,
+                        Run run) {
+  Outputs outs;
+  outs.Add<T>("backprops", shape);
+  if (!outs.Small() || !outs.AnyNonEmpty()) return;
+  Tensor<T> g(shape), x(shape);
+  g.Fill(in);
+  x.Fill(in);
+  outs.Run(flags,
+           [&](const Parallel& parallel) { run(g.data(), x.data(), outs.Get<T>(0), parallel); });
+  if (flags.in_place) {
+    Tensor<T> dx(shape);
+    std::copy(g.data(), g.data() + g.size(), dx.data());
+    run(dx.data(), x.data(), dx.data(), SerialParallel());
+    CheckSameValues(dx, outs.Get<T>(0));
+  }
+}
+
 }  // namespace fuzz
 }  // namespace opforge
 

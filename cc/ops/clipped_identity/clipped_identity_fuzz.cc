@@ -28,23 +28,9 @@ void Fuzz(Input& in, int mode, const FuzzFlags& flags) {
     if (!InputsPossible({&x_shape})) return;
     p.size = NumElements(x_shape);
     if (!Passed(ValidateClippedIdentity(p), {"ClippedIdentity"})) return;
-    Outputs outs;
-    outs.Add<T>("y", x_shape);
-    if (!outs.Small() || !outs.AnyNonEmpty()) return;
-    Tensor<T> x(x_shape);
-    x.Fill(in);
-    outs.Run(flags, [&](const Parallel& parallel) {
-      ClippedIdentityForward<T>(p, x.data(), outs.Get<T>(0), parallel);
+    RunElementwise<T>(in, flags, "y", x_shape, [&](const T* x, T* y, const Parallel& parallel) {
+      ClippedIdentityForward<T>(p, x, y, parallel);
     });
-    if (flags.in_place) {
-      Tensor<T> y(x_shape);
-      std::copy(x.data(), x.data() + x.size(), y.data());
-      ClippedIdentityForward<T>(p, y.data(), y.data(), SerialParallel());
-      for (int64_t i = 0; i < y.size(); ++i) {
-        if (!SameOrBothNan(y[i], outs.Get<T>(0)[i]))
-          Fail("in place: element %lld differs", (long long)i);
-      }
-    }
     return;
   }
   std::vector<int64_t> g_shape = in.ShapeOr(x_shape);
@@ -55,24 +41,10 @@ void Fuzz(Input& in, int mode, const FuzzFlags& flags) {
     return;
   if (!InputsPossible({&g_shape, &x_shape})) return;
   p.size = NumElements(g_shape);
-  Outputs outs;
-  outs.Add<T>("backprops", g_shape);
-  if (!outs.Small() || !outs.AnyNonEmpty()) return;
-  Tensor<T> g(g_shape), x(x_shape);
-  g.Fill(in);
-  x.Fill(in);
-  outs.Run(flags, [&](const Parallel& parallel) {
-    ClippedIdentityBackward<T>(p, g.data(), x.data(), outs.Get<T>(0), parallel);
-  });
-  if (flags.in_place) {
-    Tensor<T> dx(g_shape);
-    std::copy(g.data(), g.data() + g.size(), dx.data());
-    ClippedIdentityBackward<T>(p, dx.data(), x.data(), dx.data(), SerialParallel());
-    for (int64_t i = 0; i < dx.size(); ++i) {
-      if (!SameOrBothNan(dx[i], outs.Get<T>(0)[i]))
-        Fail("in place: element %lld differs", (long long)i);
-    }
-  }
+  RunElementwiseGrad<T>(in, flags, g_shape,
+                        [&](const T* g, const T* x, T* dx, const Parallel& parallel) {
+                          ClippedIdentityBackward<T>(p, g, x, dx, parallel);
+                        });
 }
 
 }  // namespace

@@ -55,24 +55,10 @@ void Fuzz(Input& in, int mode, const FuzzFlags& flags) {
   if (!Passed(s, {"LeakyReluGrad", "LeakyRelu"})) return;
   if (!InputsPossible({&g_shape, &x_shape})) return;
   p.size = NumElements(g_shape);
-  Outputs outs;
-  outs.Add<T>("backprops", g_shape);
-  if (!outs.Small() || !outs.AnyNonEmpty()) return;
-  Tensor<T> g(g_shape), x(x_shape);
-  g.Fill(in);
-  x.Fill(in);
-  outs.Run(flags, [&](const Parallel& parallel) {
-    LeakyReluBackward<T>(p, g.data(), x.data(), outs.Get<T>(0), parallel);
-  });
-  if (flags.in_place) {  // backprops forwarded from gradients
-    Tensor<T> dx(g_shape);
-    std::copy(g.data(), g.data() + g.size(), dx.data());
-    LeakyReluBackward<T>(p, dx.data(), x.data(), dx.data(), SerialParallel());
-    for (int64_t i = 0; i < dx.size(); ++i) {
-      if (!SameOrBothNan(dx[i], outs.Get<T>(0)[i]))
-        Fail("in place: element %lld differs", (long long)i);
-    }
-  }
+  RunElementwiseGrad<T>(in, flags, g_shape,
+                        [&](const T* g, const T* x, T* dx, const Parallel& parallel) {
+                          LeakyReluBackward<T>(p, g, x, dx, parallel);
+                        });
 }
 
 }  // namespace
