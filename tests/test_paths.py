@@ -1,6 +1,7 @@
 """The four paths to an activation (opforge.paths): they agree numerically, the feature matrix is
 what running each capability gives, `opforge bench paths --quick` runs; and what the specs of
-swish and clipped_identity cannot say (second-order gradients, XLA, the Keras layers)."""
+swish and clipped_identity cannot say about both (XLA, the Keras layers); the rest is in
+test_swish.py and test_clipped_identity.py."""
 from __future__ import annotations
 
 import os
@@ -93,40 +94,6 @@ def test_clipped_identity_composite_is_exact_forward_and_leaks_outside():
 # --- the ops beyond their specs ----------------------------------------------------------------
 
 
-def test_swish_second_order_gradient_matches_tensorflow():
-    x = tf.constant(np.random.default_rng(3).standard_normal(50) * 4, tf.float64)
-    hessians = []
-    for fn in (opforge.ops.swish, tf.nn.silu):
-        with tf.GradientTape() as outer:
-            outer.watch(x)
-            with tf.GradientTape() as inner:
-                inner.watch(x)
-                y = tf.reduce_sum(fn(x) * x)
-            g = inner.gradient(y, x)
-            loss = tf.reduce_sum(g * g)
-        hessians.append(outer.gradient(loss, x).numpy())
-    np.testing.assert_allclose(hessians[0], hessians[1], rtol=1e-10, atol=1e-12)
-
-
-def test_clipped_identity_second_order_is_linear_in_the_upstream_gradient():
-    x = tf.constant([-2.0, 0.5, 3.0], tf.float64)
-    with tf.GradientTape() as outer:
-        outer.watch(x)
-        with tf.GradientTape() as inner:
-            inner.watch(x)
-            y = opforge.ops.clipped_identity(x, -1.0, 1.0, 0.25)
-        g = inner.gradient(y, x, output_gradients=x)  # dx = slope * x
-    np.testing.assert_array_equal(outer.gradient(g, x).numpy(), [0.25, 1.0, 0.25])
-    with tf.GradientTape() as outer:
-        outer.watch(x)
-        with tf.GradientTape() as inner:
-            inner.watch(x)
-            y = opforge.ops.clipped_identity(x, -1.0, 1.0, 0.25)
-        g = inner.gradient(y, x)  # piecewise constant in x
-    second = outer.gradient(g, x)
-    assert second is None or not np.any(second.numpy())
-
-
 @pytest.mark.parametrize("dtype", [tf.float16, tf.bfloat16, tf.float32, tf.float64])
 def test_xla_lowerings_match_the_cpu_kernels(dtype):
     x = tf.cast(tf.constant(np.random.default_rng(4).standard_normal(1000) * 4), dtype)
@@ -177,15 +144,6 @@ def test_layers_output_the_compute_dtype_under_mixed_precision():
             np.testing.assert_allclose(np.float32(opforge.layers.Swish()(x)), tf.nn.silu(x), rtol=1e-2, atol=1e-2)
     finally:
         keras.config.set_dtype_policy(before)
-
-
-def test_clipped_identity_layer_rejects_bad_arguments():
-    with pytest.raises(ValueError, match="clip_max must be at least clip_min"):
-        opforge.layers.ClippedIdentity(clip_min=1.0, clip_max=0.0)
-    with pytest.raises(ValueError, match="leak must be a finite number"):
-        opforge.layers.ClippedIdentity(leak=float("nan"))
-    with pytest.raises(ValueError, match="clip_min"):
-        opforge.layers.ClippedIdentity(clip_min="low")
 
 
 # --- the feature matrix comes from running -------------------------------------------------------
