@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -66,6 +67,42 @@ template <typename T>
 struct TypeTag {
   using type = T;
 };
+
+// --- 32-bit index math ---------------------------------------------------------------------
+//
+// A kernel templated on its index type Index does its index arithmetic in it: int32_t when every
+// index and offset it forms fits (32-bit multiplies, and divisions and remainders several times
+// cheaper than the 64-bit ones, which the GPU emulates in software), int64_t otherwise, so that
+// it stays correct past 2^31 elements.
+
+// Calls fn(TypeTag<int32_t>{}) when `largest` (the largest index, size or offset the kernel
+// forms, non-negative) fits in int32_t, else fn(TypeTag<int64_t>{}); returns what fn returns.
+template <typename Fn>
+auto DispatchIndex(int64_t largest, Fn&& fn) {
+  if (largest <= int64_t{INT32_MAX}) return fn(TypeTag<int32_t>{});
+  return fn(TypeTag<int64_t>{});
+}
+
+// A grid-stride loop over [0, n) in Index:
+//   for (Index i = GridStart<Index>(), step = GridStep<Index>(); i < n;
+//        i = GridNext(i, step, n)) { ... }
+// GridStart and GridStep are exact in int32_t for launches of at most 2^31 / blockDim.x blocks
+// (Blocks() gives at most 2^16). GridNext never forms i + step past n, so an int32_t loop with
+// n near 2^31 does not overflow (signed overflow is undefined behaviour, and in practice would
+// wrap to a negative index that passes the i < n test).
+template <typename Index>
+__device__ inline Index GridStart() {
+  return static_cast<Index>(blockIdx.x) * static_cast<Index>(blockDim.x) +
+         static_cast<Index>(threadIdx.x);
+}
+template <typename Index>
+__device__ inline Index GridStep() {
+  return static_cast<Index>(gridDim.x) * static_cast<Index>(blockDim.x);
+}
+template <typename Index>
+__device__ inline Index GridNext(Index i, Index step, Index n) {
+  return step < n - i ? i + step : n;
+}
 
 // Calls fn(TypeTag<T>{}) with the CUDA type T of `dtype` (__half, __nv_bfloat16, float, double,
 // and, with kWithIntegers, int32_t and int64_t) and returns its Status; any other dtype is an
