@@ -376,10 +376,12 @@ def same_bits(gpu: np.ndarray, cpu: np.ndarray) -> Optional[str]:
     return _report(bad, g, c) if bad.any() else None
 
 
-def within(gpu: np.ndarray, cpu: np.ndarray, bound) -> Optional[str]:
+def within(gpu: np.ndarray, cpu: np.ndarray, bound, loose: Optional[np.ndarray] = None) -> Optional[str]:
     """None if NaN is where the CPU has NaN, infinities are the CPU's, and finite values differ by
     at most `bound` (an array or a number; a NaN bound, from special inputs, allows any value).
-    The sign of zero is not compared."""
+    The sign of zero is not compared. Where `loose` is set (an upstream gradient of inf or NaN
+    met a value that is 0 on one device and a few ulps on the other: NaN against inf, or inf of
+    either sign), any non-finite result matches any other."""
     if gpu.shape != cpu.shape or gpu.dtype != cpu.dtype:
         return f"shape/dtype {gpu.shape} {gpu.dtype} against {cpu.shape} {cpu.dtype}"
     if gpu.size == 0:
@@ -389,6 +391,8 @@ def within(gpu: np.ndarray, cpu: np.ndarray, bound) -> Optional[str]:
         # Equal values (infinities included); both NaN; or both finite and not further apart than
         # the bound (`not >`: a NaN bound allows any value).
         ok = (g == c) | (np.isnan(g) & np.isnan(c)) | (np.isfinite(g) & np.isfinite(c) & ~(np.abs(g - c) > bound))
+    if loose is not None:
+        ok |= np.broadcast_to(loose, ok.shape) & ~np.isfinite(g) & ~np.isfinite(c)
     return _report(~ok, gpu, cpu, bound) if not ok.all() else None
 
 
@@ -428,9 +432,13 @@ def swish_rule(run: Run, kind: str, index: int, gpu: np.ndarray, cpu: np.ndarray
     """swish_cuda_test.cc's bound: 8 eps (|cpu| + m), m = |x| tiny (forward) or |g| (1 + |x|)."""
     name = gpu.dtype.name if gpu.dtype.name in _EPS else run.dtype.name
     x = np.abs(_f64(run.array(0)))
+    if kind == "forward":
+        with np.errstate(invalid="ignore", over="ignore"):
+            return within(gpu, cpu, 8 * _EPS[name] * (np.abs(_f64(cpu)) + x * _TINY[name]))
+    g = _f64(run.upstreams[0].numpy())
     with np.errstate(invalid="ignore", over="ignore"):
-        m = x * _TINY[name] if kind == "forward" else np.abs(_f64(run.upstreams[0].numpy())) * (1 + x)
-        return within(gpu, cpu, 8 * _EPS[name] * (np.abs(_f64(cpu)) + m))
+        bound = 8 * _EPS[name] * (np.abs(_f64(cpu)) + np.abs(g) * (1 + x))
+    return within(gpu, cpu, bound, loose=~np.isfinite(g))
 
 
 def _yolo_tolerance(dtype_name: str, mag) -> np.ndarray:
@@ -529,7 +537,11 @@ def yolo_decode_rule(run: Run, kind: str, index: int, gpu: np.ndarray, cpu: np.n
     g_rows = np.array(gpu, copy=True).reshape(-1, 5 + classes)
     ties = _yolo_near_ties(run)
     g_rows[ties, 4:] = np.asarray(cpu).reshape(-1, 5 + classes)[ties, 4:]
-    return within(g_rows.reshape(gpu.shape), cpu, _yolo_tolerance(name, mag.reshape(gpu.shape)))
+    # Boxes with an upstream gradient of inf or NaN: a saturated sigmoid (1 - s = 0 on one
+    # device, an ulp on the other) gives NaN against inf there.
+    special = ~(np.isfinite(gb) & np.isfinite(gs) & np.isfinite(gc).all(axis=1))
+    loose = np.repeat(special[:, None], 5 + classes, axis=1).reshape(gpu.shape)
+    return within(g_rows.reshape(gpu.shape), cpu, _yolo_tolerance(name, mag.reshape(gpu.shape)), loose)
 
 
 def _conv_sums(run: Run) -> List[np.ndarray]:
