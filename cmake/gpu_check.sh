@@ -161,10 +161,18 @@ else
     GPUBIN=$(dirname "$TF_PY")
     # from another directory, so that the installed package is what loads
     step doctor 60 bash -c 'cd /tmp && "$0" doctor' "$GPUBIN/opforge"
-    # test_gpu.py, and the generic per-op tests on the GPU (their `device` parameter)
-    step gpu-pytest 200 "$TF_PY" -m pytest "$ROOT/tests/test_gpu.py" "$ROOT/tests/test_specs.py" \
-      -k gpu -q -ra -p no:cacheprovider --junitxml="$OUTDIR/gpu_pytest.xml"
+    # Every GPU kernel through TensorFlow against the CPU kernel (OPFORGE_TEST_DEVICE=GPU: a
+    # missing GPU is an error, not a skip); the over-2^31-element cases in a process of their
+    # own, so that a crash there cannot hide the other results; then the benchmark, then the
+    # generic per-op tests on the GPU (the `device` parameter of test_specs.py).
+    step gpu-pytest 150 env OPFORGE_TEST_DEVICE=GPU "$TF_PY" -m pytest "$ROOT/tests/test_gpu.py" \
+      -k "not past" -v -ra -p no:cacheprovider --junitxml="$OUTDIR/gpu_pytest.xml"
     step gpu-bench 150 "$GPUBIN/opforge" gpu-bench --json "$OUTDIR/gpu_bench.json"
+    step gpu-pytest-large 150 env OPFORGE_TEST_DEVICE=GPU "$TF_PY" -m pytest \
+      "$ROOT/tests/test_gpu.py" -k past -v -ra -p no:cacheprovider \
+      --junitxml="$OUTDIR/gpu_pytest_large.xml"
+    step gpu-specs 120 "$TF_PY" -m pytest "$ROOT/tests/test_specs.py" -k GPU -q -ra \
+      -p no:cacheprovider --junitxml="$OUTDIR/gpu_specs.xml"
   fi
 fi
 
