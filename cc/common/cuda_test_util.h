@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -210,6 +211,36 @@ inline size_t FreeDeviceBytes() {
     return 0;
   }
   return free;
+}
+
+// Declares `name`, a cudaStream_t of a TestStream created here (the test fails if it cannot be).
+#define OPFORGE_TEST_STREAM(name)             \
+  ::opforge::test::TestStream name##_owner;   \
+  OPFORGE_ASSERT_CUDA(name##_owner.Create()); \
+  const cudaStream_t name = name##_owner.get()
+
+// The element types of the cases over 2^31 elements, which use 2-byte types to stay at 4 GiB a
+// buffer: n elements whose bit patterns run through all 2^16 (i * multiplier, so neighbours
+// differ) -- infinities, NaNs, signed zeros and subnormals included.
+template <typename T>
+std::vector<T> PatternVector(int64_t n, uint32_t multiplier) {
+  static_assert(sizeof(T) == 2, "2-byte element types");
+  std::vector<T> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    v[static_cast<size_t>(i)] =
+        FromBits<T>(static_cast<uint16_t>(static_cast<uint64_t>(i) * multiplier));
+  }
+  return v;
+}
+
+// Whether `bytes` of device memory are free with 256 MiB to spare; if not, *why says so (for
+// GTEST_SKIP).
+inline bool DeviceHasRoom(size_t bytes, std::string* why) {
+  const size_t free = FreeDeviceBytes();
+  if (free >= bytes + (size_t{256} << 20)) return true;
+  *why = "skipped: needs " + std::to_string(bytes >> 20) + " MiB of free device memory, has " +
+         std::to_string(free >> 20) + " MiB";
+  return false;
 }
 
 }  // namespace test
