@@ -295,9 +295,15 @@ void GpuBackward(const YoloDecodeParams& p, const Inputs<T>& in, bool boxes, boo
   DeviceBuffer df, da, dgb, dgs, dgc, dout;
   ASSERT_NO_FATAL_FAILURE(UploadOn(stream, in.features, &df));
   ASSERT_NO_FATAL_FAILURE(UploadOn(stream, in.anchors, &da));
-  if (boxes) ASSERT_NO_FATAL_FAILURE(UploadOn(stream, in.grad_boxes, &dgb));
-  if (scores) ASSERT_NO_FATAL_FAILURE(UploadOn(stream, in.grad_scores, &dgs));
-  if (classes) ASSERT_NO_FATAL_FAILURE(UploadOn(stream, in.grad_class_scores, &dgc));
+  if (boxes) {
+    ASSERT_NO_FATAL_FAILURE(UploadOn(stream, in.grad_boxes, &dgb));
+  }
+  if (scores) {
+    ASSERT_NO_FATAL_FAILURE(UploadOn(stream, in.grad_scores, &dgs));
+  }
+  if (classes) {
+    ASSERT_NO_FATAL_FAILURE(UploadOn(stream, in.grad_class_scores, &dgc));
+  }
   gpu->assign(in.features.size(), T(0.0f));
   OPFORGE_ASSERT_CUDA(dout.Allocate(gpu->size() * sizeof(T)));
   OPFORGE_ASSERT_CUDA(cudaMemsetAsync(dout.get(), 0xFF, gpu->size() * sizeof(T), stream));
@@ -350,14 +356,31 @@ std::vector<bool> NearTies(const Case& c, const Outputs<T>& forward) {
 }
 
 // The feature gradients agree; where the scores' gradient is given, near ties are compared in
-// their box channels only.
+// their box channels only. In a box with an infinite or NaN incoming gradient, a non-finite
+// result matches any non-finite one: inf times a factor that is 0 on one device and an ulp
+// above on the other (a saturated sigmoid's s * (1 - s), the devices' exp differing by ulps) is
+// NaN against inf.
 template <typename T>
 void ExpectBackwardAgrees(const Case& c, const Inputs<T>& in, const Outputs<T>& forward, bool boxes,
                           bool scores, bool classes, std::vector<T> gpu,
                           const std::vector<T>& cpu) {
   const std::vector<double> mag =
       GradMagnitudes(c, in, forward.indices, boxes, scores, classes, cpu);
-  const size_t per_anchor = static_cast<size_t>(5 + c.classes);
+  const size_t per_anchor = static_cast<size_t>(5 + c.classes), nc = static_cast<size_t>(c.classes);
+  auto finite = [](T v) { return std::isfinite(Wide(v)); };
+  for (size_t box = 0; box < forward.scores.size(); ++box) {
+    bool special = scores && !finite(in.grad_scores[box]);
+    for (size_t k = 0; k < 4 && boxes; ++k)
+      special = special || !finite(in.grad_boxes[4 * box + k]);
+    for (size_t k = 0; k < nc && classes; ++k) {
+      special = special || !finite(in.grad_class_scores[box * nc + k]);
+    }
+    if (!special) continue;
+    for (size_t k = 0; k < per_anchor; ++k) {
+      const size_t i = box * per_anchor + k;
+      if (!finite(gpu[i]) && !finite(cpu[i])) gpu[i] = cpu[i];
+    }
+  }
   if (scores) {
     const std::vector<bool> near_tie = NearTies(c, forward);
     for (size_t box = 0; box < near_tie.size(); ++box) {
