@@ -136,8 +136,13 @@ build_cuda_tests() {
 }
 export -f build_cuda_tests
 if step cuda-test-build 240 build_cuda_tests "${gen[@]}" "${cuda_cfg[@]}"; then
-  step cuda-test 150 "$OUTDIR/cuda/opforge_cuda_test" --gtest_output="json:$OUTDIR/cuda_test.json"
+  # The large cases (past 2^31 elements, the grid-stride rounds; up to ~19 GB of device memory)
+  # in a run of their own, so that a crash or a slow case there cannot hide the others.
+  step cuda-test 150 "$OUTDIR/cuda/opforge_cuda_test" --gtest_filter='-*Large*' \
+    --gtest_output="json:$OUTDIR/cuda_test.json"
   grep -E "^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test" "$OUTDIR/cuda-test.log" | tee -a "$REPORT"
+  step cuda-test-large 150 "$OUTDIR/cuda/opforge_cuda_test" --gtest_filter='*Large*' \
+    --gtest_output="json:$OUTDIR/cuda_test_large.json"
   if nvidia-smi -L >/dev/null 2>&1 && grep -q "skipped: no CUDA device" "$OUTDIR/cuda-test.log"; then
     say "FAILED: nvidia-smi lists a GPU, but the CUDA tests found no usable CUDA device"
     SUMMARY+=("| cuda-test | FAILED: tests skipped, no usable CUDA device | |")
