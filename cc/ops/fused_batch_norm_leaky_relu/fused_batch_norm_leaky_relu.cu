@@ -51,21 +51,24 @@ __device__ inline T Store(C v) {
   return cuda::Num<T>::From(static_cast<typename cuda::Num<T>::C>(v));
 }
 
-class StreamScratch {
- public:
-  explicit StreamScratch(cudaStream_t stream) : stream_(stream) {}
-  StreamScratch(const StreamScratch&) = delete;
-  StreamScratch& operator=(const StreamScratch&) = delete;
-  ~StreamScratch() {
-    if (ptr_ != nullptr) cudaFreeAsync(ptr_, stream_);
-  }
-  cudaError_t Allocate(size_t bytes) { return cudaMallocAsync(&ptr_, bytes, stream_); }
-  char* get() const { return static_cast<char*>(ptr_); }
+// The scratch layout of each pass, in bytes: the per-chunk partial sums (double), then the
+// per-channel factors (C), then one int flag. Host code, also behind *GpuScratchBytes.
+int64_t Chunks(int64_t rows) { return (rows + kChunkRows - 1) / kChunkRows; }
+template <typename C>
+int64_t ForwardScratch(int64_t rows, int64_t ch) {
+  return static_cast<int64_t>(sizeof(double)) * Chunks(rows) * 2 * ch +
+         static_cast<int64_t>(sizeof(C)) * 3 * ch + static_cast<int64_t>(sizeof(int));
+}
+template <typename C>
+int64_t BackwardScratch(int64_t rows, int64_t ch) {
+  return static_cast<int64_t>(sizeof(double)) * std::max<int64_t>(Chunks(rows), 1) * 2 * ch +
+         static_cast<int64_t>(sizeof(C)) * 6 * ch + static_cast<int64_t>(sizeof(int));
+}
 
- private:
-  cudaStream_t stream_;
-  void* ptr_ = nullptr;
-};
+Status TooLittleScratch(const char* op, int64_t need, int64_t have) {
+  return Status::Internal(std::string(op) + ": the GPU kernel needs " + std::to_string(need) +
+                          " bytes of scratch memory, the caller gave " + std::to_string(have));
+}
 
 Status Failure(const char* op, const char* what, cudaError_t err) {
   return Status::Internal(std::string(op) + ": " + what + " failed: " + cudaGetErrorString(err));
@@ -262,7 +265,8 @@ int64_t LargestIndex(int64_t rows, int64_t ch, int64_t chunks) {
 
 template <typename T>
 Status Forward(const BatchNormLeakyParams& p, const void* xv, const void* gammav, const void* betav,
-               void* yv, void* meanv, void* variancev, cudaStream_t stream) {
+               void* yv, void* meanv, void* variancev, void* scratch, int64_t scratch_bytes,
+               cudaStream_t stream) {
   using C = typename Types<T>::C;
   constexpr char kOp[] = "FusedBatchNormLeakyRelu";
   const int64_t rows = p.rows, ch = p.channels;
@@ -278,15 +282,14 @@ Status Forward(const BatchNormLeakyParams& p, const void* xv, const void* gammav
     return Status::Ok();
   }
   const T* x = static_cast<const T*>(xv);
-  const int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
-  StreamScratch scratch(stream);
-  const size_t partial_bytes = sizeof(double) * static_cast<size_t>(chunks * 2 * ch);
-  if (const cudaError_t e = scratch.Allocate(partial_bytes + sizeof(C) * 3 * ch + sizeof(int));
-      e != cudaSuccess) {
-    return Failure(kOp, "cudaMallocAsync", e);
+  const int64_t chunks = Chunks(rows);
+  if (scratch_bytes < ForwardScratch<C>(rows, ch)) {
+    return TooLittleScratch(kOp, ForwardScratch<C>(rows, ch), scratch_bytes);
   }
-  double* partial = reinterpret_cast<double*>(scratch.get());
-  C* scale = reinterpret_cast<C*>(scratch.get() + partial_bytes);
+  char* base = static_cast<char*>(scratch);
+  const size_t partial_bytes = sizeof(double) * static_cast<size_t>(chunks * 2 * ch);
+  double* partial = reinterpret_cast<double*>(base);
+  C* scale = reinterpret_cast<C*>(base + partial_bytes);
   C* shift = scale + ch;
   C* inv = shift + ch;
   int* unfolded = reinterpret_cast<int*>(inv + ch);
@@ -314,21 +317,21 @@ Status Forward(const BatchNormLeakyParams& p, const void* xv, const void* gammav
 template <typename T>
 Status Backward(const BatchNormLeakyParams& p, const void* dyv, const void* xv, const void* gammav,
                 const void* betav, const void* meanv, const void* variancev, void* dxv,
-                void* dgammav, void* dbetav, cudaStream_t stream) {
+                void* dgammav, void* dbetav, void* scratch, int64_t scratch_bytes,
+                cudaStream_t stream) {
   using C = typename Types<T>::C;
   constexpr char kOp[] = "FusedBatchNormLeakyReluGrad";
   const int64_t rows = p.rows, ch = p.channels;
   if (ch == 0) return Status::Ok();
-  const int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
-  StreamScratch scratch(stream);
+  const int64_t chunks = Chunks(rows);
+  if (scratch_bytes < BackwardScratch<C>(rows, ch)) {
+    return TooLittleScratch(kOp, BackwardScratch<C>(rows, ch), scratch_bytes);
+  }
+  char* base = static_cast<char*>(scratch);
   const size_t partial_bytes =
       sizeof(double) * static_cast<size_t>(std::max<int64_t>(chunks, 1) * 2 * ch);
-  if (const cudaError_t e = scratch.Allocate(partial_bytes + sizeof(C) * 6 * ch + sizeof(int));
-      e != cudaSuccess) {
-    return Failure(kOp, "cudaMallocAsync", e);
-  }
-  double* partial = reinterpret_cast<double*>(scratch.get());
-  C* scale = reinterpret_cast<C*>(scratch.get() + partial_bytes);
+  double* partial = reinterpret_cast<double*>(base);
+  C* scale = reinterpret_cast<C*>(base + partial_bytes);
   C* shift = scale + ch;
   C* inv = shift + ch;
   C* a = inv + ch;
@@ -370,23 +373,37 @@ Status Backward(const BatchNormLeakyParams& p, const void* dyv, const void* xv, 
 
 }  // namespace
 
+int64_t BatchNormLeakyForwardGpuScratchBytes(DType dtype, const BatchNormLeakyParams& params) {
+  if (params.channels == 0 || params.rows == 0) return 0;
+  return dtype == DType::kDouble ? ForwardScratch<double>(params.rows, params.channels)
+                                 : ForwardScratch<float>(params.rows, params.channels);
+}
+
+int64_t BatchNormLeakyBackwardGpuScratchBytes(DType dtype, const BatchNormLeakyParams& params) {
+  if (params.channels == 0) return 0;
+  return dtype == DType::kDouble ? BackwardScratch<double>(params.rows, params.channels)
+                                 : BackwardScratch<float>(params.rows, params.channels);
+}
+
 Status BatchNormLeakyForwardGpu(DType dtype, const BatchNormLeakyParams& params, const void* x,
                                 const void* gamma, const void* beta, void* y, void* mean,
-                                void* variance, void* stream) {
+                                void* variance, void* scratch, int64_t scratch_bytes,
+                                void* stream) {
   return cuda::DispatchDType<false>(dtype, "FusedBatchNormLeakyRelu", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return Forward<T>(params, x, gamma, beta, y, mean, variance, static_cast<cudaStream_t>(stream));
+    return Forward<T>(params, x, gamma, beta, y, mean, variance, scratch, scratch_bytes,
+                      static_cast<cudaStream_t>(stream));
   });
 }
 
 Status BatchNormLeakyBackwardGpu(DType dtype, const BatchNormLeakyParams& params, const void* dy,
                                  const void* x, const void* gamma, const void* beta,
                                  const void* mean, const void* variance, void* dx, void* dgamma,
-                                 void* dbeta, void* stream) {
+                                 void* dbeta, void* scratch, int64_t scratch_bytes, void* stream) {
   return cuda::DispatchDType<false>(dtype, "FusedBatchNormLeakyReluGrad", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return Backward<T>(params, dy, x, gamma, beta, mean, variance, dx, dgamma, dbeta,
-                       static_cast<cudaStream_t>(stream));
+    return Backward<T>(params, dy, x, gamma, beta, mean, variance, dx, dgamma, dbeta, scratch,
+                       scratch_bytes, static_cast<cudaStream_t>(stream));
   });
 }
 

@@ -118,8 +118,18 @@ void RunGpu(const BatchNormLeakyParams& p, const Inputs<T>& in, const Results<T>
     OPFORGE_ASSERT_CUDA(buffer->Allocate(bytes));
     if (bytes > 0) OPFORGE_ASSERT_CUDA(cudaMemsetAsync(buffer->get(), 0xFF, bytes, s));
   }
+  // The scratch the binding allocates from TensorFlow's allocator, poisoned as the outputs are.
+  DeviceBuffer fwd_scratch, bwd_scratch;
+  const int64_t fwd_bytes = BatchNormLeakyForwardGpuScratchBytes(DTypeOf<T>::value, p);
+  const int64_t bwd_bytes = BatchNormLeakyBackwardGpuScratchBytes(DTypeOf<T>::value, p);
+  for (const auto& [buffer, bytes] : {std::pair<DeviceBuffer*, int64_t>{&fwd_scratch, fwd_bytes},
+                                      std::pair<DeviceBuffer*, int64_t>{&bwd_scratch, bwd_bytes}}) {
+    OPFORGE_ASSERT_CUDA(buffer->Allocate(static_cast<size_t>(bytes)));
+    if (bytes > 0) OPFORGE_ASSERT_CUDA(cudaMemsetAsync(buffer->get(), 0xFF, bytes, s));
+  }
   OPFORGE_ASSERT_OK(BatchNormLeakyForwardGpu(DTypeOf<T>::value, p, x.get(), gamma.get(), beta.get(),
-                                             y.get(), mean.get(), var.get(), s));
+                                             y.get(), mean.get(), var.get(), fwd_scratch.get(),
+                                             fwd_bytes, s));
   const void* m = mean.get();
   const void* v = var.get();
   if (stats != nullptr) {
@@ -129,7 +139,8 @@ void RunGpu(const BatchNormLeakyParams& p, const Inputs<T>& in, const Results<T>
     v = given_var.get();
   }
   OPFORGE_ASSERT_OK(BatchNormLeakyBackwardGpu(DTypeOf<T>::value, p, dy.get(), x.get(), gamma.get(),
-                                              beta.get(), m, v, dx.get(), dg.get(), db.get(), s));
+                                              beta.get(), m, v, dx.get(), dg.get(), db.get(),
+                                              bwd_scratch.get(), bwd_bytes, s));
   ASSERT_NO_FATAL_FAILURE(DownloadOn(s, y, &out->y));
   ASSERT_NO_FATAL_FAILURE(DownloadOn(s, dx, &out->dx));
   ASSERT_NO_FATAL_FAILURE(DownloadOn(s, mean, &out->mean));
