@@ -49,11 +49,6 @@ using test::TestStream;
 using test::TypeNames;
 using test::UploadOn;
 
-#define OPFORGE_TEST_STREAM(name)             \
-  TestStream name##_owner;                    \
-  OPFORGE_ASSERT_CUDA(name##_owner.Create()); \
-  const cudaStream_t name = name##_owner.get()
-
 // A random broadcast-compatible pair of rank <= 6 (so the collapsed plan fits the GPU's 8
 // dimensions), with 129 among the sizes and some output dimensions 0.
 std::pair<Shape, Shape> RandomGpuShapePair(std::mt19937_64& rng, int64_t max_elements) {
@@ -411,10 +406,8 @@ TEST(ElementMulCudaLargeTest, MoreThan2To31Elements) {
   using T = Eigen::half;
   const int64_t n = (int64_t{1} << 31) + 3;
   const size_t bytes = static_cast<size_t>(n) * sizeof(T);
-  if (test::FreeDeviceBytes() < 2 * bytes + (size_t{256} << 20)) {
-    GTEST_SKIP() << "skipped: needs " << (2 * bytes >> 20) << " MiB of free device memory, has "
-                 << (test::FreeDeviceBytes() >> 20);
-  }
+  std::string why;
+  if (!test::DeviceHasRoom(2 * bytes, &why)) GTEST_SKIP() << why;
   OPFORGE_TEST_STREAM(stream);
   DeviceBuffer dx, dout, dscalar, dgs;
   if (!test::TryAllocate(&dx, bytes) || !test::TryAllocate(&dout, bytes)) {
