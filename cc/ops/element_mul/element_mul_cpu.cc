@@ -93,8 +93,9 @@ class Reducer {
 
  private:
   static constexpr int kLanes = mul_grad::kLanes;
-  // Row order sums up to this many neighbouring targets at once (one vector loop per row).
-  static constexpr int64_t kRun = 64;
+  // Row order sums up to this many neighbouring targets at once (one vector loop per row, long
+  // enough that the rows are read as streams).
+  static constexpr int64_t kRun = 4096;
 
   // Offsets of target t in grad and in the other operand.
   void Base(int64_t t, int64_t* gb, int64_t* ob) const {
@@ -119,7 +120,9 @@ class Reducer {
 
   // Row order: v[k] = segment s's sum for the `run` targets from offsets (gb, ob).
   // idx: scratch for the odometer (as many entries as reduced dimensions).
-  void RowSegment(int64_t gb, int64_t ob, int64_t run, int64_t s, A* v, int64_t* idx) const {
+  // v is scratch of the caller's, never an input: restrict lets the row loops vectorise.
+  void RowSegment(int64_t gb, int64_t ob, int64_t run, int64_t s, A* __restrict v,
+                  int64_t* idx) const {
     std::fill(v, v + run, A(0));
     const int64_t first = s * segment_;
     const int64_t count = std::min(segment_, terms_ - first);
@@ -135,8 +138,8 @@ class Reducer {
     }
     const int64_t so = inner_other_;
     for (int64_t n = 0; n < count; ++n) {
-      const T* gp = g_ + go;
-      const T* op = other_ + oo;
+      const T* __restrict gp = g_ + go;
+      const T* __restrict op = other_ + oo;
       if (so == 1) {
         for (int64_t k = 0; k < run; ++k) v[k] = Add<A>(v[k], TermOf<A>(gp[k], op[k]));
       } else if (so == 0) {
@@ -161,13 +164,18 @@ class Reducer {
   // r % 32 (segments start at multiples of 32); runs along the innermost (reduced) dimension are
   // contiguous, and whole rounds of 32 terms are one vector loop over the lanes.
   A LaneSegment(int64_t gb, int64_t ob, int64_t s, int64_t* idx) const {
-    A lanes[kLanes];
-    std::fill(lanes, lanes + kLanes, A(0));
     const int64_t first = s * segment_;
     const int64_t count = std::min(segment_, terms_ - first);
     const int64_t end = first + count;
-    // Odometer over the reduced dimensions but the innermost; c: index along the innermost.
+    const int64_t so = inner_other_;
     const size_t nw = reduced_.size() - 1;
+    if (nw == 0) {
+      // One reduced dimension (the innermost): the segment is contiguous, and starts at lane 0.
+      return LaneContiguous(g_ + gb + first, other_ + ob + first * so, so, count);
+    }
+    A lanes[kLanes];
+    std::fill(lanes, lanes + kLanes, A(0));
+    // Odometer over the reduced dimensions but the innermost; c: index along the innermost.
     int64_t go = gb, oo = ob;
     int64_t c = first % inner_, rem = first / inner_;
     for (size_t k = nw; k-- > 0;) {
@@ -177,7 +185,6 @@ class Reducer {
       go += idx[k] * g_strides_[d];
       oo += idx[k] * other_strides_[d];
     }
-    const int64_t so = inner_other_;
     int64_t r = first;
     while (r < end) {
       const int64_t n = std::min(inner_ - c, end - r);
@@ -215,13 +222,43 @@ class Reducer {
         oo -= dims_[d] * other_strides_[d];
       }
     }
-    // Tree32, without the steps that would only add empty lanes (+0: no change) when the
-    // segment has fewer than 32 terms (a short sum, such as over a [N, 2] operand's 2 columns).
+    return TreeOfLanes(lanes, count);
+  }
+
+  // Tree32 of lanes whose first `count` only may be non-zero, without the additions of empty
+  // lanes (+0 to a sum that is never -0: no change), which a short sum (over a [N, 2] operand's
+  // 2 columns, say) would spend most of its time on. Lanes past `count` are not read.
+  static A TreeOfLanes(A* lanes, int64_t count) {
+    int64_t n = std::min<int64_t>(count, kLanes);  // lanes [0, n) may be non-zero
     for (int h = kLanes / 2; h >= 1; h /= 2) {
-      if (h >= count) continue;
-      for (int j = 0; j < h; ++j) lanes[j] = Add<A>(lanes[j], lanes[j + h]);
+      if (h >= n) continue;
+      for (int64_t j = 0; j < n - h; ++j) lanes[j] = Add<A>(lanes[j], lanes[j + h]);
+      n = h;
     }
     return lanes[0];
+  }
+
+  // Lane order over `count` contiguous terms (gp[k], op[k * so]) from lane 0: term k to lane
+  // k % 32, each lane summed from +0, then the tree.
+  static A LaneContiguous(const T* gp, const T* op, int64_t so, int64_t count) {
+    A lanes[kLanes];
+    if (count < kLanes) {
+      for (int64_t j = 0; j < count; ++j) lanes[j] = Add<A>(A(0), TermOf<A>(gp[j], op[j * so]));
+      return TreeOfLanes(lanes, count);
+    }
+    std::fill(lanes, lanes + kLanes, A(0));
+    int64_t k = 0;
+    if (so == 1) {
+      for (; k + kLanes <= count; k += kLanes) {
+        for (int j = 0; j < kLanes; ++j) {
+          lanes[j] = Add<A>(lanes[j], TermOf<A>(gp[k + j], op[k + j]));
+        }
+      }
+    }
+    for (int j = 0; k < count; ++k, j = (j + 1) % kLanes) {
+      lanes[j] = Add<A>(lanes[j], TermOf<A>(gp[k], op[k * so]));
+    }
+    return TreeOfLanes(lanes, count);
   }
 
   // Segment s's values for the `run` targets from t (run is 1 in lane order).
@@ -235,11 +272,51 @@ class Reducer {
     }
   }
 
+  // Lane order, targets [begin, end): walked with an odometer over the kept dimensions.
+  void LaneTargets(int64_t begin, int64_t end) const {
+    std::vector<int64_t> idx(reduced_.size()), kidx(kept_.size());
+    int64_t gb = 0, ob = 0, rem = begin;
+    for (size_t k = kept_.size(); k-- > 0;) {
+      const int d = kept_[k];
+      kidx[k] = rem % dims_[d];
+      rem /= dims_[d];
+      gb += kidx[k] * g_strides_[d];
+      ob += kidx[k] * other_strides_[d];
+    }
+    for (int64_t t = begin; t < end; ++t) {
+      if (segments_ == 1) {
+        // u_0 = 0 + v_0 = v_0 (never -0), and the tree adds +0s: v_0 is the result.
+        target_[t] = static_cast<T>(LaneSegment(gb, ob, 0, idx.data()));
+      } else {
+        A u[kLanes];
+        std::fill(u, u + kLanes, A(0));
+        for (int64_t s = 0; s < segments_; ++s) {
+          u[s % kLanes] = Add<A>(u[s % kLanes], LaneSegment(gb, ob, s, idx.data()));
+        }
+        target_[t] = static_cast<T>(mul_grad::Tree32(u));
+      }
+      for (size_t k = kept_.size(); k-- > 0;) {
+        const int d = kept_[k];
+        gb += g_strides_[d];
+        ob += other_strides_[d];
+        if (++kidx[k] < dims_[d]) break;
+        kidx[k] = 0;
+        gb -= dims_[d] * g_strides_[d];
+        ob -= dims_[d] * other_strides_[d];
+      }
+    }
+  }
+
   void RunByTargets(const Parallel& parallel) const {
     const double cost = static_cast<double>(terms_) * 3.0;
+    if (lane_order_) {
+      parallel.For(targets_, cost, [&](int64_t begin, int64_t end) { LaneTargets(begin, end); });
+      return;
+    }
     parallel.For(targets_, cost, [&](int64_t begin, int64_t end) {
       std::vector<int64_t> idx(reduced_.size());
-      std::vector<A> v(kRun), u(kLanes * kRun);
+      std::vector<A> v(static_cast<size_t>(std::min(kRun, inner_)));
+      std::vector<A> u(segments_ > 1 ? kLanes * v.size() : 0);
       for (int64_t t = begin; t < end;) {
         const int64_t run = RunFrom(t, end);
         if (segments_ == 1) {
@@ -253,11 +330,15 @@ class Reducer {
             A* us = &u[(s % kLanes) * run];
             for (int64_t k = 0; k < run; ++k) us[k] = Add<A>(us[k], v[k]);
           }
-          for (int64_t k = 0; k < run; ++k) {
-            A w[kLanes];
-            for (int j = 0; j < kLanes; ++j) w[j] = u[j * run + k];
-            target_[t + k] = static_cast<T>(mul_grad::Tree32(w));
+          // Tree32 for the `run` targets at once: row j of u holds their u_j.
+          for (int h = kLanes / 2; h >= 1; h /= 2) {
+            for (int j = 0; j < h; ++j) {
+              A* uj = &u[j * run];
+              const A* ujh = &u[(j + h) * run];
+              for (int64_t k = 0; k < run; ++k) uj[k] = Add<A>(uj[k], ujh[k]);
+            }
           }
+          for (int64_t k = 0; k < run; ++k) target_[t + k] = static_cast<T>(u[k]);
         }
         t += run;
       }
