@@ -2,7 +2,8 @@
 //
 // Products (the forward pass, and the gradient of an operand with nothing to sum): a plan of one
 // dimension (same shapes, or a scalar operand) is a vectorised element-wise map; other plans map
-// each output index to the operands' offsets with 32-bit multiply-high divisions.
+// each output index to the operands' offsets with 32-bit multiply-high divisions, once per
+// 16-byte vector of outputs where the innermost dimension allows, else once per output.
 //
 // Gradient sums follow the order of element_mul_reduce.h, which the CPU kernel follows too, so
 // the two give the same bits; no atomics, the same bits on every run. The kernels, by layout:
@@ -68,6 +69,39 @@ __global__ void BroadcastMulKernel(IndexMap<Index> map, Index n, const T* x, con
   }
 }
 
+// The same over kN outputs at a time, when the innermost dimension is a multiple of kN and every
+// pointer is aligned to a vector: the kN outputs lie in one row, and each operand's kN inputs are
+// either one aligned vector (inner stride 1) or one value (inner stride 0, broadcast).
+template <typename T, typename Index>
+__global__ void BroadcastMulVectorKernel(IndexMap<Index> map, Index n, const T* x, const T* y,
+                                         T* out) {
+  using N = cuda::Num<T>;
+  constexpr int kN = cuda::VecWidth<T>();
+  const int last = map.rank - 1;
+  const bool x_row = map.first[last] != 0, y_row = map.second[last] != 0;
+  const Index vectors = n / kN, step = cuda::GridStep<Index>();
+  for (Index v = cuda::GridStart<Index>(); v < vectors; v = cuda::GridNext(v, step, vectors)) {
+    Index xo, yo;
+    map.Map(v * kN, &xo, &yo);
+    cuda::Vec<T, kN> xv, yv, ov;
+    if (x_row) {
+      xv = cuda::LoadVec<kN>(x + xo);
+    } else {
+#pragma unroll
+      for (int k = 0; k < kN; ++k) xv.v[k] = x[xo];
+    }
+    if (y_row) {
+      yv = cuda::LoadVec<kN>(y + yo);
+    } else {
+#pragma unroll
+      for (int k = 0; k < kN; ++k) yv.v[k] = y[yo];
+    }
+#pragma unroll
+    for (int k = 0; k < kN; ++k) ov.v[k] = N::From(Mul(N::To(xv.v[k]), N::To(yv.v[k])));
+    cuda::StoreVec(out + v * kN, ov);
+  }
+}
+
 Status TooManyDims(size_t rank) {
   return Status::Invalid(
       "ElementMul: on the GPU, a and b may differ in broadcasting along at most " +
@@ -91,12 +125,22 @@ Status Product(const char* what, const std::vector<int64_t>& dims,
     const bool scalar[2] = {x_strides[0] == 0, y_strides[0] == 0};
     return cuda::LaunchMap(what, n, MulFn<T>{}, out, in, scalar, s);
   }
+  constexpr int kN = cuda::VecWidth<T>();
+  constexpr size_t kBytes = sizeof(T) * kN;
+  const bool vectorized = kN > 1 && dims.back() % kN == 0 && x_strides.back() <= 1 &&
+                          y_strides.back() <= 1 && cuda::IsAligned(x, kBytes) &&
+                          cuda::IsAligned(y, kBytes) && cuda::IsAligned(out, kBytes);
   cuda::DispatchIndex(n, [&](auto tag) {
     using Index = typename decltype(tag)::type;
     IndexMap<Index> map;
     for (size_t d = 0; d < dims.size(); ++d) map.Push(dims[d], x_strides[d], y_strides[d]);
-    BroadcastMulKernel<T, Index>
-        <<<cuda::Blocks(n), cuda::kThreads, 0, s>>>(map, static_cast<Index>(n), x, y, out);
+    if (vectorized) {
+      BroadcastMulVectorKernel<T, Index>
+          <<<cuda::Blocks(n / kN), cuda::kThreads, 0, s>>>(map, static_cast<Index>(n), x, y, out);
+    } else {
+      BroadcastMulKernel<T, Index>
+          <<<cuda::Blocks(n), cuda::kThreads, 0, s>>>(map, static_cast<Index>(n), x, y, out);
+    }
     return 0;
   });
   return cuda::LaunchStatus(what);

@@ -398,6 +398,44 @@ TEST(ElementMulCudaErrorTest, TooManyCollapsedDimensions) {
   ASSERT_NO_FATAL_FAILURE(SyncStream(stream));
 }
 
+// More work than one grid covers (65536 blocks), so the kernels' grid-stride loops take several
+// steps, in half (values from every bit pattern): the vectorised broadcast product (16.8M
+// vectors of 8), the one-pass lane kernel (600000 targets, 8 to a block), the one-thread-per-
+// target kernels (17M targets, 256 to a block).
+TEST(ElementMulCudaLargeTest, GridStrideLoops) {
+  OPFORGE_SKIP_WITHOUT_CUDA();
+  using T = Eigen::half;
+  OPFORGE_TEST_STREAM(stream);
+  const ThreadParallel parallel(8);
+  {
+    SCOPED_TRACE("forward [16385, 8200] * [8200]");
+    BroadcastPlan plan;
+    OPFORGE_ASSERT_OK(ValidateElementMul({16385, 8200}, {8200}, &plan));
+    const auto a = test::PatternVector<T>(plan.out_size, 40503);
+    const auto b = test::PatternVector<T>(8200, 30011);
+    std::vector<T> cpu(plan.out_size), gpu(plan.out_size);
+    ElementMulForward<T>(plan, a.data(), b.data(), cpu.data(), parallel);
+    ASSERT_NO_FATAL_FAILURE(ForwardOnce(stream, plan, a, b, 0, &gpu));
+    EXPECT_TRUE(SameBitsOrBothNan(gpu, cpu));
+  }
+  const std::pair<Shape, Shape> cases[] = {
+      {{600000, 40}, {600000, 1}}, {{2, 17000000}, {17000000}}, {{17000000, 2}, {17000000, 1}}};
+  for (const auto& [as, bs] : cases) {
+    SCOPED_TRACE(ShapeString(as) + " * " + ShapeString(bs));
+    BroadcastPlan plan;
+    OPFORGE_ASSERT_OK(ValidateElementMul(as, bs, &plan));
+    std::mt19937_64 rng(206);
+    const auto a = Inputs<T>(rng, NumElements(as), false);
+    const auto b = Inputs<T>(rng, NumElements(bs), false);
+    const auto g = Inputs<T>(rng, plan.out_size, false);
+    std::vector<T> cpu_a(a.size()), cpu_b(b.size()), gpu_a, gpu_b;
+    ElementMulBackward<T>(plan, g.data(), a.data(), b.data(), cpu_a.data(), cpu_b.data(), parallel);
+    ASSERT_NO_FATAL_FAILURE(BackwardOnce(stream, plan, g, a, b, Scratch::kNone, &gpu_a, &gpu_b));
+    EXPECT_TRUE(SameBitsOrBothNan(gpu_a, cpu_a)) << "grad_a";
+    EXPECT_TRUE(SameBitsOrBothNan(gpu_b, cpu_b)) << "grad_b";
+  }
+}
+
 // More than 2^31 elements (the 64-bit index path), in half to keep it to two 4 GiB buffers:
 // x * scalar forward, and its gradient (grad_a a product, grad_b one sum of 2^31 + 3 terms in
 // two passes). Skipped with a message where the device has too little free memory.
