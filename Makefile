@@ -8,6 +8,8 @@
 #   make format      clang-format the C++ sources
 #   make gpu-build-check  compile and load the GPU binding against TensorFlow's CUDA wheel
 #                    (separate .venv-gpu; needs nvcc; no GPU needed to compile)
+#   make gpu-check   on a machine with an NVIDIA GPU: the whole GPU path, tested and timed, in one
+#                    run (< 10 min); report in build/gpu-check/report.md
 #
 # TensorFlow is pinned here and only here. For the CUDA build path use
 #   make build TF_PACKAGE=tensorflow
@@ -24,7 +26,7 @@ SOURCES := $(shell find cc python cmake -type f -not -name '*.pyc' 2>/dev/null) 
            CMakeLists.txt pyproject.toml
 
 .PHONY: all demo test build deps core-test cuda-test pytest bench core-bench format clean yolo-bench yolo-parity \
-        gpu-build-check install-check
+        gpu-build-check gpu-check gpu-carry install-check
 
 all: build
 
@@ -110,10 +112,31 @@ gpu-build-check:
 	  [print(n, d) for n, d in devices.items()]; \
 	  bad = [n for n, d in devices.items() if d != (['CPU'] if n in CPU_ONLY else ['CPU', 'GPU'])]; \
 	  sys.exit(f'ops without their CPU and GPU kernels: {bad}' if bad else 0)"
+	PYTHONPATH=python .venv-gpu/bin/python -W ignore::RuntimeWarning -c "import os, tensorflow as tf; \
+	  path = os.path.abspath('build/gpu/_opforge_ops.so'); tf.load_op_library(path); \
+	  from opforge import cuda_info; info = cuda_info.module_info(path); \
+	  print('\n'.join(cuda_info.describe(path))); \
+	  assert info['gpu_binding'] and info['runtime_in'] == path, info; \
+	  assert 'sm_90' in info['targets'], info"
 	.venv-gpu/bin/python -c "import tensorflow as tf; lib = tf.load_op_library('build/gpu/_opforge_ops.so'); \
 	  f = tf.function(lambda x: lib.opforge_leaky_relu(x, alpha=0.5), jit_compile=True); \
 	  y = f(tf.constant([-2.0, 3.0])).numpy().tolist(); assert y == [-1.0, 3.0], y; \
 	  print('XLA (jit_compile=True) on the CUDA wheel build: leaky_relu lowers')"
+
+# The GPU path on a machine with an NVIDIA GPU (cmake/gpu_check.sh): installs TensorFlow's GPU
+# wheel, builds and runs the CUDA tests, builds opforge against the wheel, runs `opforge doctor`,
+# the GPU tests through TensorFlow and the GPU benchmark; report in build/gpu-check/report.md.
+gpu-check:
+	TF_VERSION=$(TF_VERSION) PYTHON=$(PYTHON) cmake/gpu_check.sh
+
+# For a GPU machine that cannot reach PyPI: copies of what the CUDA tests need besides this
+# repository (TensorFlow's Eigen, GoogleTest's source) into build/carry, which gpu-check finds.
+gpu-carry: deps
+	mkdir -p build/carry/eigen
+	inc=$$($(VPY) -c "import tensorflow as tf; print(tf.sysconfig.get_include())" 2>/dev/null) && \
+	  cp -rL "$$inc/Eigen" "$$inc/unsupported" build/carry/eigen/
+	rm -rf build/carry/googletest && cp -r /usr/src/googletest build/carry/googletest
+	du -sh build/carry
 
 # The README's own-environment install, verbatim, in a fresh venv on a clean clone of HEAD
 # (downloads TensorFlow; a few minutes): no file written into the source, no CUDA compiled

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import re
 import os
 import shutil
 import signal
@@ -439,6 +440,17 @@ def test_cuda_sources_compile_with_nvcc_and_link_the_static_runtime(env):
     assert any(c[0].endswith("nvcc") for c in meta["compile_commands"])
     dynamic = subprocess.run(["readelf", "-d", str(library)], capture_output=True, text=True).stdout
     assert "libcudart" not in dynamic  # static runtime: no shared libcudart needed
+    # ... linked ahead of TensorFlow's libraries (whose CUDA wheel exports its own runtime) and
+    # hidden: no CUDA runtime symbol left undefined, none exported.
+    link = meta["link_command"]
+    assert link.index("-lcudart_static") < link.index(tf.sysconfig.get_link_flags()[-1])
+    assert "-Wl,--exclude-libs,libcudart_static.a" in link
+    undefined = subprocess.run(["nm", "-D", "--undefined-only", str(library)], capture_output=True,
+                               text=True).stdout
+    assert not re.search(r" U (__cuda|cuda[A-Z])", undefined), undefined
+    exported = subprocess.run(["nm", "-D", "--defined-only", str(library)], capture_output=True,
+                              text=True).stdout
+    assert not re.search(r" [TW] (__cuda|cuda[A-Z])", exported), exported
 
 
 def test_abi_flag_other_than_tensorflows_is_refused_with_the_reason(env):

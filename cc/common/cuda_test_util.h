@@ -94,6 +94,67 @@ inline void Sync() {
   OPFORGE_ASSERT_CUDA(cudaDeviceSynchronize());
 }
 
+// --- a non-default stream -----------------------------------------------------------------------
+//
+// TensorFlow runs an op's kernels on its own stream, created non-blocking: work on it is not
+// ordered with the legacy default stream (stream 0, cudaMemcpy, cudaMemset). A test that hands
+// the kernels such a stream, copies on it and waits for it alone (SyncStream) fails where a
+// kernel or a copy escapes to another stream; one that passes nullptr and synchronises the
+// device cannot.
+
+// A stream created with cudaStreamNonBlocking, destroyed on scope exit.
+class TestStream {
+ public:
+  TestStream() = default;
+  TestStream(const TestStream&) = delete;
+  TestStream& operator=(const TestStream&) = delete;
+  ~TestStream() {
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+  cudaError_t Create() { return cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking); }
+  cudaStream_t get() const { return stream_; }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+};
+
+// Allocates `dev` to the size of `host` and copies `host` into it on `stream` (a copy from
+// pageable memory is staged before the call returns, so `host` may change afterwards).
+template <typename T>
+void UploadOn(cudaStream_t stream, const std::vector<T>& host, DeviceBuffer* dev) {
+  OPFORGE_ASSERT_CUDA(dev->Allocate(host.size() * sizeof(T)));
+  if (!host.empty()) {
+    OPFORGE_ASSERT_CUDA(cudaMemcpyAsync(dev->get(), host.data(), host.size() * sizeof(T),
+                                        cudaMemcpyHostToDevice, stream));
+  }
+}
+
+// Checks for a failed launch, then waits for `stream` alone and checks the kernels' errors.
+inline void SyncStream(cudaStream_t stream) {
+  OPFORGE_ASSERT_CUDA(cudaGetLastError());
+  OPFORGE_ASSERT_CUDA(cudaStreamSynchronize(stream));
+}
+
+// Copies host->size() elements from `dev` into `host` on `stream`, after the work already on
+// it, and waits for the copy.
+template <typename T>
+void DownloadOn(cudaStream_t stream, const DeviceBuffer& dev, std::vector<T>* host) {
+  if (!host->empty()) {
+    OPFORGE_ASSERT_CUDA(cudaMemcpyAsync(host->data(), dev.get(), host->size() * sizeof(T),
+                                        cudaMemcpyDeviceToHost, stream));
+  }
+  ASSERT_NO_FATAL_FAILURE(SyncStream(stream));
+}
+
+// Allocates `bytes` for a test that needs a lot of device memory: false (with the allocation
+// error cleared, so that later checks do not see it) when the device cannot hold them; the
+// caller then skips with a message.
+inline bool TryAllocate(DeviceBuffer* dev, size_t bytes) {
+  if (dev->Allocate(bytes) == cudaSuccess) return true;
+  cudaGetLastError();
+  return false;
+}
+
 }  // namespace test
 }  // namespace opforge
 

@@ -394,13 +394,19 @@ class _Plan:
         return flags + self.extra_nvcc
 
     def link_flags(self) -> List[str]:
-        flags = ["-Wl,--no-undefined"] + list(self.tf["link_flags"])
+        flags = ["-Wl,--no-undefined"]
         if self.cuda_sources:
             lib = next((d for d in (self.cuda_home / "lib64", self.cuda_home / "targets" / "x86_64-linux" / "lib",
                                     self.cuda_home / "lib") if (d / "libcudart_static.a").is_file()), None)
             if lib is None:
                 raise BuildError(f"opforge.build: no libcudart_static.a under {self.cuda_home}")
-            flags += [f"-L{lib}", "-lcudart_static", "-ldl", "-lrt", "-lpthread"]
+            # As opforge's own module: the static runtime of this nvcc BEFORE TensorFlow's
+            # libraries, so that the kernels register and launch through it and not through the
+            # runtime (another CUDA version) that libtensorflow_framework.so.2 exports, and
+            # hidden, so that nothing else binds to it.
+            flags += [f"-L{lib}", "-lcudart_static", "-Wl,--exclude-libs,libcudart_static.a",
+                      "-ldl", "-lrt", "-lpthread"]
+        flags += list(self.tf["link_flags"])
         return flags + self.extra_ldflags
 
     def environment(self) -> dict:

@@ -50,7 +50,11 @@ def run() -> int:
         print(f"  _GLIBCXX_USE_CXX11_ABI: {b.CXX11_ABI}")
         print(f"  compile flags:        {' '.join(b.TF_COMPILE_FLAGS)}")
         print(f"  link flags:           {' '.join(b.TF_LINK_FLAGS)}")
-        print(f"  CUDA kernels:         {'compiled with nvcc ' + b.CUDA_VERSION if b.CUDA_VERSION else 'not compiled (no nvcc at build time)'}")
+        if b.CUDA_VERSION:
+            cuda = f"compiled with nvcc {b.CUDA_VERSION} for {b.CUDA_ARCHS}, static CUDA runtime"
+        else:
+            cuda = "not compiled (no nvcc at build time)"
+        print(f"  CUDA kernels:         {cuda}")
         if b.GPU_BINDING:
             binding = "yes (GPU kernels registered with TensorFlow)"
         elif not b.TF_IS_CUDA_BUILD:
@@ -73,7 +77,11 @@ def run() -> int:
     except LoadError as exc:
         print(f"\nopforge doctor: the library cannot be loaded:\n{exc}")
         return 1
+    from opforge import cuda_info
     from opforge.ops import CPU_ONLY, OP_NAMES, _xla
+
+    for line in cuda_info.describe(library_path()):
+        print(f"  {line}")
 
     lowered = sorted(_xla.lowered_ops())
     if lowered:
