@@ -39,8 +39,15 @@
 #include <string>
 #include <vector>
 
+#include "common/dtype.h"
 #include "common/parallel.h"
 #include "common/status.h"
+
+// The element types of GriffinLim (X-macro list, common/dtype.h), librosa's complex64 and
+// complex128 arithmetic.
+#define OPFORGE_GRIFFIN_LIM_TYPES(X, ...) \
+  X(float, __VA_ARGS__)                   \
+  X(double, __VA_ARGS__)
 
 namespace opforge {
 
@@ -79,8 +86,8 @@ Status ParseGriffinLimInit(const std::string& init, GriffinLimInit* out);
 
 // Checks the attributes and the shapes (magnitude [..., n_freq, T], rank >= 2, T >= 1; phases
 // the same shape when init is kPhases, else null or empty) and fills the derived fields.
-Status ValidateGriffinLim(const std::vector<int64_t>& magnitude,
-                          const std::vector<int64_t>* phases, GriffinLimParams* params);
+Status ValidateGriffinLim(const std::vector<int64_t>& magnitude, const std::vector<int64_t>* phases,
+                          GriffinLimParams* params);
 
 // The analysis/synthesis window: get_window(window, win_length, fftbins=True) centred in n_fft
 // zeros (librosa.util.pad_center), float64.
@@ -92,6 +99,19 @@ std::vector<double> StftWindowValues(StftWindow window, int64_t win_length, int6
 template <typename T>
 Status GriffinLimForward(const GriffinLimParams& params, const T* magnitude, const T* phases,
                          T* audio, const Parallel& parallel);
+
+// CUDA version (griffin_lim.cu, cuFFT), asynchronous on `stream` (a cudaStream_t); dtype kFloat
+// or kDouble; magnitude, phases_or_null (kPhases only) and audio in device memory with the
+// layouts above; params validated (for kRandom, params.seed is the seed to use: the binding has
+// already replaced -1 by a fresh one). `scratch` is device memory of at least
+// GriffinLimGpuScratchBytes(params) bytes (the binding takes it from TensorFlow's allocator:
+// no cudaMalloc in the kernels), free for the call's kernels to use in stream order. Returns an
+// InvalidArgument error for a non-finite magnitude or phase, as the CPU kernel does. Compiled only
+// where nvcc exists.
+int64_t GriffinLimGpuScratchBytes(const GriffinLimParams& params);
+Status GriffinLimForwardGpu(DType dtype, const GriffinLimParams& params, const void* magnitude,
+                            const void* phases_or_null, void* audio, void* scratch,
+                            int64_t scratch_bytes, void* stream);
 
 }  // namespace opforge
 

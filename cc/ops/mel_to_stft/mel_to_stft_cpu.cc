@@ -171,6 +171,60 @@ Status ValidateMelToStft(const std::vector<int64_t>& mel, MelToStftParams* param
   return Status::Ok();
 }
 
+Status ValidateMelToStft(const std::vector<int64_t>& mel, const std::vector<int64_t>& filters,
+                         MelToStftParams* params) {
+  MelToStftParams p = *params;
+  p.given_filters = false;
+  OPFORGE_RETURN_IF_ERROR(ValidateMelToStft(mel, &p));
+  const std::vector<int64_t> none = {0, 0};
+  const std::vector<int64_t> bank = {p.filters.n_mels, p.n_freq};
+  if (filters == bank) {
+    p.given_filters = true;
+  } else if (filters != none) {
+    std::ostringstream s;
+    s << "[0, 0] (librosa's bank from the attrs) or [n_mels, n_fft / 2 + 1] = " << ShapeString(bank)
+      << " (n_mels from mel, n_fft = " << p.filters.n_fft << ")";
+    return InvalidArgument(kOp, "filters", s.str(), "shape " + ShapeString(filters));
+  }
+  *params = p;
+  return Status::Ok();
+}
+
+template <typename T>
+Status ValidateMelFilterValues(const MelToStftParams& params, const T* filters) {
+  const int64_t n_mels = params.filters.n_mels, n_freq = params.n_freq;
+  for (int64_t i = 0; i < n_mels * n_freq; ++i) {
+    const double v = static_cast<double>(filters[i]);
+    if (!(std::isfinite(v) && v >= 0)) {
+      std::ostringstream s;
+      s << v << " at [" << i / n_freq << ", " << i % n_freq << "]";
+      return InvalidArgument(kOp, "filters", "finite and >= 0 everywhere", s.str());
+    }
+  }
+  // The solver's J = M D M^T is tridiagonal only if no column couples rows further apart.
+  for (int64_t k = 0; k < n_freq; ++k) {
+    int64_t first = -1, count = 0, last = -1;
+    for (int64_t r = 0; r < n_mels; ++r) {
+      if (filters[r * n_freq + k] == T(0)) continue;
+      if (first < 0) first = r;
+      last = r;
+      ++count;
+    }
+    if (count > 2 || (count == 2 && last != first + 1)) {
+      std::ostringstream s;
+      s << count << " non-zeros in column " << k << " (rows " << first << " to " << last << ")";
+      return InvalidArgument(kOp, "filters",
+                             "a triangular filter bank: at most two non-zeros per frequency "
+                             "column, in adjacent rows",
+                             s.str());
+    }
+  }
+  return Status::Ok();
+}
+
+template Status ValidateMelFilterValues<float>(const MelToStftParams&, const float*);
+template Status ValidateMelFilterValues<double>(const MelToStftParams&, const double*);
+
 namespace {
 
 using SparseMatrix = Eigen::SparseMatrix<double, Eigen::ColMajor, int>;
@@ -183,7 +237,7 @@ struct Problem {
   std::vector<int64_t> col_start;  // column f's non-zeros: [col_start[f], col_start[f + 1])
   std::vector<int> row;
   std::vector<double> value;
-  SparseMatrix pattern;            // lower triangle of J, every value 0
+  SparseMatrix pattern;                // lower triangle of J, every value 0
   std::vector<int64_t> contrib_start;  // column f's products: [contrib_start[f], ...[f + 1])
   std::vector<int> contrib_index;      // index into pattern.valuePtr()
   std::vector<double> contrib_value;   // M[i, f] * M[j, f]
@@ -191,12 +245,12 @@ struct Problem {
   double mu = 0;
 };
 
+// basis: M, [n_mels, n_freq] row-major.
 template <typename T>
-Problem MakeProblem(const MelFilterParams& filters) {
+Problem MakeProblem(int64_t n_mels, int64_t n_freq, const T* basis) {
   Problem p;
-  p.n_mels = filters.n_mels;
-  p.n_freq = filters.n_fft / 2 + 1;
-  const std::vector<T> basis = MelFilterBank<T>(filters);
+  p.n_mels = n_mels;
+  p.n_freq = n_freq;
   p.col_start.assign(static_cast<size_t>(p.n_freq + 1), 0);
   for (int64_t f = 0; f < p.n_freq; ++f) {
     for (int64_t i = 0; i < p.n_mels; ++i) {
@@ -411,7 +465,7 @@ class FrameSolver {
 }  // namespace
 
 template <typename T>
-Status MelToStftForward(const MelToStftParams& params, const T* mel, T* stft,
+Status MelToStftForward(const MelToStftParams& params, const T* mel, const T* filters, T* stft,
                         const Parallel& parallel) {
   const int64_t n_mels = params.filters.n_mels, n_frames = params.n_frames;
   const int64_t n_freq = params.n_freq;
@@ -425,7 +479,17 @@ Status MelToStftForward(const MelToStftParams& params, const T* mel, T* stft,
       return InvalidArgument(kOp, "mel", "finite everywhere", s.str());
     }
   }
-  const Problem problem = MakeProblem<T>(params.filters);
+  std::vector<T> built;
+  if (params.given_filters) {
+    if (filters == nullptr) {
+      return InvalidArgument(kOp, "filters", "given (given_filters is set)", "null");
+    }
+    OPFORGE_RETURN_IF_ERROR(ValidateMelFilterValues<T>(params, filters));
+  } else {
+    built = MelFilterBank<T>(params.filters);
+    filters = built.data();
+  }
+  const Problem problem = MakeProblem<T>(n_mels, n_freq, filters);
   // (M M^T + mu I), factorised once: every frame's starting point.
   SparseMatrix full = problem.pattern;
   for (int idx : problem.diag_index) full.valuePtr()[idx] = problem.mu;
@@ -462,9 +526,9 @@ Status MelToStftForward(const MelToStftParams& params, const T* mel, T* stft,
   return Status::Ok();
 }
 
-template Status MelToStftForward<float>(const MelToStftParams&, const float*, float*,
+template Status MelToStftForward<float>(const MelToStftParams&, const float*, const float*, float*,
                                         const Parallel&);
-template Status MelToStftForward<double>(const MelToStftParams&, const double*, double*,
-                                         const Parallel&);
+template Status MelToStftForward<double>(const MelToStftParams&, const double*, const double*,
+                                         double*, const Parallel&);
 
 }  // namespace opforge

@@ -27,8 +27,15 @@
 #include <string>
 #include <vector>
 
+#include "common/dtype.h"
 #include "common/parallel.h"
 #include "common/status.h"
+
+// The element types of MfccToMel and its gradient (X-macro list, common/dtype.h): the kernels
+// compute in float64 whatever T, so float32 and float64 are the types that make sense.
+#define OPFORGE_MFCC_TO_MEL_TYPES(X, ...) \
+  X(float, __VA_ARGS__)                   \
+  X(double, __VA_ARGS__)
 
 namespace opforge {
 
@@ -42,8 +49,8 @@ struct MfccToMelParams {
   double ref = 1.0;     // > 0, finite
   double lifter = 0.0;  // >= 0, finite; 0 = no liftering
   // From the shape of mfcc (ValidateMfccToMel fills them).
-  int64_t batch = 0;   // product of the leading axes (may be 0)
-  int64_t n_mfcc = 0;  // >= 1, <= n_mels
+  int64_t batch = 0;     // product of the leading axes (may be 0)
+  int64_t n_mfcc = 0;    // >= 1, <= n_mels
   int64_t n_frames = 0;  // T >= 1
 };
 
@@ -70,8 +77,16 @@ void MfccToMelForward(const MfccToMelParams& params, const T* mfcc, T* mel,
 
 // grad_mfcc ([batch, n_mfcc, T]) from grad_mel and the forward's output mel ([batch, n_mels, T]).
 template <typename T>
-void MfccToMelBackward(const MfccToMelParams& params, const T* grad_mel, const T* mel,
-                       T* grad_mfcc, const Parallel& parallel);
+void MfccToMelBackward(const MfccToMelParams& params, const T* grad_mel, const T* mel, T* grad_mfcc,
+                       const Parallel& parallel);
+
+// CUDA versions (mfcc_to_mel.cu), asynchronous on `stream` (a cudaStream_t); dtype kFloat or
+// kDouble, pointers to device memory with the layouts above; params validated. Compiled only
+// where nvcc exists (the binding calls them only in a CUDA build).
+Status MfccToMelForwardGpu(DType dtype, const MfccToMelParams& params, const void* mfcc, void* mel,
+                           void* stream);
+Status MfccToMelBackwardGpu(DType dtype, const MfccToMelParams& params, const void* grad,
+                            const void* mel, void* grad_mfcc, void* stream);
 
 }  // namespace opforge
 
