@@ -91,6 +91,12 @@ yolo-parity: build
 	$(VENV)/bin/opforge yolo parity --size 416 --dtype float64
 	$(VENV)/bin/opforge yolo parity --size 416 --dtype float32
 
+# MFCCs back to audio: speech (espeak-ng, else synthesised) -> MFCCs -> opforge.audio.mfcc_to_audio;
+# audio_out/original.wav, reconstructed.wav, spectrograms.png, spectral convergence, real-time factor.
+.PHONY: audio-demo
+audio-demo: build
+	$(VENV)/bin/opforge audio demo --out audio_out
+
 core-bench: deps
 	mkdir -p build
 	cmake -S . -B build/bench -G Ninja -DOPFORGE_CORE_ONLY=ON -DCMAKE_BUILD_TYPE=Release \
