@@ -314,18 +314,36 @@ def test_cli_demo(tmp_path):
     assert original.shape == rebuilt.shape
 
 
+def test_bench_prints_its_figures():
+    """`opforge audio bench`'s report (a short case, one interleaved round) in a fresh process,
+    where the thread limits can still be set."""
+    from helpers import run_python
+
+    proc = run_python("""
+        import sys
+        from opforge import audio_demo
+        sys.exit(audio_demo.bench(repeats=1, threads=2, seconds=1.0))
+        """)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for fragment in ("machine:", "TensorFlow 2 threads", "ratio librosa / opforge:", "real-time factor:",
+                     "mfcc_to_mel", "mel_to_stft (NNLS)", "griffin_lim", "librosa's split"):
+        assert fragment in proc.stdout, (fragment, proc.stdout)
+
+
 # --- bad inputs --------------------------------------------------------------------------------
 
 BAD = {
     "n_mfcc > n_mels": ("opforge.audio.mfcc_to_audio(np.zeros([30, 5], np.float32), n_mels=20)",
-                        ["n_mels", "30", "20"]),
+                        ["n_mels = 20", "[30, 5]"]),
     "n_fft < win_length": ("opforge.audio.mfcc_to_audio(np.zeros([20, 5], np.float32), n_fft=512, win_length=1024)",
                            ["win_length", "1024", "512"]),
     "hop_length 0": ("opforge.audio.mfcc_to_audio(np.zeros([20, 5], np.float32), hop_length=0)",
                      ["hop_length", "0"]),
+    "win_length 0": (
+        "opforge.audio.mfcc_to_audio(np.zeros([20, 5], np.float32), win_length=0)", ["win_length", "0"]),
     "hop_length negative": ("opforge.audio.mfcc_to_audio(np.zeros([20, 5], np.float32), hop_length=-256)",
                             ["hop_length", "-256"]),
-    "empty time axis": ("opforge.audio.mfcc_to_audio(np.zeros([20, 0], np.float32))", ["T", "0"]),
+    "empty time axis": ("opforge.audio.mfcc_to_audio(np.zeros([20, 0], np.float32))", ["time axis", "[20, 0]"]),
     "NaN": ("opforge.audio.mfcc_to_audio(np.full([20, 5], np.nan, np.float32))", ["finite"]),
     "infinity": ("opforge.audio.mel_to_audio(np.full([128, 5], np.inf, np.float32))", ["finite"]),
     "rank 1": ("opforge.audio.mfcc_to_audio(np.zeros([20], np.float32))", ["rank"]),
@@ -344,10 +362,10 @@ BAD = {
                   ["mfccs", "rank"]),
     "tf num_mfccs > num_mel_bins": (
         "opforge.audio.inverse_tf_mfcc(np.zeros([5, 50], np.float32), 16000, 400, 160, 512, 40, 80.0, 7600.0)",
-        ["n_mels", "50", "40"]),
+        ["mfccs", "num_mel_bins = 40", "[5, 50]"]),
     "tf empty time axis": (
         "opforge.audio.inverse_tf_mfcc(np.zeros([0, 13], np.float32), 16000, 400, 160, 512, 40, 80.0, 7600.0)",
-        ["T", "0"]),
+        ["mfccs", "time axis", "[0, 13]"]),
     "tf NaN": ("opforge.audio.inverse_tf_mfcc(np.full([5, 13], np.nan), 16000, 400, 160, 512, 40, 80.0, 7600.0)",
                ["finite"]),
 }

@@ -150,6 +150,13 @@ def inverse_tf_mfcc(mfccs, sample_rate: float, frame_length: int, frame_step: in
         if mfccs.shape.rank is not None and mfccs.shape.rank < 2:
             raise invalid_argument(op, "mfccs", "of rank >= 2 ([..., T, num_mfccs])",
                                    f"shape {mfccs.shape.as_list()}")
+        # Named in the caller's layout (the ops see it transposed, with librosa's names).
+        shape = mfccs.shape.as_list() if mfccs.shape.rank is not None else None
+        if shape is not None and shape[-1] is not None and shape[-1] > num_mel_bins:
+            raise invalid_argument(op, "mfccs", f"at most num_mel_bins = {num_mel_bins} coefficients (axis -1)",
+                                   f"shape {shape}")
+        if shape is not None and shape[-2] == 0:
+            raise invalid_argument(op, "mfccs", "a non-empty time axis (axis -2)", f"shape {shape}")
         dtype = mfccs.dtype
         cepstra = tf.linalg.matrix_transpose(mfccs)  # [..., num_mfccs, T]: time last, as the ops take it
         # TF's coefficients -> orthonormal DCT-II coefficients (c0 / sqrt(2)), scaled so that the
