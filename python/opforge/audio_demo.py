@@ -215,7 +215,8 @@ def save_spectrograms(path, original: np.ndarray, reconstructed: np.ndarray, sr:
         level = (image + 80.0) / 80.0 * (len(anchors) - 1)
         lo = np.clip(np.floor(level).astype(int), 0, len(anchors) - 2)
         frac = (level - lo)[..., None]
-        rgb = (anchors[lo] * (1 - frac) + anchors[lo + 1] * frac).astype(np.uint8)[::-1]  # low frequencies at the bottom
+        # Rows flipped: low frequencies at the bottom.
+        rgb = (anchors[lo] * (1 - frac) + anchors[lo + 1] * frac).astype(np.uint8)[::-1]
         picture = Image.fromarray(rgb, "RGB").resize((width, height), Image.BILINEAR)
         y0 = i * (height + header)
         draw.text((4, y0 + 4), f"{title}: 0-{sr / 2000:.1f} kHz, {seconds:.2f} s, 80 dB range", fill="black")
