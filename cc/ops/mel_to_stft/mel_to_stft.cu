@@ -48,6 +48,7 @@
 
 #include "common/cuda_util.cuh"
 #include "ops/mel_to_stft/mel_to_stft.h"
+#include "ops/mel_to_stft/mel_to_stft_tridiag.h"
 
 namespace opforge {
 namespace {
@@ -209,26 +210,20 @@ Status BuildProblem(const MelToStftParams& p, const Layout& l, const T* bank, Ho
     }
   }
   row_start[n_mels] = e;
-  // M M^T + mu I: diagonal mu, then every column's products in ascending column order; its
-  // LDL^T as Eigen's up-looking factorisation of a tridiagonal pattern:
-  //   D[0] = J[0, 0];  L[i] = J[i, i-1] / D[i-1],  D[i] = J[i, i] - L[i] J[i, i-1].
-  double* full_d = At<double>(bytes, l.full_d);
-  double* full_l = At<double>(bytes, l.full_l);
+  // M M^T + mu I: diagonal mu, then every column's products in ascending column order (the CPU
+  // core's contributions), and its LDL^T as Eigen's SimplicialLDLT computes it.
+  std::vector<double> jd(static_cast<size_t>(n_mels)), jo(static_cast<size_t>(n_mels), 0.0);
   for (int64_t i = 0; i < n_mels; ++i) {
-    double jd = out->mu;
-    for (const auto& [k, x] : rows[static_cast<size_t>(i)]) jd += x * x;
-    double d = jd;
-    if (i > 0 && has_off[i]) {
-      double jo = 0.0;
-      for (const auto& [k, x] : rows[static_cast<size_t>(i)]) {
-        if (col_count[k] == 2 && col_row[k] == i - 1) jo += x * col_v0[k];
-      }
-      const double li = jo / full_d[i - 1];
-      d -= li * jo;
-      full_l[i] = li;
+    jd[i] = out->mu;
+    for (const auto& [k, x] : rows[static_cast<size_t>(i)]) {
+      jd[i] += x * x;
+      if (col_count[k] == 2 && col_row[k] == i - 1) jo[i] += x * col_v0[k];
     }
-    if (d == 0.0) return Status::Internal("MelToStft: the factorisation of M M^T failed");
-    full_d[i] = d;
+  }
+  if (!mel_to_stft::TridiagLdltFactorize(n_mels, has_off, jd.data(), jo.data(),
+                                         At<double>(bytes, l.full_d),
+                                         At<double>(bytes, l.full_l))) {
+    return Status::Internal("MelToStft: the factorisation of M M^T failed");
   }
   return Status::Ok();
 }
@@ -277,76 +272,6 @@ __device__ Frame FrameAt(unsigned char* base, const Workspace& w) {
   return f;
 }
 
-// Eigen's redux (x86-64 AVX: 4-double packets, two accumulators) of x[i] * x[i]:
-// squaredNorm().
-__device__ double EigenSquaredNorm(const double* x, int64_t n) {
-  const int64_t aligned = n / 4 * 4, aligned2 = n / 8 * 8;
-  if (aligned == 0) {
-    double r = x[0] * x[0];
-    for (int64_t i = 1; i < n; ++i) r = r + x[i] * x[i];
-    return r;
-  }
-  double p0[4], p1[4];
-  for (int j = 0; j < 4; ++j) p0[j] = x[j] * x[j];
-  if (aligned > 4) {
-    for (int j = 0; j < 4; ++j) p1[j] = x[4 + j] * x[4 + j];
-    for (int64_t i = 8; i < aligned2; i += 8) {
-      for (int j = 0; j < 4; ++j) {
-        p0[j] = p0[j] + x[i + j] * x[i + j];
-        p1[j] = p1[j] + x[i + 4 + j] * x[i + 4 + j];
-      }
-    }
-    for (int j = 0; j < 4; ++j) p0[j] = p0[j] + p1[j];
-    if (aligned > aligned2) {
-      for (int j = 0; j < 4; ++j) p0[j] = p0[j] + x[aligned2 + j] * x[aligned2 + j];
-    }
-  }
-  double r = (p0[0] + p0[2]) + (p0[1] + p0[3]);
-  for (int64_t i = aligned; i < n; ++i) r = r + x[i] * x[i];
-  return r;
-}
-
-// Eigen's inner product (x86-64 AVX: 4-double packets, four accumulators): a.dot(b).
-__device__ double EigenDot(const double* a, const double* b, int64_t n) {
-  if (n < 4) {
-    double r = a[0] * b[0];
-    for (int64_t i = 1; i < n; ++i) r = a[i] * b[i] + r;
-    return r;
-  }
-  const int64_t packet_end = n / 4 * 4, quad_end = n / 16 * 16;
-  const int64_t packets = n / 4, rem_packets = (packet_end - quad_end) / 4;
-  double p[4][4];
-  for (int q = 0; q < 4 && q < packets; ++q) {
-    for (int j = 0; j < 4; ++j) p[q][j] = a[4 * q + j] * b[4 * q + j];
-  }
-  if (packets >= 4) {
-    for (int64_t i = 16; i < quad_end; i += 16) {
-      for (int q = 0; q < 4; ++q) {
-        for (int j = 0; j < 4; ++j) {
-          const int64_t at = i + 4 * q + j;
-          p[q][j] = a[at] * b[at] + p[q][j];
-        }
-      }
-    }
-    for (int q = 0; q < rem_packets; ++q) {
-      for (int j = 0; j < 4; ++j) {
-        const int64_t at = quad_end + 4 * q + j;
-        p[q][j] = a[at] * b[at] + p[q][j];
-      }
-    }
-    for (int j = 0; j < 4; ++j) p[2][j] = p[2][j] + p[3][j];
-  }
-  if (packets >= 3) {
-    for (int j = 0; j < 4; ++j) p[1][j] = p[1][j] + p[2][j];
-  }
-  if (packets >= 2) {
-    for (int j = 0; j < 4; ++j) p[0][j] = p[0][j] + p[1][j];
-  }
-  double r = (p[0][0] + p[0][2]) + (p[0][1] + p[0][3]);
-  for (int64_t i = packet_end; i < n; ++i) r = a[i] * b[i] + r;
-  return r;
-}
-
 // Thread 0's value to every thread of the block. Every thread must call it.
 __device__ double Broadcast(double v, double* slot) {
   if (threadIdx.x == 0) *slot = v;
@@ -356,18 +281,9 @@ __device__ double Broadcast(double v, double* slot) {
   return r;
 }
 
-// Eigen's SimplicialLDLT::solve for the tridiagonal pattern (thread 0 only): x = J^-1 rhs with
-// J = L D L^T, L unit lower bidiagonal (ll[i] = L(i, i-1), present where has_off[i]).
+// Eigen's SimplicialLDLT::solve of J = L D L^T (thread 0 only).
 __device__ void LdltSolve(const Problem& p, const double* dd, const double* ll, double* x) {
-  const int64_t n = p.n_mels;
-  for (int64_t i = 0; i + 1 < n; ++i) {  // L y = rhs, column by column, zeros skipped
-    const double tmp = x[i];
-    if (tmp != 0.0 && p.has_off[i + 1]) x[i + 1] = (-tmp) * ll[i + 1] + x[i + 1];
-  }
-  for (int64_t i = 0; i < n; ++i) x[i] = (1.0 / dd[i]) * x[i];
-  for (int64_t i = n - 2; i >= 0; --i) {  // L^T x = y, row by row
-    if (p.has_off[i + 1]) x[i] = (-ll[i + 1]) * x[i + 1] + x[i];
-  }
+  mel_to_stft::TridiagLdltSolve(p.n_mels, p.has_off, dd, ll, x);
 }
 
 // M^T x at column k (+0 first, then the column's rows in ascending order, as Transpose).
@@ -398,7 +314,7 @@ class BlockSolver {
     double best_obj = Objective();
     double prev_obj = INFINITY;
     const double b_norm =
-        Broadcast(tid == 0 ? sqrt(EigenSquaredNorm(f_.b, p_.n_mels)) : 0.0, slot_);
+        Broadcast(tid == 0 ? sqrt(mel_to_stft::EigenSquaredNorm(f_.b, p_.n_mels)) : 0.0, slot_);
     for (int round = 0; round < kProximalRounds; ++round) {
       Newton(b_norm, max_iter);
       const double obj = Objective();
@@ -500,17 +416,7 @@ class BlockSolver {
 
   // Eigen's factorize on J (thread 0): false on a zero pivot (ldlt_.info() != Success).
   __device__ bool Factorize() {
-    for (int64_t i = 0; i < p_.n_mels; ++i) {
-      double d = f_.jd[i];
-      if (i > 0 && p_.has_off[i]) {
-        const double l = f_.jo[i] / f_.dd[i - 1];
-        d -= l * f_.jo[i];
-        f_.ll[i] = l;
-      }
-      if (d == 0.0) return false;
-      f_.dd[i] = d;
-    }
-    return true;
+    return mel_to_stft::TridiagLdltFactorize(p_.n_mels, p_.has_off, f_.jd, f_.jo, f_.dd, f_.ll);
   }
 
   __device__ void Newton(double b_norm, int64_t max_iter) {
@@ -521,7 +427,8 @@ class BlockSolver {
       Forward(f_.s, f_.f);
       for (int64_t i = tid; i < m; i += kThreads) f_.f[i] += p_.mu * f_.nu[i] - f_.b[i];
       __syncthreads();
-      const double f_norm = Broadcast(tid == 0 ? sqrt(EigenSquaredNorm(f_.f, m)) : 0.0, slot_);
+      const double f_norm =
+          Broadcast(tid == 0 ? sqrt(mel_to_stft::EigenSquaredNorm(f_.f, m)) : 0.0, slot_);
       if (!(f_norm > 1e-13 * b_norm)) break;
       bool same = true;
       for (int64_t k = tid; k < p_.n_freq; k += kThreads) {
@@ -539,7 +446,7 @@ class BlockSolver {
         if (ok != 0) {
           for (int64_t i = 0; i < m; ++i) f_.d[i] = -f_.f[i];
           LdltSolve(p_, f_.dd, f_.ll, f_.d);
-          slope = -EigenDot(f_.f, f_.d, m);  // the dual's directional derivative
+          slope = -mel_to_stft::EigenDot(f_.f, f_.d, m);  // the dual's directional derivative
         }
       }
       ok = Broadcast(ok, slot_);
@@ -549,9 +456,9 @@ class BlockSolver {
       for (int64_t k = tid; k < p_.n_freq; k += kThreads) f_.w[k] = ColumnDot(p_, k, f_.d);
       double bd = 0, nud = 0, dd = 0;
       if (tid == 0) {
-        bd = EigenDot(f_.b, f_.d, m);
-        nud = EigenDot(f_.nu, f_.d, m);
-        dd = EigenSquaredNorm(f_.d, m);
+        bd = mel_to_stft::EigenDot(f_.b, f_.d, m);
+        nud = mel_to_stft::EigenDot(f_.nu, f_.d, m);
+        dd = mel_to_stft::EigenSquaredNorm(f_.d, m);
       }
       bd = Broadcast(bd, slot_);  // also orders the writes of w before DualGain reads them
       nud = Broadcast(nud, slot_);

@@ -3,7 +3,9 @@
 // by the caller (TensorFlow's, and librosa's handed in), powers 1, 2 and 1.5, reachable and
 // unreachable Mel frames, batches, more frames than resident blocks (grid stride), one band; the
 // errors (non-finite Mel values, a bad given bank: the CPU's messages), the empty batch, a short
-// scratch. Without a CUDA device every test says "skipped: no CUDA device".
+// scratch. Without a CUDA device every test says "skipped: no CUDA device", except the host check
+// of the solver's tridiagonal LDL^T (mel_to_stft_tridiag.h, which the kernel and the host share)
+// against Eigen's SimplicialLDLT, bit for bit.
 //
 // What is compared, and why. NNLS with n_freq > n_mels unknowns has many minimisers, so two
 // correct solvers may return different spectra; the contract (issue 13) is the objective
@@ -18,6 +20,8 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <Eigen/SparseCholesky>
+#include <Eigen/SparseCore>
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -34,6 +38,7 @@
 #include "common/status.h"
 #include "common/test_util.h"
 #include "ops/mel_to_stft/mel_to_stft.h"
+#include "ops/mel_to_stft/mel_to_stft_tridiag.h"
 
 namespace opforge {
 namespace {
@@ -199,6 +204,54 @@ double Objective(const Problem<T>& pr, const std::vector<T>& out, int64_t item, 
   }
   *rounding = std::sqrt(e2);
   return obj;
+}
+
+// Host code, no device: the LDL^T the kernel uses (and the host uses for M M^T + mu I) gives
+// Eigen's SimplicialLDLT's pivots and solutions bit for bit, on tridiagonal patterns with and
+// without each sub-diagonal entry (absent, or present with the value 0 as an inactive column
+// leaves it), for right-hand sides with zeros (Eigen's forward substitution skips them).
+TEST(MelToStftTridiagonal, LdltEqualsEigensSimplicialLdlt) {
+  using SparseMatrix = Eigen::SparseMatrix<double, Eigen::ColMajor, int>;
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  for (int64_t n : {1, 2, 3, 5, 8, 40, 128, 129}) {
+    for (int round = 0; round < 20; ++round) {
+      SCOPED_TRACE("n " + std::to_string(n) + ", round " + std::to_string(round));
+      std::vector<unsigned char> has_off(static_cast<size_t>(n), 0);
+      std::vector<double> jd(static_cast<size_t>(n)), jo(static_cast<size_t>(n), 0.0);
+      std::vector<Eigen::Triplet<double, int>> entries;
+      for (int64_t i = 0; i < n; ++i) {
+        jd[i] = 1e-10 + 2.0 * unit(rng);
+        entries.emplace_back(int(i), int(i), jd[i]);
+        const double r = unit(rng);
+        if (i > 0 && r < 0.8) {
+          has_off[i] = 1;
+          jo[i] = r < 0.1 ? 0.0 : (unit(rng) - 0.5) * std::min(jd[i], jd[i - 1]);
+          entries.emplace_back(int(i), int(i - 1), jo[i]);
+        }
+      }
+      SparseMatrix j(static_cast<int>(n), static_cast<int>(n));
+      j.setFromTriplets(entries.begin(), entries.end());
+      j.makeCompressed();
+      Eigen::SimplicialLDLT<SparseMatrix, Eigen::Lower, Eigen::NaturalOrdering<int>> ldlt;
+      ldlt.compute(j);
+      ASSERT_EQ(ldlt.info(), Eigen::Success);
+      std::vector<double> d(static_cast<size_t>(n)), l(static_cast<size_t>(n), 0.0);
+      ASSERT_TRUE(mel_to_stft::TridiagLdltFactorize(n, has_off.data(), jd.data(), jo.data(),
+                                                    d.data(), l.data()));
+      const Eigen::VectorXd eigen_d = ldlt.vectorD();
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(test::Bits(d[i]), test::Bits(eigen_d[i])) << i;
+      Eigen::VectorXd rhs(n);
+      for (int64_t i = 0; i < n; ++i) rhs[i] = unit(rng) < 0.3 ? 0.0 : unit(rng) - 0.5;
+      const Eigen::VectorXd expected = ldlt.solve(rhs);
+      std::vector<double> x(rhs.data(), rhs.data() + n);
+      mel_to_stft::TridiagLdltSolve(n, has_off.data(), d.data(), l.data(), x.data());
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(test::Bits(x[i]), test::Bits(expected[i]))
+            << i << ": " << x[i] << " vs " << expected[i];
+      }
+    }
+  }
 }
 
 template <typename T>
