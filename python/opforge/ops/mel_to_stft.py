@@ -51,7 +51,8 @@ def mel_to_stft(M, sr: float = 22050, n_fft: int = 2048, power: float = 2.0, fmi
       M: [..., n_mels, T] float32 or float64 Mel (power) spectrogram, finite; time is the last
         axis, leading batch axes are allowed.
       sr, n_fft, fmin, fmax, htk, norm: librosa.filters.mel's arguments (`fmax` None: sr / 2;
-        `norm` "slaney" or None). Op attributes, stored as float32 (sr, fmin, fmax, power).
+        `norm` "slaney" or None). Op attributes: TensorFlow stores sr, fmin, fmax and power as
+        float32, and the kernel reads back the shortest decimal of each (the literal written).
       power: the exponent the spectrogram was computed with (> 0): 2 for power, 1 for magnitude.
       filters: instead of librosa's bank, a given one ([n_mels, 1 + n_fft // 2], cast to M's
         dtype) with the structure of overlapping triangles: finite, >= 0, at most two non-zeros

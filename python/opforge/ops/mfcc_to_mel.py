@@ -52,8 +52,10 @@ def mfcc_to_mel(mfcc, n_mels: int = 128, dct_type: int = 2, norm: Optional[str] 
       The Mel power spectrogram [..., n_mels, T], mfcc's dtype.
 
     Differs from librosa: computed in float64 for float32 input too and rounded once (librosa
-    computes in the input's dtype); `ref` and `lifter` are op attributes, stored as float32. NaN and
-    infinity propagate as in librosa. Differentiable: the gradient is the C++ op
+    computes in the input's dtype). `ref` and `lifter` are op attributes, which TensorFlow stores as
+    float32; the kernel reads back the shortest decimal of that float32, i.e. the literal you wrote
+    when it has at most 9 significant digits (1e-3 is 0.001 exactly). NaN and infinity propagate
+    as in librosa. Differentiable: the gradient is the C++ op
     `Opforge>MfccToMelGrad` (first order only).
 
     Raises:
@@ -114,7 +116,7 @@ def tf_reference(mfcc, n_mels=128, dct_type=2, norm="ortho", ref=1.0, lifter=0):
     mfcc = tf.convert_to_tensor(mfcc)
     basis = tf.constant(mfcc_basis(int(mfcc.shape[-2]), n_mels, dct_type, norm, lifter))
     x = tf.linalg.matmul(basis, tf.cast(mfcc, tf.float64))  # broadcasts over leading axes
-    mel = float(np.float32(ref)) * tf.exp(x * (0.1 * math.log(10.0)))
+    mel = ref * tf.exp(x * (0.1 * math.log(10.0)))
     return tf.cast(mel, mfcc.dtype)
 
 
@@ -130,7 +132,7 @@ CASES = (
     ((2, 12, 10), dict(n_mels=32, dct_type=3, norm=None)),
     ((20, 9), dict(n_mels=128, lifter=22, ref=2.5)),
     ((3, 2, 8, 9), dict(n_mels=16, dct_type=3, lifter=5.5)),
-    ((16, 9), dict(n_mels=16, ref=2.0**-10)),  # refs exact in float32 (a float attr)
+    ((16, 9), dict(n_mels=16, ref=1e-3)),
     ((40, 1), dict(n_mels=64, lifter=1.0)),
     ((0, 20, 9), dict(n_mels=32)),  # an empty batch
 )
