@@ -15,8 +15,9 @@
 // peak after one iteration, 3e-5 after 32 from ones, 4e-4 after 32 from random phases; float64
 // below 1e-9. The GPU is held to the bounds the CPU meets there: max |gpu - cpu| <= tol * max
 // |cpu| with tol 1e-5 (float, <= 1 iteration), 1e-4 (float, 32 from ones), 2e-3 (float, 32 from
-// random phases), 1e-8 (double, 32 iterations), 1e-11 (double, <= 2 iterations: a few FFTs'
-// rounding, ~1e-15, times the normalisation's amplification). Zero iterations (one inverse FFT
+// random phases), 1e-8 (double, 32 iterations), 1e-10 (double, <= 2 iterations: a few FFTs'
+// rounding, ~1e-15 of the peak, times the normalisation's amplification |S| / |rebuilt| in the
+// weakest bins, which these tolerances allow up to 1e5). Zero iterations (one inverse FFT
 // and the overlap-add) are held to 1e-5 / 1e-12. The structural cases run on random magnitudes in
 // double for 2 iterations, where an indexing or padding error shows at the size of the signal.
 #include <cuda_runtime.h>
@@ -153,10 +154,10 @@ TYPED_TEST(GriffinLimCuda, LibrosaMagnitudeMatchesCpu) {
     double tol_float, tol_double;
   };
   const std::vector<Run> runs = {
-      {GriffinLimInit::kOnes, 0, 1e-5, 1e-12},   {GriffinLimInit::kOnes, 1, 1e-5, 1e-11},
+      {GriffinLimInit::kOnes, 0, 1e-5, 1e-12},   {GriffinLimInit::kOnes, 1, 1e-5, 1e-10},
       {GriffinLimInit::kOnes, 32, 1e-4, 1e-8},   {GriffinLimInit::kRandom, 0, 1e-5, 1e-12},
-      {GriffinLimInit::kRandom, 1, 1e-5, 1e-11}, {GriffinLimInit::kRandom, 32, 2e-3, 1e-8},
-      {GriffinLimInit::kPhases, 1, 1e-5, 1e-11}, {GriffinLimInit::kPhases, 32, 2e-3, 1e-8},
+      {GriffinLimInit::kRandom, 1, 1e-5, 1e-10}, {GriffinLimInit::kRandom, 32, 2e-3, 1e-8},
+      {GriffinLimInit::kPhases, 1, 1e-5, 1e-10}, {GriffinLimInit::kPhases, 32, 2e-3, 1e-8},
   };
   for (const Run& r : runs) {
     SCOPED_TRACE("init " + std::to_string(int(r.init)) + ", " + std::to_string(r.n_iter) +
@@ -227,7 +228,7 @@ TEST(GriffinLimCudaGeometry, EveryOptionMatchesCpu) {
     Status s;
     ASSERT_NO_FATAL_FAILURE(RunGpu(c, stream.get(), &gpu, &s));
     ASSERT_TRUE(s.ok()) << s.message();
-    EXPECT_TRUE(CloseToCpu(gpu, cpu, 1e-11));
+    EXPECT_TRUE(CloseToCpu(gpu, cpu, 1e-10));
   }
 }
 
@@ -250,7 +251,7 @@ TEST(GriffinLimCudaGeometry, GridStride) {
   Status s;
   ASSERT_NO_FATAL_FAILURE(RunGpu(c, stream.get(), &gpu, &s));
   ASSERT_TRUE(s.ok()) << s.message();
-  EXPECT_TRUE(CloseToCpu(gpu, cpu, 1e-11));
+  EXPECT_TRUE(CloseToCpu(gpu, cpu, 1e-10));
 }
 
 // Two streams, shapes that alternate (plans from the cache, their stream and work area reset on
