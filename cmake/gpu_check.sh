@@ -136,8 +136,13 @@ build_cuda_tests() {
 }
 export -f build_cuda_tests
 if step cuda-test-build 240 build_cuda_tests "${gen[@]}" "${cuda_cfg[@]}"; then
-  step cuda-test 150 "$OUTDIR/cuda/opforge_cuda_test" --gtest_output="json:$OUTDIR/cuda_test.json"
+  # The large cases (past 2^31 elements, the grid-stride rounds; up to ~19 GB of device memory)
+  # in a run of their own, so that a crash or a slow case there cannot hide the others.
+  step cuda-test 150 "$OUTDIR/cuda/opforge_cuda_test" --gtest_filter='-*Large*' \
+    --gtest_output="json:$OUTDIR/cuda_test.json"
   grep -E "^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test" "$OUTDIR/cuda-test.log" | tee -a "$REPORT"
+  step cuda-test-large 150 "$OUTDIR/cuda/opforge_cuda_test" --gtest_filter='*Large*' \
+    --gtest_output="json:$OUTDIR/cuda_test_large.json"
   if nvidia-smi -L >/dev/null 2>&1 && grep -q "skipped: no CUDA device" "$OUTDIR/cuda-test.log"; then
     say "FAILED: nvidia-smi lists a GPU, but the CUDA tests found no usable CUDA device"
     SUMMARY+=("| cuda-test | FAILED: tests skipped, no usable CUDA device | |")
@@ -161,10 +166,18 @@ else
     GPUBIN=$(dirname "$TF_PY")
     # from another directory, so that the installed package is what loads
     step doctor 60 bash -c 'cd /tmp && "$0" doctor' "$GPUBIN/opforge"
-    # test_gpu.py, and the generic per-op tests on the GPU (their `device` parameter)
-    step gpu-pytest 200 "$TF_PY" -m pytest "$ROOT/tests/test_gpu.py" "$ROOT/tests/test_specs.py" \
-      -k gpu -q -ra -p no:cacheprovider --junitxml="$OUTDIR/gpu_pytest.xml"
+    # Every GPU kernel through TensorFlow against the CPU kernel (OPFORGE_TEST_DEVICE=GPU: a
+    # missing GPU is an error, not a skip); the over-2^31-element cases in a process of their
+    # own, so that a crash there cannot hide the other results; then the benchmark, then the
+    # generic per-op tests on the GPU (the `device` parameter of test_specs.py).
+    step gpu-pytest 150 env OPFORGE_TEST_DEVICE=GPU "$TF_PY" -m pytest "$ROOT/tests/test_gpu.py" \
+      -k "not past" -v -ra -p no:cacheprovider --junitxml="$OUTDIR/gpu_pytest.xml"
     step gpu-bench 150 "$GPUBIN/opforge" gpu-bench --json "$OUTDIR/gpu_bench.json"
+    step gpu-pytest-large 150 env OPFORGE_TEST_DEVICE=GPU "$TF_PY" -m pytest \
+      "$ROOT/tests/test_gpu.py" -k past -v -ra -p no:cacheprovider \
+      --junitxml="$OUTDIR/gpu_pytest_large.xml"
+    step gpu-specs 120 "$TF_PY" -m pytest "$ROOT/tests/test_specs.py" -k GPU -q -ra \
+      -p no:cacheprovider --junitxml="$OUTDIR/gpu_specs.xml"
   fi
 fi
 

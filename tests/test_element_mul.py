@@ -174,6 +174,31 @@ def test_gradient_against_tensorflow(dtype, shapes):
             np.testing.assert_array_less(np.abs(t.numpy().astype(np.float64) - exact) / scale, 10 * tol)
 
 
+@pytest.mark.parametrize("dtype", [tf.float32, tf.float64, tf.float16, tf.bfloat16], ids=lambda d: d.name)
+@pytest.mark.parametrize("shapes", [((), ()), ((1,), ()), ((), (1, 1)), ((1, 1), (1,)), ((2, 1, 3), (2, 1, 3))], ids=str)
+def test_gradient_with_nothing_to_sum_keeps_negative_zero(dtype, shapes):
+    # Every dimension either operand was broadcast along has size 1: TensorFlow's gradient is
+    # the product itself (g * b, a * g), so g = 1 and b = -0 give -0, which a sum 0 + x would
+    # turn into +0. The signs of zero must be TensorFlow's exactly. (The -0 come from NumPy:
+    # eager TensorFlow caches Python scalars by value, and -0.0 == 0.0 finds a cached +0.)
+    def full(shape, value):
+        return tf.constant(np.full(shape, value, np.float64).astype(dtype.as_numpy_dtype), dtype)
+
+    a, b = full(shapes[0], -1.0), full(shapes[1], -0.0)
+    assert np.signbit(b.numpy().astype(np.float64)).all()
+    shape = tf.broadcast_static_shape(a.shape, b.shape)
+    for g in (full(shape, 1.0), full(shape, -0.0)):
+        ours = _grads(opforge.ops.element_mul, a, b, g)
+        theirs = _grads(tf.multiply, a, b, g)
+        for o, t in zip(ours, theirs):
+            assert o.shape == t.shape
+            assert bits_equal(o.numpy(), t.numpy())
+    # The case of the issue: g = 1, b = -0 gives grad_a = -0 (and grad_b = a * g = -1).
+    ga, gb = _grads(opforge.ops.element_mul, a, b, full(shape, 1.0))
+    assert np.signbit(ga.numpy().astype(np.float64)).all()
+    assert (gb.numpy().astype(np.float64) == -1.0).all()
+
+
 @pytest.mark.parametrize("dtype", [tf.int32, tf.int64], ids=lambda d: d.name)
 def test_integer_gradient_op_exact(dtype):
     # Tapes do not differentiate integers; the gradient op is checked against TensorFlow's own

@@ -1,5 +1,5 @@
 // Tests of the broadcast plan (MakeBroadcastPlan) and the two CPU broadcast kernels
-// (BroadcastApply, BroadcastMulReduce). The kernels are checked against naive loops that work on
+// (BroadcastApply). The kernels are checked against naive loops that work on
 // the full, uncollapsed shapes: each output multi-index is mapped to each operand by the NumPy
 // rule (index 0 along a dimension of size 1), with no use of the plan's collapsed strides.
 #include "common/broadcast.h"
@@ -357,113 +357,6 @@ TEST(BroadcastApplyTest, EmptyOutputWritesNothing) {
       plan.dims, plan.a_strides, plan.b_strides, static_cast<const int64_t*>(nullptr), y.data(),
       &sentinel, [](int64_t u, int64_t v) { return u * v; }, ThreadParallel(3));
   EXPECT_EQ(sentinel, 42);
-}
-
-// --- BroadcastMulReduce -----------------------------------------------------------------------
-
-// target = sum over the target's broadcast dimensions of g * other, by the naive loop.
-template <typename T>
-std::vector<T> RefMulReduce(const Shape& target, const Shape& other, const Shape& out,
-                            const std::vector<T>& g, const std::vector<T>& o) {
-  std::vector<T> r(NumElements(target), T(0));
-  ForEachOutput(target, other, out,
-                [&](int64_t i, int64_t it, int64_t io) { r[it] += g[i] * o[io]; });
-  return r;
-}
-
-template <typename T>
-void CheckMulReduceOnRandomShapes(uint64_t seed, int iterations) {
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int> value(-50, 50);
-  const auto parallels = AllParallels();
-  for (int iter = 0; iter < iterations; ++iter) {
-    const ShapePair p = RandomShapePair(rng, 5, 4096, /*zero_percent=*/10);
-    SCOPED_TRACE(ShapeString(p.a) + " * " + ShapeString(p.b));
-    const BroadcastPlan plan = PlanOrDie(p.a, p.b);
-    std::vector<T> a(NumElements(p.a)), b(NumElements(p.b)), g(plan.out_size);
-    for (auto& v : a) v = static_cast<T>(value(rng));
-    for (auto& v : b) v = static_cast<T>(value(rng));
-    for (auto& v : g) v = static_cast<T>(value(rng));
-    // Small integers: every sum is exact, so the comparison is exact for double too.
-    const std::vector<T> want_a = RefMulReduce(p.a, p.b, plan.out_shape, g, b);
-    const std::vector<T> want_b = RefMulReduce(p.b, p.a, plan.out_shape, g, a);
-    for (const auto& parallel : parallels) {
-      std::vector<T> got_a(a.size(), T(12345)), got_b(b.size(), T(12345));
-      BroadcastMulReduce(plan.dims, plan.a_strides, plan.b_strides, g.data(), b.data(),
-                         got_a.data(), *parallel);
-      BroadcastMulReduce(plan.dims, plan.b_strides, plan.a_strides, g.data(), a.data(),
-                         got_b.data(), *parallel);
-      ASSERT_EQ(got_a, want_a);
-      ASSERT_EQ(got_b, want_b);
-    }
-  }
-}
-
-TEST(BroadcastMulReduceTest, Int64MatchesNaiveLoopOnRandomShapes) {
-  CheckMulReduceOnRandomShapes<int64_t>(11, 400);
-}
-
-TEST(BroadcastMulReduceTest, DoubleMatchesNaiveLoopOnRandomShapes) {
-  CheckMulReduceOnRandomShapes<double>(12, 300);
-}
-
-// A target broadcast along a zero-size dimension still has elements, and each is an empty sum.
-TEST(BroadcastMulReduceTest, EmptyBroadcastDimensionGivesZeros) {
-  const std::pair<Shape, Shape> cases[] = {
-      {{3, 1}, {3, 0}},       {{2, 3}, {0, 1, 3}}, {{}, {0}},        {{1}, {0, 4}},
-      {{4, 1, 2}, {1, 0, 1}}, {{2, 1}, {0, 1, 5}}, {{5}, {5, 0, 5}}, {{1, 1}, {0, 0}},
-  };
-  for (const auto& [t, other] : cases) {
-    SCOPED_TRACE(ShapeString(t) + " * " + ShapeString(other));
-    const BroadcastPlan plan = PlanOrDie(t, other);
-    ASSERT_EQ(plan.out_size, 0);
-    const std::vector<int64_t> no_values(NumElements(other), 1);
-    for (const auto& parallel : AllParallels()) {
-      std::vector<int64_t> target(NumElements(t), 99);
-      ASSERT_GT(target.size(), 0u);
-      BroadcastMulReduce(plan.dims, plan.a_strides, plan.b_strides,
-                         static_cast<const int64_t*>(nullptr), no_values.data(), target.data(),
-                         *parallel);
-      EXPECT_EQ(target, std::vector<int64_t>(target.size(), 0));
-    }
-  }
-}
-
-// The huge-but-empty shapes of MakeBroadcastPlanTest.ZeroSizeOutputWithHugeOtherDimensions,
-// with a small target: its elements must come out 0, with no overflow on the way.
-TEST(BroadcastMulReduceTest, EmptyOutputWithHugeOtherDimensions) {
-  const int64_t big = int64_t{1} << 40;
-  const std::pair<Shape, Shape> cases[] = {
-      {{1, 3, 1, 1}, {0, 1, big, big}},
-      {{1, 2, 1, 3, 1}, {0, 1, big, 1, big}},
-      {{2, 1, 1, 1}, {1, 0, big, big}},
-      {{1, 4, 1, 5}, {big, 1, 0, 1}},
-  };
-  for (const auto& [t, other] : cases) {
-    SCOPED_TRACE(ShapeString(t) + " * " + ShapeString(other));
-    BroadcastPlan plan;
-    const Status s = MakeBroadcastPlan("Op", "a", "b", t, other, &plan);
-    ASSERT_TRUE(s.ok()) << s.message();
-    ASSERT_EQ(plan.out_size, 0);
-    for (const auto& parallel : AllParallels()) {
-      std::vector<double> target(NumElements(t), 99.0);
-      BroadcastMulReduce(plan.dims, plan.a_strides, plan.b_strides,
-                         static_cast<const double*>(nullptr), static_cast<const double*>(nullptr),
-                         target.data(), *parallel);
-      EXPECT_EQ(target, std::vector<double>(target.size(), 0.0));
-    }
-  }
-}
-
-TEST(BroadcastMulReduceTest, SumsInAFixedOrder) {
-  // 1 + 1e16 - 1e16 depends on the order of the sum; the kernel sums lexicographically over the
-  // reduced dimensions, the outer one first.
-  const BroadcastPlan plan = PlanOrDie({1}, {3});
-  const std::vector<double> g = {1.0, 1e16, -1e16}, other = {1.0, 1.0, 1.0};
-  double target = -1.0;
-  BroadcastMulReduce(plan.dims, plan.a_strides, plan.b_strides, g.data(), other.data(), &target,
-                     SerialParallel());
-  EXPECT_EQ(target, (0.0 + 1.0 + 1e16) - 1e16);
 }
 
 }  // namespace

@@ -13,8 +13,11 @@
 #include <gtest/gtest.h>
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -146,12 +149,97 @@ void DownloadOn(cudaStream_t stream, const DeviceBuffer& dev, std::vector<T>* ho
   ASSERT_NO_FATAL_FAILURE(SyncStream(stream));
 }
 
+// n values uniform in [lo, hi), rounded to T, each a hash of (seed, index), filled by all the
+// host's threads: the large cases' inputs (2^31 elements in seconds, not minutes).
+template <typename T>
+std::vector<T> HashedUniform(int64_t n, uint64_t seed, double lo, double hi) {
+  std::vector<T> v(static_cast<size_t>(n));
+  const int threads =
+      static_cast<int>(std::max(1u, std::min(32u, std::thread::hardware_concurrency())));
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&v, n, seed, lo, hi, t, threads] {
+      for (int64_t i = t; i < n; i += threads) {
+        uint64_t z = seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(i);  // splitmix64
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z ^= z >> 31;
+        const double u = static_cast<double>(z >> 11) * 0x1.0p-53;
+        v[static_cast<size_t>(i)] = static_cast<T>(static_cast<float>(lo + (hi - lo) * u));
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  return v;
+}
+
 // Allocates `bytes` for a test that needs a lot of device memory: false (with the allocation
 // error cleared, so that later checks do not see it) when the device cannot hold them; the
 // caller then skips with a message.
 inline bool TryAllocate(DeviceBuffer* dev, size_t bytes) {
   if (dev->Allocate(bytes) == cudaSuccess) return true;
   cudaGetLastError();
+  return false;
+}
+
+// Copies `host` into device memory at `dst` on `stream`: any address, such as one element into
+// a buffer (a pointer that is not aligned to a vector, which takes the kernels' scalar path).
+template <typename T>
+void CopyToDeviceOn(cudaStream_t stream, const std::vector<T>& host, void* dst) {
+  if (!host.empty()) {
+    OPFORGE_ASSERT_CUDA(
+        cudaMemcpyAsync(dst, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice, stream));
+  }
+}
+
+// Copies host->size() elements from device memory at `src` on `stream` and waits for them.
+template <typename T>
+void CopyFromDeviceOn(cudaStream_t stream, const void* src, std::vector<T>* host) {
+  if (!host->empty()) {
+    OPFORGE_ASSERT_CUDA(cudaMemcpyAsync(host->data(), src, host->size() * sizeof(T),
+                                        cudaMemcpyDeviceToHost, stream));
+  }
+  ASSERT_NO_FATAL_FAILURE(SyncStream(stream));
+}
+
+// The device's free memory in bytes (0 when the query fails), for tests that skip when a large
+// case does not fit.
+inline size_t FreeDeviceBytes() {
+  size_t free = 0, total = 0;
+  if (cudaMemGetInfo(&free, &total) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return free;
+}
+
+// Declares `name`, a cudaStream_t of a TestStream created here (the test fails if it cannot be).
+#define OPFORGE_TEST_STREAM(name)             \
+  ::opforge::test::TestStream name##_owner;   \
+  OPFORGE_ASSERT_CUDA(name##_owner.Create()); \
+  const cudaStream_t name = name##_owner.get()
+
+// The element types of the cases over 2^31 elements, which use 2-byte types to stay at 4 GiB a
+// buffer: n elements whose bit patterns run through all 2^16 (i * multiplier, so neighbours
+// differ) -- infinities, NaNs, signed zeros and subnormals included.
+template <typename T>
+std::vector<T> PatternVector(int64_t n, uint32_t multiplier) {
+  static_assert(sizeof(T) == 2, "2-byte element types");
+  std::vector<T> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    v[static_cast<size_t>(i)] =
+        FromBits<T>(static_cast<uint16_t>(static_cast<uint64_t>(i) * multiplier));
+  }
+  return v;
+}
+
+// Whether `bytes` of device memory are free with 256 MiB to spare; if not, *why says so (for
+// GTEST_SKIP).
+inline bool DeviceHasRoom(size_t bytes, std::string* why) {
+  const size_t free = FreeDeviceBytes();
+  if (free >= bytes + (size_t{256} << 20)) return true;
+  *why = "skipped: needs " + std::to_string(bytes >> 20) + " MiB of free device memory, has " +
+         std::to_string(free >> 20) + " MiB";
   return false;
 }
 

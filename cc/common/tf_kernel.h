@@ -33,6 +33,13 @@
 //
 // Cpu returns void, or a Status where it checks input values (Validate sees shapes, and on a GPU
 // the values are in device memory; the Gpu path checks them its own way).
+// A GPU path that needs temporary device memory says how much with
+//   int64_t GpuScratchBytes(DType dtype, const Params& p) const;
+// TfKernel then allocates it from TensorFlow's allocator (ctx->allocate_temp: TensorFlow owns
+// the GPU's memory, and an out-of-memory error stays ResourceExhausted) and hands it to Gpu as
+// call.scratch, call.scratch_bytes. It is held until Compute returns; TensorFlow's GPU allocator
+// reuses freed memory only in the order of the op's stream, so the kernels Gpu enqueued on that
+// stream may still use it afterwards.
 // Init runs once per kernel (an op without attrs returns Status::Ok()); Validate, Cpu and Gpu
 // are const because one op object serves concurrent calls: per-call state goes in Params.
 // An op that reads the values of a small integer input (a size, an output shape: registered
@@ -117,6 +124,9 @@ class TfCall {
   std::vector<OutputSpec> declared;
   std::vector<void*> outputs;  // indexed by output index
   std::vector<size_t> output_bytes;
+  // Device scratch memory of a GPU path that asks for it (GpuScratchBytes), else null and 0.
+  void* scratch = nullptr;
+  int64_t scratch_bytes = 0;
 };
 
 namespace internal {
@@ -129,6 +139,13 @@ template <typename Op>
 struct ValuesInputOf<Op, std::void_t<decltype(Op::kValuesInput)>> {
   static constexpr int value = Op::kValuesInput;
 };
+
+template <typename Op, typename = void>
+struct HasGpuScratch : std::false_type {};
+template <typename Op>
+struct HasGpuScratch<Op, std::void_t<decltype(std::declval<const Op&>().GpuScratchBytes(
+                             DType::kFloat, std::declval<const typename Op::Params&>()))>>
+    : std::true_type {};
 
 }  // namespace internal
 
@@ -188,6 +205,17 @@ class TfKernel final : public tensorflow::OpKernel {
       }
     } else {
 #if GOOGLE_CUDA
+      tensorflow::Tensor scratch;  // held until the kernels are enqueued (see the top)
+      if constexpr (internal::HasGpuScratch<Op>::value) {
+        const int64_t bytes = op_.GpuScratchBytes(DTypeOf<T>::value, params);
+        if (bytes > 0) {
+          OP_REQUIRES_OK(
+              context, context->allocate_temp(tensorflow::DT_INT8, tensorflow::TensorShape({bytes}),
+                                              &scratch));
+          call.scratch = scratch.data();
+          call.scratch_bytes = bytes;
+        }
+      }
       OPFORGE_OP_REQUIRES_OK(context, op_.Gpu(DTypeOf<T>::value, params, call, GpuStream(context)));
 #endif
     }

@@ -1,5 +1,6 @@
-"""The `opforge` command: doctor, verify, bench, check, the YOLO workflow (`opforge yolo ...`) and
-MFCCs back to audio (`opforge audio demo`, `opforge audio bench`)."""
+"""The `opforge` command: doctor, verify, bench (and bench paths, bench gpu), check, the YOLO
+workflow (`opforge yolo ...`) and MFCCs back to audio (`opforge audio demo`, `opforge audio
+bench`)."""
 from __future__ import annotations
 
 import argparse
@@ -15,6 +16,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         from opforge import paths
 
         return paths.main(argv[2:])
+    if argv[:2] == ["bench", "gpu"] or argv[:1] == ["gpu-bench"]:  # GPU kernels, its own options
+        from opforge import gpu_bench
+
+        return gpu_bench.main(argv[2:] if argv[0] == "bench" else argv[1:])
     parser = argparse.ArgumentParser(prog="opforge", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("doctor", help="build and runtime information; exits non-zero if the library cannot load")
@@ -27,7 +32,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     p_bench = sub.add_parser("bench", help="time ops against TensorFlow and tf.py_function")
     p_bench.add_argument("ops", nargs="*", help="ops to benchmark (default: all); or `paths`: the four ways to "
                                                 "write an activation, timed, and what each supports "
-                                                "(opforge bench paths --help)")
+                                                "(opforge bench paths --help); or `gpu`: the GPU kernels "
+                                                "against TensorFlow's and a device copy (opforge bench gpu "
+                                                "--help; also `opforge gpu-bench`)")
     p_bench.add_argument("--size", type=int, default=None,
                          help="elements in every case; model-shaped cases scale their batch "
                               "(default: each case's own size, 4M for element-wise ops)")

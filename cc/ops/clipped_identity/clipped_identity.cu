@@ -1,6 +1,8 @@
-// CUDA kernels of ClippedIdentity: grid-stride element-wise loops over the CPU kernels' element
-// formulas (clipped_identity_element.h: attrs rounded to the element type, one rounding per
-// product), so the results are the CPU kernels' bits.
+// CUDA kernels of ClippedIdentity: element-wise grid-stride loops (cuda::LaunchMap: 16-byte
+// vector loads and stores where the buffers are aligned, 32-bit index math below 2^31 elements)
+// over the CPU kernels' element formulas (clipped_identity_element.h: attrs rounded to the
+// element type, here once on the host, one rounding per product), so the results are the CPU
+// kernels' bits.
 #include "common/cuda_util.cuh"
 #include "ops/clipped_identity/clipped_identity.h"
 #include "ops/clipped_identity/clipped_identity_element.h"
@@ -9,56 +11,51 @@ namespace opforge {
 namespace {
 
 template <typename T>
-__global__ void ClippedIdentityForwardKernel(int64_t n, float lo_f, float hi_f, const T* x, T* y) {
+struct ForwardFn {
   using N = cuda::Num<T>;
-  using C = typename N::C;
-  const C lo = ClippedIdentityAttr<N>(lo_f);
-  const C hi = ClippedIdentityAttr<N>(hi_f);
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    y[i] = N::From(ClippedIdentityValue(N::To(x[i]), lo, hi));
-  }
-}
+  typename N::C lo, hi;
+  __device__ T operator()(T x) const { return N::From(ClippedIdentityValue(N::To(x), lo, hi)); }
+};
 
 template <typename T>
-__global__ void ClippedIdentityBackwardKernel(int64_t n, float lo_f, float hi_f, float leak_f,
-                                              const T* g, const T* x, T* dx) {
+struct BackwardFn {
   using N = cuda::Num<T>;
-  using C = typename N::C;
-  const C lo = ClippedIdentityAttr<N>(lo_f);
-  const C hi = ClippedIdentityAttr<N>(hi_f);
-  const C leak = ClippedIdentityAttr<N>(leak_f);
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    dx[i] = N::From(ClippedIdentityBackprop(N::To(g[i]), N::To(x[i]), lo, hi, leak));
+  typename N::C lo, hi, leak;
+  __device__ T operator()(T g, T x) const {
+    return N::From(ClippedIdentityBackprop(N::To(g), N::To(x), lo, hi, leak));
   }
-}
+};
 
 }  // namespace
 
 Status ClippedIdentityForwardGpu(DType dtype, const ClippedIdentityParams& params, const void* x,
                                  void* y, void* stream) {
   if (params.size == 0) return Status::Ok();
-  auto s = static_cast<cudaStream_t>(stream);
   return cuda::DispatchDType<false>(dtype, "ClippedIdentity", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    ClippedIdentityForwardKernel<T><<<cuda::Blocks(params.size), cuda::kThreads, 0, s>>>(
-        params.size, params.clip_min, params.clip_max, static_cast<const T*>(x),
-        static_cast<T*>(y));
-    return cuda::LaunchStatus("ClippedIdentity");
+    using N = cuda::Num<T>;
+    const ForwardFn<T> f{ClippedIdentityAttr<N>(params.clip_min),
+                         ClippedIdentityAttr<N>(params.clip_max)};
+    const T* in[1] = {static_cast<const T*>(x)};
+    const bool scalar[1] = {false};
+    return cuda::LaunchMap("ClippedIdentity", params.size, f, static_cast<T*>(y), in, scalar,
+                           static_cast<cudaStream_t>(stream));
   });
 }
 
 Status ClippedIdentityBackwardGpu(DType dtype, const ClippedIdentityParams& params, const void* g,
                                   const void* x, void* dx, void* stream) {
   if (params.size == 0) return Status::Ok();
-  auto s = static_cast<cudaStream_t>(stream);
   return cuda::DispatchDType<false>(dtype, "ClippedIdentityGrad", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    ClippedIdentityBackwardKernel<T><<<cuda::Blocks(params.size), cuda::kThreads, 0, s>>>(
-        params.size, params.clip_min, params.clip_max, params.leak, static_cast<const T*>(g),
-        static_cast<const T*>(x), static_cast<T*>(dx));
-    return cuda::LaunchStatus("ClippedIdentityGrad");
+    using N = cuda::Num<T>;
+    const BackwardFn<T> f{ClippedIdentityAttr<N>(params.clip_min),
+                          ClippedIdentityAttr<N>(params.clip_max),
+                          ClippedIdentityAttr<N>(params.leak)};
+    const T* in[2] = {static_cast<const T*>(g), static_cast<const T*>(x)};
+    const bool scalar[2] = {false, false};
+    return cuda::LaunchMap("ClippedIdentityGrad", params.size, f, static_cast<T*>(dx), in, scalar,
+                           static_cast<cudaStream_t>(stream));
   });
 }
 

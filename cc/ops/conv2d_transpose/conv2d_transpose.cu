@@ -1,153 +1,88 @@
-// CUDA kernels of Conv2DTranspose and its two gradients: direct kernels, one thread per result
-// element for the forward pass and the input gradient (gathering its sum in a fixed order), one
-// block per filter element for the filter gradient (a strided sum per thread, then a fixed
-// shared-memory tree). No atomics, so results are deterministic run to run. half and bfloat16
-// accumulate in float, as on the CPU; sums run in another order than the CPU's GEMM, so the two
-// agree to rounding, not bit for bit.
+// CUDA kernels of Conv2DTranspose and its two gradients; their bodies are in
+// conv2d_transpose_gpu.h (shared with the host-run tests). The forward pass and the input
+// gradient: one thread per result element, gathering its sum in a fixed order. The filter
+// gradient: a tiled matrix product per tap, split over slices of the pixels, with a second
+// kernel that adds the slices in order (see the header). No atomics: the same bits on every
+// run. half and bfloat16 accumulate in float, as on the CPU; the sums run in another order than
+// the CPU's GEMM, so the two agree to rounding, not bit for bit.
+#include <cstdint>
+#include <string>
+
 #include "common/cuda_util.cuh"
 #include "ops/conv2d_transpose/conv2d_transpose.h"
+#include "ops/conv2d_transpose/conv2d_transpose_gpu.h"
 
 namespace opforge {
 namespace {
 
-// The kernels' view of the params (passed by value; no host pointers).
-struct Geometry {
-  int64_t n, ih, iw, ci, oh, ow, co, fh, fw;
-  int64_t sh, sw, dh, dw, pt, pl;
-  bool nchw;
+using conv2d_transpose_gpu::FilterGradArgs;
+using conv2d_transpose_gpu::FilterGradPlan;
+using conv2d_transpose_gpu::Geometry;
+using conv2d_transpose_gpu::kFilterGradMaxStagePixels;
+using conv2d_transpose_gpu::kFilterGradThreads;
+using conv2d_transpose_gpu::kFilterGradTileElements;
+
+// The filter gradient's grid: enough blocks to fill any GPU several times over; a block takes
+// further units in a loop (the result does not depend on the grid).
+constexpr int64_t kFilterGradMaxBlocks = 8192;
+
+struct DeviceBlock {
+  __device__ int thread() const { return static_cast<int>(threadIdx.x); }
+  __device__ void sync() const { __syncthreads(); }
 };
 
-Geometry MakeGeometry(const Conv2DTransposeParams& p) {
-  return Geometry{p.batch,      p.in_h,     p.in_w,     p.in_c,     p.out_h,    p.out_w,
-                  p.out_c,      p.filter_h, p.filter_w, p.stride_h, p.stride_w, p.dilation_h,
-                  p.dilation_w, p.pad_top,  p.pad_left, p.nchw};
-}
-
-// Offset of (b, y, x, c) in a [n, h, w, c] image tensor of the data format.
-__device__ inline int64_t Offset(bool nchw, int64_t b, int64_t y, int64_t x, int64_t c, int64_t h,
-                                 int64_t w, int64_t ch) {
-  return nchw ? ((b * ch + c) * h + y) * w + x : ((b * h + y) * w + x) * ch + c;
-}
-
-// Splits a linear index in the data format's order into (b, y, x, c).
-__device__ inline void Split(bool nchw, int64_t i, int64_t h, int64_t w, int64_t ch, int64_t* b,
-                             int64_t* y, int64_t* x, int64_t* c) {
-  if (nchw) {
-    *x = i % w;
-    i /= w;
-    *y = i % h;
-    i /= h;
-    *c = i % ch;
-    *b = i / ch;
-  } else {
-    *c = i % ch;
-    i /= ch;
-    *x = i % w;
-    i /= w;
-    *y = i % h;
-    *b = i / h;
+template <typename T, typename Index>
+__global__ void ForwardKernel(Geometry<Index> g, Index total, const T* in, const T* filter,
+                              T* out) {
+  using N = cuda::Num<T>;
+  for (Index i = cuda::GridStart<Index>(), step = cuda::GridStep<Index>(); i < total;
+       i = cuda::GridNext(i, step, total)) {
+    out[i] = conv2d_transpose_gpu::ForwardElement<typename N::C, N>(g, i, in, filter);
   }
 }
 
-// The input position that output position o receives from tap f, or -1.
-__device__ inline int64_t Source(int64_t o, int64_t f, int64_t stride, int64_t pad,
-                                 int64_t dilation, int64_t size) {
-  const int64_t t = o + pad - f * dilation;
-  if (t < 0 || t % stride != 0) return -1;
-  const int64_t i = t / stride;
-  return i < size ? i : -1;
+template <typename T, typename Index>
+__global__ void InputGradKernel(Geometry<Index> g, Index total, const T* grad, const T* filter,
+                                T* grad_in) {
+  using N = cuda::Num<T>;
+  for (Index i = cuda::GridStart<Index>(), step = cuda::GridStep<Index>(); i < total;
+       i = cuda::GridNext(i, step, total)) {
+    grad_in[i] = conv2d_transpose_gpu::InputGradElement<typename N::C, N>(g, i, grad, filter);
+  }
 }
 
-template <typename T>
-__global__ void ForwardKernel(Geometry g, const T* in, const T* filter, T* out) {
+template <typename T, typename Index>
+__global__ void __launch_bounds__(kFilterGradThreads)
+    FilterGradKernel(Geometry<Index> g, FilterGradArgs<Index> a, const T* in, const T* grad,
+                     T* grad_filter, typename cuda::Num<T>::C* partial) {
   using N = cuda::Num<T>;
   using C = typename N::C;
-  const int64_t total = g.n * g.oh * g.ow * g.co;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    int64_t b, h, w, co;
-    Split(g.nchw, i, g.oh, g.ow, g.co, &b, &h, &w, &co);
-    C acc = 0;
-    for (int64_t fh = g.fh - 1; fh >= 0; --fh) {
-      const int64_t ih = Source(h, fh, g.sh, g.pt, g.dh, g.ih);
-      if (ih < 0) continue;
-      for (int64_t fw = g.fw - 1; fw >= 0; --fw) {
-        const int64_t iw = Source(w, fw, g.sw, g.pl, g.dw, g.iw);
-        if (iw < 0) continue;
-        const T* f = filter + ((fh * g.fw + fw) * g.co + co) * g.ci;
-        for (int64_t ci = 0; ci < g.ci; ++ci) {
-          acc += N::To(in[Offset(g.nchw, b, ih, iw, ci, g.ih, g.iw, g.ci)]) * N::To(f[ci]);
-        }
-      }
-    }
-    out[i] = N::From(acc);
+  __shared__ C tile[kFilterGradTileElements];
+  __shared__ Index g_off[kFilterGradMaxStagePixels];
+  __shared__ Index in_off[kFilterGradMaxStagePixels];
+  for (int64_t unit = blockIdx.x; unit < a.units; unit += gridDim.x) {
+    conv2d_transpose_gpu::FilterGradUnit<C, N>(DeviceBlock{}, g, a, unit, in, grad, grad_filter,
+                                               partial, tile, g_off, in_off);
   }
 }
 
-template <typename T>
-__global__ void InputGradKernel(Geometry g, const T* grad, const T* filter, T* grad_in) {
+template <typename T, typename Index>
+__global__ void FilterGradSumKernel(Index filter_size, Index slices,
+                                    const typename cuda::Num<T>::C* partial, T* grad_filter) {
   using N = cuda::Num<T>;
-  using C = typename N::C;
-  const int64_t total = g.n * g.ih * g.iw * g.ci;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    int64_t b, ih, iw, ci;
-    Split(g.nchw, i, g.ih, g.iw, g.ci, &b, &ih, &iw, &ci);
-    C acc = 0;
-    for (int64_t fh = 0; fh < g.fh; ++fh) {
-      const int64_t h = ih * g.sh - g.pt + fh * g.dh;
-      if (h < 0 || h >= g.oh) continue;
-      for (int64_t fw = 0; fw < g.fw; ++fw) {
-        const int64_t w = iw * g.sw - g.pl + fw * g.dw;
-        if (w < 0 || w >= g.ow) continue;
-        const T* f = filter + (fh * g.fw + fw) * g.co * g.ci + ci;
-        for (int64_t co = 0; co < g.co; ++co) {
-          acc += N::To(grad[Offset(g.nchw, b, h, w, co, g.oh, g.ow, g.co)]) * N::To(f[co * g.ci]);
-        }
-      }
-    }
-    grad_in[i] = N::From(acc);
+  for (Index e = cuda::GridStart<Index>(), step = cuda::GridStep<Index>(); e < filter_size;
+       e = cuda::GridNext(e, step, filter_size)) {
+    grad_filter[e] = conv2d_transpose_gpu::FilterGradSumElement<typename N::C, N, T>(
+        e, filter_size, slices, partial);
   }
 }
 
-constexpr int kReduceThreads = 256;
+// The accumulation type's size: double for double, float otherwise.
+int64_t AccumulatorBytes(DType dtype) { return dtype == DType::kDouble ? 8 : 4; }
 
-// One block per filter element (fh, fw, co, ci): threads stride over the input pixels, then a
-// shared-memory tree sums the partial sums in a fixed order.
-template <typename T>
-__global__ void FilterGradKernel(Geometry g, const T* in, const T* grad, T* grad_filter) {
-  using N = cuda::Num<T>;
-  using C = typename N::C;
-  __shared__ C partial[kReduceThreads];
-  const int64_t total = g.fh * g.fw * g.co * g.ci;
-  const int64_t pixels = g.n * g.ih * g.iw;
-  for (int64_t e = blockIdx.x; e < total; e += gridDim.x) {
-    const int64_t ci = e % g.ci;
-    const int64_t co = (e / g.ci) % g.co;
-    const int64_t tap = e / (g.ci * g.co);
-    const int64_t fh = tap / g.fw, fw = tap % g.fw;
-    C acc = 0;
-    for (int64_t q = threadIdx.x; q < pixels; q += blockDim.x) {
-      const int64_t iw = q % g.iw, ih = (q / g.iw) % g.ih, b = q / (g.iw * g.ih);
-      const int64_t h = ih * g.sh - g.pt + fh * g.dh;
-      const int64_t w = iw * g.sw - g.pl + fw * g.dw;
-      if (h < 0 || h >= g.oh || w < 0 || w >= g.ow) continue;
-      acc += N::To(grad[Offset(g.nchw, b, h, w, co, g.oh, g.ow, g.co)]) *
-             N::To(in[Offset(g.nchw, b, ih, iw, ci, g.ih, g.iw, g.ci)]);
-    }
-    partial[threadIdx.x] = acc;
-    __syncthreads();
-    for (int s = kReduceThreads / 2; s > 0; s /= 2) {
-      if (threadIdx.x < s) partial[threadIdx.x] += partial[threadIdx.x + s];
-      __syncthreads();
-    }
-    if (threadIdx.x == 0) grad_filter[e] = N::From(partial[0]);
-    __syncthreads();  // partial is reused by the next element
-  }
-}
-
-unsigned ReduceBlocks(int64_t n) {
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(n, int64_t{1} << 20)));
+// No pixel meets the output (an empty batch or image, or an empty output): the gradient is 0.
+bool FilterGradIsZero(const Conv2DTransposeParams& p) {
+  return p.batch * p.in_h * p.in_w == 0 || p.OutputSize() == 0;
 }
 
 }  // namespace
@@ -158,10 +93,13 @@ Status Conv2DTransposeForwardGpu(DType dtype, const Conv2DTransposeParams& p, co
   auto s = static_cast<cudaStream_t>(stream);
   return cuda::DispatchDType<false>(dtype, "Conv2DTranspose", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    ForwardKernel<T><<<cuda::Blocks(p.OutputSize()), cuda::kThreads, 0, s>>>(
-        MakeGeometry(p), static_cast<const T*>(input), static_cast<const T*>(filter),
-        static_cast<T*>(output));
-    return cuda::LaunchStatus("Conv2DTranspose");
+    return cuda::DispatchIndex(conv2d_transpose_gpu::LargestIndex(p, 0), [&](auto index_tag) {
+      using Index = typename decltype(index_tag)::type;
+      ForwardKernel<T, Index><<<cuda::Blocks(p.OutputSize()), cuda::kThreads, 0, s>>>(
+          conv2d_transpose_gpu::MakeGeometry<Index>(p), static_cast<Index>(p.OutputSize()),
+          static_cast<const T*>(input), static_cast<const T*>(filter), static_cast<T*>(output));
+      return cuda::LaunchStatus("Conv2DTranspose");
+    });
   });
 }
 
@@ -171,23 +109,68 @@ Status Conv2DTransposeInputGradGpu(DType dtype, const Conv2DTransposeParams& p, 
   auto s = static_cast<cudaStream_t>(stream);
   return cuda::DispatchDType<false>(dtype, "Conv2DTransposeInputGrad", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    InputGradKernel<T><<<cuda::Blocks(p.InputSize()), cuda::kThreads, 0, s>>>(
-        MakeGeometry(p), static_cast<const T*>(grad), static_cast<const T*>(filter),
-        static_cast<T*>(grad_input));
-    return cuda::LaunchStatus("Conv2DTransposeInputGrad");
+    return cuda::DispatchIndex(conv2d_transpose_gpu::LargestIndex(p, 0), [&](auto index_tag) {
+      using Index = typename decltype(index_tag)::type;
+      InputGradKernel<T, Index><<<cuda::Blocks(p.InputSize()), cuda::kThreads, 0, s>>>(
+          conv2d_transpose_gpu::MakeGeometry<Index>(p), static_cast<Index>(p.InputSize()),
+          static_cast<const T*>(grad), static_cast<const T*>(filter), static_cast<T*>(grad_input));
+      return cuda::LaunchStatus("Conv2DTransposeInputGrad");
+    });
   });
 }
 
+int64_t Conv2DTransposeFilterGradGpuScratchBytes(DType dtype, const Conv2DTransposeParams& p) {
+  if (p.FilterSize() == 0 || FilterGradIsZero(p)) return 0;
+  const FilterGradPlan plan = conv2d_transpose_gpu::MakeFilterGradPlan(p);
+  return conv2d_transpose_gpu::FilterGradScratchElements(plan, p) * AccumulatorBytes(dtype);
+}
+
 Status Conv2DTransposeFilterGradGpu(DType dtype, const Conv2DTransposeParams& p, const void* input,
-                                    const void* grad, void* grad_filter, void* stream) {
+                                    const void* grad, void* grad_filter, void* scratch,
+                                    int64_t scratch_bytes, void* stream) {
+  constexpr char kOp[] = "Conv2DTransposeFilterGrad";
   if (p.FilterSize() == 0) return Status::Ok();
   auto s = static_cast<cudaStream_t>(stream);
-  return cuda::DispatchDType<false>(dtype, "Conv2DTransposeFilterGrad", [&](auto tag) {
+  return cuda::DispatchDType<false>(dtype, kOp, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    FilterGradKernel<T><<<ReduceBlocks(p.FilterSize()), kReduceThreads, 0, s>>>(
-        MakeGeometry(p), static_cast<const T*>(input), static_cast<const T*>(grad),
-        static_cast<T*>(grad_filter));
-    return cuda::LaunchStatus("Conv2DTransposeFilterGrad");
+    using C = typename cuda::Num<T>::C;
+    if (FilterGradIsZero(p)) {
+      // All bits zero is +0 in every float type.
+      const cudaError_t err =
+          cudaMemsetAsync(grad_filter, 0, static_cast<size_t>(p.FilterSize()) * sizeof(T), s);
+      if (err != cudaSuccess) {
+        return Status::Internal(std::string(kOp) +
+                                ": cudaMemsetAsync failed: " + cudaGetErrorString(err));
+      }
+      return Status::Ok();
+    }
+    const FilterGradPlan plan = conv2d_transpose_gpu::MakeFilterGradPlan(p);
+    const int64_t scratch_elements = conv2d_transpose_gpu::FilterGradScratchElements(plan, p);
+    const int64_t need = scratch_elements * static_cast<int64_t>(sizeof(C));
+    if (need > 0 && (scratch == nullptr || scratch_bytes < need ||
+                     reinterpret_cast<uintptr_t>(scratch) % alignof(C) != 0)) {
+      return Status::Internal(std::string(kOp) + ": needs " + std::to_string(need) +
+                              " bytes of scratch memory aligned to " + std::to_string(alignof(C)) +
+                              ", got " + std::to_string(scratch_bytes));
+    }
+    C* partial = plan.slices > 1 ? static_cast<C*>(scratch) : nullptr;
+    return cuda::DispatchIndex(
+        conv2d_transpose_gpu::LargestIndex(p, scratch_elements), [&](auto index_tag) {
+          using Index = typename decltype(index_tag)::type;
+          const auto blocks =
+              static_cast<unsigned>(std::min<int64_t>(plan.units, kFilterGradMaxBlocks));
+          FilterGradKernel<T, Index><<<blocks, kFilterGradThreads, 0, s>>>(
+              conv2d_transpose_gpu::MakeGeometry<Index>(p),
+              conv2d_transpose_gpu::MakeFilterGradArgs<Index>(plan, p),
+              static_cast<const T*>(input), static_cast<const T*>(grad),
+              static_cast<T*>(grad_filter), partial);
+          OPFORGE_RETURN_IF_ERROR(cuda::LaunchStatus(kOp));
+          if (partial == nullptr) return Status::Ok();
+          FilterGradSumKernel<T, Index><<<cuda::Blocks(p.FilterSize()), cuda::kThreads, 0, s>>>(
+              static_cast<Index>(p.FilterSize()), static_cast<Index>(plan.slices), partial,
+              static_cast<T*>(grad_filter));
+          return cuda::LaunchStatus(kOp);
+        });
   });
 }
 

@@ -119,14 +119,21 @@ template <typename T>
 void Conv2DTransposeFilterGrad(const Conv2DTransposeParams& p, const T* input, const T* grad,
                                T* grad_filter, const Parallel& parallel);
 
-// CUDA versions (conv2d_transpose.cu), asynchronous on `stream`: direct kernels (one thread per
-// result element; one block per filter element for the filter gradient), no scratch memory.
+// CUDA versions (conv2d_transpose.cu, kernel bodies in conv2d_transpose_gpu.h), asynchronous on
+// `stream`. The forward pass and the input gradient: one thread per result element. The filter
+// gradient: a tiled product per tap, split over slices of the pixels and reduced in a fixed order
+// (deterministic); it needs Conv2DTransposeFilterGradGpuScratchBytes(dtype, p) bytes of device
+// scratch memory (0 for many shapes), aligned to 8 bytes and usable on `stream`, which the caller
+// provides (TensorFlow owns the GPU's memory: the binding takes it from allocate_temp). An empty
+// batch or image gives a zero filter gradient.
 Status Conv2DTransposeForwardGpu(DType dtype, const Conv2DTransposeParams& p, const void* input,
                                  const void* filter, void* output, void* stream);
 Status Conv2DTransposeInputGradGpu(DType dtype, const Conv2DTransposeParams& p, const void* grad,
                                    const void* filter, void* grad_input, void* stream);
+int64_t Conv2DTransposeFilterGradGpuScratchBytes(DType dtype, const Conv2DTransposeParams& p);
 Status Conv2DTransposeFilterGradGpu(DType dtype, const Conv2DTransposeParams& p, const void* input,
-                                    const void* grad, void* grad_filter, void* stream);
+                                    const void* grad, void* grad_filter, void* scratch,
+                                    int64_t scratch_bytes, void* stream);
 
 }  // namespace opforge
 

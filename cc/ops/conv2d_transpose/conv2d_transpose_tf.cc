@@ -277,8 +277,13 @@ struct Conv2DTransposeFilterGradOp : Conv2DTransposeAttrOp {
   void Cpu(const Params& p, const TfCall& call, const Parallel& parallel) const {
     Conv2DTransposeFilterGrad<T>(p, call.in<T>(0), call.in<T>(2), call.out<T>(0), parallel);
   }
+  // The GPU's slice sums (0 bytes for many shapes), allocated by TfKernel.
+  int64_t GpuScratchBytes(DType dtype, const Params& p) const {
+    return Conv2DTransposeFilterGradGpuScratchBytes(dtype, p);
+  }
   Status Gpu(DType dtype, const Params& p, const TfCall& call, void* stream) const {
-    return Conv2DTransposeFilterGradGpu(dtype, p, call.in(0), call.in(2), call.out(0), stream);
+    return Conv2DTransposeFilterGradGpu(dtype, p, call.in(0), call.in(2), call.out(0),
+                                        call.scratch, call.scratch_bytes, stream);
   }
 };
 

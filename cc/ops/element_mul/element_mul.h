@@ -1,7 +1,8 @@
 // ElementMul: out = a * b with NumPy broadcasting, and its gradient, which sums over the
 // dimensions each operand was broadcast along. Matches tf.multiply bit for bit in the forward
-// pass; the gradient of operands that were not broadcast is bit-exact too (one product each),
-// broadcast ones are sums whose order differs from TensorFlow's reduction.
+// pass; the gradient of operands with nothing to sum is bit-exact too (one product each, -0
+// included), broadcast ones are sums in an order of their own (element_mul_reduce.h), the same
+// on the CPU and the GPU, that differs from TensorFlow's reduction.
 //
 // Every dtype tf.multiply takes on the CPU: integers of every width wrap on overflow; complex
 // products use the plain formula (common/scalar.h's Mul), which is TensorFlow's wherever its
@@ -58,13 +59,27 @@ void ElementMulBackward(const BroadcastPlan& plan, const T* grad, const T* a, co
                         T* grad_b, const Parallel& parallel);
 
 // CUDA versions (element_mul.cu), asynchronous on `stream`. The collapsed plan may have at most
-// kElementMulGpuMaxDims dimensions.
+// kElementMulGpuMaxDims dimensions. The gradient's sums follow the CPU kernel's order (see
+// element_mul_reduce.h): the same bits.
 constexpr int kElementMulGpuMaxDims = 8;
 Status ElementMulForwardGpu(DType dtype, const BroadcastPlan& plan, const void* a, const void* b,
                             void* out, void* stream);
+
+// A few targets with long sums (such as the gradient of x * scalar) are summed in two passes,
+// segments spread over the whole GPU and then their values combined, which needs device scratch:
+// ElementMulBackwardGpuWorkspaceBytes bytes (0 when the plan has no use for it), aligned to 16.
+// The first form allocates it on the stream (cudaMallocAsync, freed on the stream after use);
+// the second takes the caller's (a TensorFlow temporary, say) and allocates nothing. Without
+// enough scratch (an allocation that fails, too small a workspace) each target is summed by one
+// block instead: the same bits, more slowly when there are few targets.
+int64_t ElementMulBackwardGpuWorkspaceBytes(DType dtype, const BroadcastPlan& plan, bool grad_a,
+                                            bool grad_b);
 Status ElementMulBackwardGpu(DType dtype, const BroadcastPlan& plan, const void* grad,
                              const void* a, const void* b, void* grad_a, void* grad_b,
                              void* stream);
+Status ElementMulBackwardGpu(DType dtype, const BroadcastPlan& plan, const void* grad,
+                             const void* a, const void* b, void* grad_a, void* grad_b, void* stream,
+                             void* workspace, int64_t workspace_bytes);
 
 }  // namespace opforge
 

@@ -1,7 +1,9 @@
 // Tests of the ElementMul core: validation messages, the forward kernel against a naive
 // broadcast loop (bit-exact, integers wrapping), the gradient against a naive loop that sums in
 // double (exact for integers and for operands that were not broadcast), and identical bits for
-// every thread count.
+// every thread count. Then the summation order of element_mul_reduce.h, which the CUDA kernels
+// share: the CPU kernel follows it bit for bit, the pieces the GPU assembles (its 32-bit
+// divisions, index maps and shortcuts) give the same bits on the host.
 //
 // The naive loops work on the full, uncollapsed shapes: each output multi-index is mapped to
 // each operand by the NumPy rule, independently of the plan's collapsed strides.
@@ -10,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <cmath>
 #include <complex>
 #include <cstdint>
@@ -23,10 +26,12 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/arith.h"
 #include "common/broadcast_plan.h"
 #include "common/parallel.h"
 #include "common/status.h"
 #include "common/test_util.h"
+#include "ops/element_mul/element_mul_reduce.h"
 
 namespace opforge {
 namespace {
@@ -649,6 +654,306 @@ TYPED_TEST(ElementMulComplexTest, ThreadCountsGiveIdenticalBits) {
       EXPECT_EQ(std::memcmp(gb.data(), gb0.data(), gb.size() * sizeof(C)), 0);
     }
   }
+}
+
+// --- the gradient of an operand with nothing to sum ---------------------------------------------
+
+// Every dimension an operand was broadcast along has size 1 (both operands scalars, say): its
+// gradient is the product itself, as TensorFlow's, so g = 1 times b = -0 is -0, not 0 + -0 = +0.
+TYPED_TEST(ElementMulKernelTest, NothingSummedKeepsTheSignOfZero) {
+  using T = TypeParam;
+  if constexpr (!kIsInt<T>) {
+    const std::pair<Shape, Shape> cases[] = {
+        {{}, {}}, {{1}, {}}, {{}, {1, 1}}, {{1, 1}, {1}}, {{1, 3}, {1, 3}}, {{2, 1, 3}, {2, 1, 3}}};
+    for (const auto& [as, bs] : cases) {
+      SCOPED_TRACE(ShapeString(as) + " * " + ShapeString(bs));
+      const BroadcastPlan plan = PlanOrDie(as, bs);
+      // grad_a = g * b with b = -0; grad_b = a * g with g = -0 where a = 1 (and +0 where a = -1
+      // makes the sign positive again: -1 * -0).
+      const std::vector<T> b(NumElements(bs), static_cast<T>(-0.0f));
+      std::vector<T> a(NumElements(as), static_cast<T>(1.0f));
+      a[0] = static_cast<T>(-1.0f);
+      std::vector<T> g(plan.out_size, static_cast<T>(1.0f));
+      std::vector<T> ga(a.size(), static_cast<T>(77)), gb(b.size(), static_cast<T>(77));
+      ElementMulBackward<T>(plan, g.data(), a.data(), b.data(), ga.data(), gb.data(),
+                            SerialParallel());
+      for (size_t i = 0; i < ga.size(); ++i) {
+        EXPECT_EQ(Bits(ga[i]), Bits(static_cast<T>(-0.0f))) << "grad_a[" << i << "]";
+      }
+      g.assign(plan.out_size, static_cast<T>(-0.0f));
+      ElementMulBackward<T>(plan, g.data(), a.data(), b.data(), nullptr, gb.data(),
+                            ThreadParallel(2));
+      for (size_t i = 0; i < gb.size(); ++i) {
+        // Operands of equal shapes: gb[i] = a[i] * -0.
+        const T want = static_cast<T>(i == 0 ? 0.0f : -0.0f);
+        EXPECT_EQ(Bits(gb[i]), Bits(want)) << "grad_b[" << i << "]";
+      }
+    }
+  }
+}
+
+// A sum of several -0 products is +0 (sums start from +0), as TensorFlow's reduce_sum.
+TYPED_TEST(ElementMulKernelTest, SumsOfNegativeZerosArePositiveZero) {
+  using T = TypeParam;
+  if constexpr (!kIsInt<T>) {
+    for (const auto& [as, bs] : std::vector<std::pair<Shape, Shape>>{
+             {{3, 1}, {1}}, {{5000}, {}}, {{700, 3}, {3}}, {{3, 40}, {3, 1}}}) {
+      SCOPED_TRACE(ShapeString(as) + " * " + ShapeString(bs));
+      const BroadcastPlan plan = PlanOrDie(as, bs);
+      const std::vector<T> a(NumElements(as), static_cast<T>(1.0f));
+      const std::vector<T> b(NumElements(bs), static_cast<T>(1.0f));
+      const std::vector<T> g(plan.out_size, static_cast<T>(-0.0f));
+      std::vector<T> gb(b.size(), static_cast<T>(77));
+      ElementMulBackward<T>(plan, g.data(), a.data(), b.data(), nullptr, gb.data(),
+                            SerialParallel());
+      for (size_t i = 0; i < gb.size(); ++i) EXPECT_EQ(Bits(gb[i]), Bits(static_cast<T>(0.0f)));
+    }
+  }
+}
+
+// --- the summation order (element_mul_reduce.h) -------------------------------------------------
+
+TEST(ElementMulOrderTest, Int32DividerIsExact) {
+  std::vector<int32_t> divisors;
+  for (int32_t d = 1; d <= 3000; ++d) divisors.push_back(d);
+  for (int k = 2; k <= 30; ++k) {
+    for (int64_t d : {(int64_t{1} << k) - 1, int64_t{1} << k, (int64_t{1} << k) + 1}) {
+      divisors.push_back(static_cast<int32_t>(d));
+    }
+  }
+  divisors.push_back(INT32_MAX);
+  divisors.push_back(INT32_MAX - 1);
+  divisors.push_back(46341);  // about sqrt(2^31)
+  std::mt19937_64 rng(301);
+  std::uniform_int_distribution<int32_t> any(1, INT32_MAX);
+  for (int i = 0; i < 3000; ++i) divisors.push_back(any(rng));
+  int64_t checked = 0;
+  for (const int32_t d : divisors) {
+    const mul_grad::Divider<int32_t> div(d);
+    ASSERT_EQ(div.Value(), d);
+    std::vector<int32_t> ns = {0, 1, 2, INT32_MAX, INT32_MAX - 1, d - 1, d};
+    if (d < INT32_MAX) ns.push_back(d + 1);
+    for (int64_t m : {int64_t{2}, int64_t{3}, int64_t{1000}, int64_t{INT32_MAX} / d}) {
+      for (int64_t off : {int64_t{-1}, int64_t{0}, int64_t{1}}) {
+        const int64_t n = m * d + off;
+        if (n >= 0 && n <= INT32_MAX) ns.push_back(static_cast<int32_t>(n));
+      }
+    }
+    for (int i = 0; i < 40; ++i) ns.push_back(any(rng) - 1);
+    for (const int32_t n : ns) {
+      ASSERT_EQ(div.Div(n), n / d) << n << " / " << d;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 100000);
+}
+
+// Index maps (32-bit and 64-bit) and the cursor that walks them with additions only, against a
+// plain row-major decomposition.
+TEST(ElementMulOrderTest, IndexMapsAndCursorsMatchARowMajorWalk) {
+  std::mt19937_64 rng(302);
+  for (int iter = 0; iter < 300; ++iter) {
+    const int rank = 1 + static_cast<int>(rng() % mul_grad::kMaxDims);
+    std::vector<int64_t> dims(rank), s1(rank), s2(rank);
+    int64_t n = 1;
+    for (int d = 0; d < rank; ++d) {
+      dims[d] = 1 + static_cast<int64_t>(rng() % (rank > 4 ? 4 : 9));
+      s1[d] = static_cast<int64_t>(rng() % 50);
+      s2[d] = static_cast<int64_t>(rng() % 50);
+      n *= dims[d];
+    }
+    mul_grad::IndexMap<int32_t> m32;
+    mul_grad::IndexMap<int64_t> m64;
+    for (int d = 0; d < rank; ++d) {
+      m32.Push(dims[d], s1[d], s2[d]);
+      m64.Push(dims[d], s1[d], s2[d]);
+    }
+    mul_grad::IndexCursor<int64_t> cursor;
+    const int64_t start = static_cast<int64_t>(rng() % static_cast<uint64_t>(n));
+    cursor.Start(m64, start);
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t rem = i, want1 = 0, want2 = 0;
+      for (int d = rank - 1; d >= 0; --d) {
+        want1 += rem % dims[d] * s1[d];
+        want2 += rem % dims[d] * s2[d];
+        rem /= dims[d];
+      }
+      int32_t a32, b32;
+      int64_t a64, b64;
+      m32.Map(static_cast<int32_t>(i), &a32, &b32);
+      m64.Map(i, &a64, &b64);
+      ASSERT_EQ(a32, want1);
+      ASSERT_EQ(b32, want2);
+      ASSERT_EQ(a64, want1);
+      ASSERT_EQ(b64, want2);
+      if (i >= start) {
+        ASSERT_EQ(cursor.o1, want1) << "cursor at " << i << " from " << start;
+        ASSERT_EQ(cursor.o2, want2);
+        if (i + 1 < n) cursor.Next(m64);
+      }
+    }
+  }
+}
+
+// The CPU's element converter for the shared templates (the GPU's is cuda::Num).
+template <typename T>
+struct CpuNum {
+  using C = Acc<T>;
+  static C To(T v) { return static_cast<C>(v); }
+};
+
+template <typename T>
+class ElementMulOrderTest : public ::testing::Test {};
+using OrderTypes =
+    ::testing::Types<float, double, Eigen::half, Eigen::bfloat16, int64_t, std::complex<float>>;
+TYPED_TEST_SUITE(ElementMulOrderTest, OrderTypes, TypeNames);
+
+// Ordinary values (in which every change of order shows), or with `specials` also infinities,
+// NaN, -0 and subnormals mixed in (which turn most long sums into NaN or infinity).
+template <typename T>
+std::vector<T> OrderInputs(std::mt19937_64& rng, int64_t n, bool specials) {
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::vector<T> v(static_cast<size_t>(n));
+  if constexpr (IsComplex<T>::value) {
+    using R = typename T::value_type;
+    for (auto& x : v) x = T(static_cast<R>(normal(rng)), static_cast<R>(normal(rng)));
+  } else if constexpr (kIsInt<T>) {
+    v = RandomVector<T>(rng, n);
+  } else if (specials) {
+    v = RandomVector<T>(rng, n, Specials<T>());
+  } else {
+    for (auto& x : v) x = static_cast<T>(static_cast<float>(normal(rng)));
+  }
+  return v;
+}
+
+template <typename T>
+std::string Show(const T& v) {
+  if constexpr (IsComplex<T>::value) {
+    return "(" + Describe(v.real()) + ", " + Describe(v.imag()) + ")";
+  } else {
+    return Describe(v);
+  }
+}
+
+template <typename T>
+bool SameBits(const T& x, const T& y) {
+  if constexpr (IsComplex<T>::value) {
+    return SameBits(x.real(), y.real()) && SameBits(x.imag(), y.imag());
+  } else if constexpr (kIsInt<T>) {
+    return x == y;
+  } else {
+    return Bits(x) == Bits(y) || (test::IsNan(x) && test::IsNan(y));
+  }
+}
+
+// Shapes that reach every path: one or many segments, in lane order (innermost dimension
+// reduced) and row order (kept), few targets (the CPU sums segments in parallel) and many, one
+// reduced dimension and several, sums of at most 32 terms.
+std::vector<std::pair<Shape, Shape>> OrderCases(std::mt19937_64& rng) {
+  std::vector<std::pair<Shape, Shape>> cases = {
+      {{100003}, {}},             // lane order, 1 target, 49 segments
+      {{300, 4100}, {300, 1}},    // lane order, 300 targets, 3 segments
+      {{5000, 3}, {3}},           // row order, 3 targets, 10 segments
+      {{1100, 300}, {300}},       // row order, 300 targets, 3 segments
+      {{3, 1, 5000}, {1, 7, 1}},  // b: lane order over two reduced dimensions
+      {{64, 1, 33, 1}, {1, 40, 1, 70}},
+      {{2, 40}, {2, 1}},            // 40 terms, one segment
+      {{1000, 2}, {1000, 1}},       // 2 terms
+      {{999, 31}, {999, 1}},        // 31 terms
+      {{5, 32}, {1, 1}},            // 160 terms, a scalar-like operand
+      {{70000, 1}, {1, 1}},         // collapses to one dimension: 35 segments
+      {{17, 1, 513}, {1, 9, 513}},  // row order, 513 terms (two segments) for a
+      {{2, 3, 4}, {1}},
+  };
+  for (int i = 0; i < 40; ++i) {
+    const ShapePair p = RandomShapePair(rng, 6, 20000, /*zero_percent=*/0);
+    cases.push_back({p.a, p.b});
+  }
+  return cases;
+}
+
+// The CPU kernel's bits are those of SumInOrder, the order written step by step; so are the
+// shortcuts the GPU kernels take (at most 32 terms, one segment) and the 32-bit index maps.
+TYPED_TEST(ElementMulOrderTest, CpuKernelAndGpuPiecesFollowTheOrder) {
+  using T = TypeParam;
+  using N = CpuNum<T>;
+  using A = typename N::C;
+  std::mt19937_64 rng(303);
+  int64_t checked = 0, shortcuts = 0;
+  const auto cases = OrderCases(rng);
+  for (size_t c = 0; c < 2 * cases.size(); ++c) {
+    const auto& [as, bs] = cases[c / 2];
+    const bool specials = c % 2 == 1;
+    SCOPED_TRACE(ShapeString(as) + " * " + ShapeString(bs) + (specials ? " with specials" : ""));
+    const BroadcastPlan plan = PlanOrDie(as, bs);
+    if (plan.dims.size() > static_cast<size_t>(mul_grad::kMaxDims)) continue;
+    const auto a = OrderInputs<T>(rng, NumElements(as), specials);
+    const auto b = OrderInputs<T>(rng, NumElements(bs), specials);
+    const auto g = OrderInputs<T>(rng, plan.out_size, specials);
+    std::vector<T> ga(a.size()), gb(b.size());
+    ElementMulBackward<T>(plan, g.data(), a.data(), b.data(), ga.data(), gb.data(),
+                          ThreadParallel(3));
+    for (const bool for_a : {true, false}) {
+      const auto& ts = for_a ? plan.a_strides : plan.b_strides;
+      const auto& os = for_a ? plan.b_strides : plan.a_strides;
+      const T* other = for_a ? b.data() : a.data();
+      const std::vector<T>& got = for_a ? ga : gb;
+      const auto geo = mul_grad::MakeGeometry<int64_t>(plan.dims, ts, os);
+      const auto geo32 = mul_grad::MakeGeometry<int32_t>(plan.dims, ts, os);
+      if (geo.terms <= 1) continue;  // a product, not a sum
+      for (int64_t t = 0; t < geo.targets; ++t) {
+        const A want = mul_grad::SumInOrder<N>(geo, g.data(), other, t);
+        ASSERT_TRUE(SameBits(got[t], static_cast<T>(want)))
+            << (for_a ? "grad_a[" : "grad_b[") << t << "]: cpu " << Show(got[t]) << ", order "
+            << Show(static_cast<T>(want));
+        ASSERT_TRUE(SameBits(static_cast<T>(mul_grad::SumInOrder<N>(geo32, g.data(), other,
+                                                                    static_cast<int32_t>(t))),
+                             static_cast<T>(want)));
+        ++checked;
+        int64_t gbase, obase;
+        geo.kept.Map(t, &gbase, &obase);
+        if (geo.lane_order && geo.terms <= mul_grad::kLanes && geo.reduced.rank == 1) {
+          ASSERT_TRUE(SameBits(
+              static_cast<T>(mul_grad::SmallLaneSum<N>(geo, g.data(), other, gbase, obase)),
+              static_cast<T>(want)));
+          ++shortcuts;
+        }
+        if (geo.segments == 1) {
+          A one;
+          if (geo.lane_order) {
+            A lanes[mul_grad::kLanes];
+            for (int j = 0; j < mul_grad::kLanes; ++j) {
+              lanes[j] = mul_grad::LaneSum<N>(geo, g.data(), other, gbase, obase, int64_t{0}, j);
+            }
+            one = mul_grad::Tree32(lanes);
+          } else {
+            one = mul_grad::RowSum<N>(geo, g.data(), other, gbase, obase, int64_t{0});
+          }
+          ASSERT_TRUE(SameBits(static_cast<T>(one), static_cast<T>(want)));
+          ++shortcuts;
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 1000);
+  EXPECT_GT(shortcuts, 100);
+}
+
+// More accurate than one running sum: 2^20 equal terms in float are exact here (1 + 1 + ... in
+// float stops growing at 2^24, but the error of a running sum of 0.1s is already visible).
+TEST(ElementMulOrderTest, LongSumsAreAccurate) {
+  const int64_t n = 1 << 20;
+  const BroadcastPlan plan = PlanOrDie({n}, {});
+  const std::vector<float> a(n, 0.1f), g(n, 1.0f);
+  const float b = 1.0f;
+  float gb = 0;
+  ElementMulBackward<float>(plan, g.data(), a.data(), &b, nullptr, &gb, ThreadParallel(2));
+  const double exact = static_cast<double>(0.1f) * n;
+  EXPECT_NEAR(gb, exact, exact * 1e-6);
+  float running = 0;
+  for (int64_t i = 0; i < n; ++i) running += 0.1f;
+  EXPECT_GT(std::fabs(running - exact), exact * 1e-4);  // what the order avoids
 }
 
 }  // namespace

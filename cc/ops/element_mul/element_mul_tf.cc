@@ -105,12 +105,18 @@ struct ElementMulGradOp {
     if (T* gb = call.out<T>(1)) ElementMulBackward<T>(plan, g, a, b, nullptr, gb, parallel);
     if (T* ga = call.out<T>(0)) ElementMulBackward<T>(plan, g, a, b, ga, nullptr, parallel);
   }
+  // The two-pass reduction's scratch (0 bytes for most plans), allocated by TfKernel from
+  // TensorFlow's allocator: never cudaMallocAsync beside TensorFlow's memory pool.
+  int64_t GpuScratchBytes(DType dtype, const Params& plan) const {
+    return ElementMulBackwardGpuWorkspaceBytes(dtype, plan, need_a, need_b);
+  }
   Status Gpu(DType dtype, const Params& plan, const TfCall& call, void* stream) const {
-    // One stream: the two launches run in order.
+    // One stream: the two launches run in order, so they can share the scratch.
     OPFORGE_RETURN_IF_ERROR(ElementMulBackwardGpu(dtype, plan, call.in(0), call.in(1), call.in(2),
-                                                  nullptr, call.out(1), stream));
+                                                  nullptr, call.out(1), stream, call.scratch,
+                                                  call.scratch_bytes));
     return ElementMulBackwardGpu(dtype, plan, call.in(0), call.in(1), call.in(2), call.out(0),
-                                 nullptr, stream);
+                                 nullptr, stream, call.scratch, call.scratch_bytes);
   }
 };
 

@@ -81,14 +81,19 @@ void BatchNormLeakyBackward(const BatchNormLeakyParams& params, const T* dy, con
                             const Parallel& parallel);
 
 // CUDA versions (fused_batch_norm_leaky_relu.cu), asynchronous on `stream`; the same bits as
-// the CPU kernels. gamma, beta and the statistics are float (double for double x).
+// the CPU kernels. gamma, beta and the statistics are float (double for double x). Each needs
+// device scratch memory of the size its *ScratchBytes function gives (the per-chunk partial sums
+// and per-channel factors), from the caller: in TensorFlow the binding allocates it from
+// TensorFlow's allocator, which owns the GPU's memory. Too little is an error.
+int64_t BatchNormLeakyForwardGpuScratchBytes(DType dtype, const BatchNormLeakyParams& params);
+int64_t BatchNormLeakyBackwardGpuScratchBytes(DType dtype, const BatchNormLeakyParams& params);
 Status BatchNormLeakyForwardGpu(DType dtype, const BatchNormLeakyParams& params, const void* x,
                                 const void* gamma, const void* beta, void* y, void* mean,
-                                void* variance, void* stream);
+                                void* variance, void* scratch, int64_t scratch_bytes, void* stream);
 Status BatchNormLeakyBackwardGpu(DType dtype, const BatchNormLeakyParams& params, const void* dy,
                                  const void* x, const void* gamma, const void* beta,
                                  const void* mean, const void* variance, void* dx, void* dgamma,
-                                 void* dbeta, void* stream);
+                                 void* dbeta, void* scratch, int64_t scratch_bytes, void* stream);
 
 }  // namespace opforge
 

@@ -127,9 +127,14 @@ struct BatchNormLeakyOp {
     BatchNormLeakyForward<T>(p, call.in<T>(0), call.in<U>(1), call.in<U>(2), call.out<T>(0),
                              call.out<U>(1), call.out<U>(2), parallel);
   }
+  // The statistics' partial sums, allocated by TfKernel from TensorFlow's allocator.
+  int64_t GpuScratchBytes(DType dtype, const Params& p) const {
+    return BatchNormLeakyForwardGpuScratchBytes(dtype, p);
+  }
   Status Gpu(DType dtype, const Params& p, const TfCall& call, void* stream) const {
     return BatchNormLeakyForwardGpu(dtype, p, call.in(0), call.in(1), call.in(2), call.out(0),
-                                    call.out(1), call.out(2), stream);
+                                    call.out(1), call.out(2), call.scratch, call.scratch_bytes,
+                                    stream);
   }
 };
 
@@ -158,10 +163,13 @@ struct BatchNormLeakyGradOp {
                               call.in<U>(4), call.in<U>(5), call.out<T>(0), call.out<U>(1),
                               call.out<U>(2), parallel);
   }
+  int64_t GpuScratchBytes(DType dtype, const Params& p) const {
+    return BatchNormLeakyBackwardGpuScratchBytes(dtype, p);
+  }
   Status Gpu(DType dtype, const Params& p, const TfCall& call, void* stream) const {
     return BatchNormLeakyBackwardGpu(dtype, p, call.in(0), call.in(1), call.in(2), call.in(3),
                                      call.in(4), call.in(5), call.out(0), call.out(1), call.out(2),
-                                     stream);
+                                     call.scratch, call.scratch_bytes, stream);
   }
 };
 

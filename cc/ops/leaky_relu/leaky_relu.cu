@@ -1,5 +1,7 @@
-// CUDA kernels of LeakyReLU: grid-stride element-wise loops over the CPU kernel's element
-// formulas (leaky_relu_element.h: alpha rounded to the element type, one rounding per product).
+// CUDA kernels of LeakyReLU: element-wise grid-stride loops (cuda::LaunchElementwise: 16-byte
+// vector loads and stores where the buffers are aligned, 32-bit index math below 2^31 elements)
+// over the CPU kernel's element formulas (leaky_relu_element.h: alpha rounded to the element
+// type, here once on the host, one rounding per product): the CPU's bits.
 #include "common/cuda_util.cuh"
 #include "ops/leaky_relu/leaky_relu.h"
 #include "ops/leaky_relu/leaky_relu_element.h"
@@ -7,61 +9,71 @@
 namespace opforge {
 namespace {
 
+// y = leaky_relu(x) and, where mask is not null, mask = x > 0 ? 1 : alpha. y may alias x.
 template <typename T>
-__global__ void LeakyReluForwardKernel(int64_t n, float alpha_f, const T* x, T* y, T* mask) {
+struct ForwardBody {
   using N = cuda::Num<T>;
   using C = typename N::C;
-  const C alpha = LeakyReluSlope<N>(alpha_f);
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  const T* x;
+  T* y;
+  T* mask;
+  C alpha;
+
+  template <typename Index>
+  __device__ void Scalar(Index i) const {
     const C c = N::To(x[i]);
-    y[i] = N::From(LeakyReluValue(c, alpha));
     if (mask != nullptr) mask[i] = N::From(LeakyReluMask(c, alpha));
+    y[i] = N::From(LeakyReluValue(c, alpha));
   }
-}
+  template <typename Index>
+  __device__ void Vector(Index i) const {
+    constexpr int kN = cuda::VecWidth<T>();
+    const cuda::Vec<T, kN> xv = cuda::LoadVec<kN>(x + i);
+    cuda::Vec<T, kN> yv, mv;
+#pragma unroll
+    for (int k = 0; k < kN; ++k) {
+      const C c = N::To(xv.v[k]);
+      yv.v[k] = N::From(LeakyReluValue(c, alpha));
+      mv.v[k] = N::From(LeakyReluMask(c, alpha));
+    }
+    if (mask != nullptr) cuda::StoreVec(mask + i, mv);
+    cuda::StoreVec(y + i, yv);
+  }
+};
 
 template <typename T>
-__global__ void LeakyReluBackwardKernel(int64_t n, float alpha_f, const T* g, const T* x, T* dx) {
+struct BackwardFn {
   using N = cuda::Num<T>;
-  using C = typename N::C;
-  const C alpha = LeakyReluSlope<N>(alpha_f);
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    dx[i] = N::From(LeakyReluBackprop(N::To(g[i]), N::To(x[i]), alpha));
+  typename N::C alpha;
+  __device__ T operator()(T g, T x) const {
+    return N::From(LeakyReluBackprop(N::To(g), N::To(x), alpha));
   }
-}
-
-template <typename T>
-Status Forward(const LeakyReluParams& p, const void* x, void* y, void* mask, cudaStream_t s) {
-  LeakyReluForwardKernel<T><<<cuda::Blocks(p.size), cuda::kThreads, 0, s>>>(
-      p.size, p.alpha, static_cast<const T*>(x), static_cast<T*>(y), static_cast<T*>(mask));
-  return cuda::LaunchStatus("LeakyRelu");
-}
-
-template <typename T>
-Status Backward(const LeakyReluParams& p, const void* g, const void* x, void* dx, cudaStream_t s) {
-  LeakyReluBackwardKernel<T><<<cuda::Blocks(p.size), cuda::kThreads, 0, s>>>(
-      p.size, p.alpha, static_cast<const T*>(g), static_cast<const T*>(x), static_cast<T*>(dx));
-  return cuda::LaunchStatus("LeakyReluGrad");
-}
+};
 
 }  // namespace
 
 Status LeakyReluForwardGpu(DType dtype, const LeakyReluParams& params, const void* x, void* y,
                            void* mask, void* stream) {
   if (params.size == 0) return Status::Ok();
-  auto s = static_cast<cudaStream_t>(stream);
   return cuda::DispatchDType<false>(dtype, "LeakyRelu", [&](auto tag) {
-    return Forward<typename decltype(tag)::type>(params, x, y, mask, s);
+    using T = typename decltype(tag)::type;
+    const ForwardBody<T> body{static_cast<const T*>(x), static_cast<T*>(y), static_cast<T*>(mask),
+                              LeakyReluSlope<cuda::Num<T>>(params.alpha)};
+    return cuda::LaunchElementwise<T>("LeakyRelu", params.size, body, {x, y, mask},
+                                      static_cast<cudaStream_t>(stream));
   });
 }
 
 Status LeakyReluBackwardGpu(DType dtype, const LeakyReluParams& params, const void* g,
                             const void* x, void* dx, void* stream) {
   if (params.size == 0) return Status::Ok();
-  auto s = static_cast<cudaStream_t>(stream);
   return cuda::DispatchDType<false>(dtype, "LeakyReluGrad", [&](auto tag) {
-    return Backward<typename decltype(tag)::type>(params, g, x, dx, s);
+    using T = typename decltype(tag)::type;
+    const T* in[2] = {static_cast<const T*>(g), static_cast<const T*>(x)};
+    const bool scalar[2] = {false, false};
+    return cuda::LaunchMap("LeakyReluGrad", params.size,
+                           BackwardFn<T>{LeakyReluSlope<cuda::Num<T>>(params.alpha)},
+                           static_cast<T*>(dx), in, scalar, static_cast<cudaStream_t>(stream));
   });
 }
 

@@ -5,6 +5,11 @@
 // One allowance: a NaN result may have other bits on the GPU (CUDA arithmetic returns the
 // canonical NaN, x86 keeps the NaN operand's payload), so NaN matches any NaN. Every other value,
 // signed zeros and infinities included, must match bit for bit.
+//
+// The kernels run on a non-blocking stream, as TensorFlow's, and the tests wait for that stream
+// only. Inputs: every bit pattern of half and bfloat16, special values in both the gradient and
+// the features of the backward pass; buffers aligned (16-byte vectors and a tail) and not (the
+// scalar path); in place; empty; more elements than one grid; more than 2^31 elements.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -28,13 +33,14 @@ namespace opforge {
 namespace {
 
 using test::BitPatternInputs;
+using test::CopyFromDeviceOn;
+using test::CopyToDeviceOn;
 using test::DeviceBuffer;
-using test::Download;
+using test::DownloadOn;
 using test::FloatTypes;
 using test::SameBitsOrBothNan;
-using test::Sync;
 using test::TypeNames;
-using test::Upload;
+using test::UploadOn;
 
 constexpr float kAlphas[] = {0.0f, 0.2f, 1.5f, -0.3f};
 
@@ -57,62 +63,81 @@ template <typename T>
 class LeakyReluCudaTest : public ::testing::Test {};
 TYPED_TEST_SUITE(LeakyReluCudaTest, FloatTypes, TypeNames);
 
+// Device copies placed `offset` elements into their buffers: 0 aligned (the vector path), 1 not
+// (the scalar path).
+template <typename T>
+struct Placed {
+  DeviceBuffer buffer;
+  T* ptr = nullptr;
+};
+
+template <typename T>
+void Place(cudaStream_t stream, const std::vector<T>& host, int offset, Placed<T>* p) {
+  OPFORGE_ASSERT_CUDA(p->buffer.Allocate((host.size() + offset) * sizeof(T)));
+  p->ptr = static_cast<T*>(p->buffer.get()) + offset;
+  ASSERT_NO_FATAL_FAILURE(CopyToDeviceOn(stream, host, p->ptr));
+}
+
 TYPED_TEST(LeakyReluCudaTest, ForwardMatchesCpu) {
   OPFORGE_SKIP_WITHOUT_CUDA();
   using T = TypeParam;
+  OPFORGE_TEST_STREAM(stream);
   const std::vector<T> x = TestInputs<T>(1);
-  DeviceBuffer dx, dy, dmask;
-  ASSERT_NO_FATAL_FAILURE(Upload(x, &dx));
-  OPFORGE_ASSERT_CUDA(dy.Allocate(x.size() * sizeof(T)));
-  OPFORGE_ASSERT_CUDA(dmask.Allocate(x.size() * sizeof(T)));
-  for (float alpha : kAlphas) {
-    SCOPED_TRACE(::testing::Message() << "alpha " << alpha);
-    const LeakyReluParams params = Params(alpha, x.size());
-    std::vector<T> cpu_y(x.size()), cpu_mask(x.size());
-    LeakyReluForward<T>(params, x.data(), cpu_y.data(), cpu_mask.data(), SerialParallel());
+  for (const int offset : {0, 1}) {
+    Placed<T> dx, dy, dmask;
+    ASSERT_NO_FATAL_FAILURE(Place(stream, x, offset, &dx));
+    ASSERT_NO_FATAL_FAILURE(Place(stream, x, offset, &dy));
+    ASSERT_NO_FATAL_FAILURE(Place(stream, x, offset, &dmask));
+    for (float alpha : kAlphas) {
+      SCOPED_TRACE(::testing::Message() << "alpha " << alpha << ", offset " << offset);
+      const LeakyReluParams params = Params(alpha, x.size());
+      std::vector<T> cpu_y(x.size()), cpu_mask(x.size());
+      LeakyReluForward<T>(params, x.data(), cpu_y.data(), cpu_mask.data(), SerialParallel());
 
-    // Without the mask.
-    OPFORGE_ASSERT_OK(LeakyReluForwardGpu(DTypeOf<T>::value, params, dx.get(), dy.get(), nullptr,
-                                          /*stream=*/nullptr));
-    ASSERT_NO_FATAL_FAILURE(Sync());
-    std::vector<T> y(x.size());
-    ASSERT_NO_FATAL_FAILURE(Download(dy, &y));
-    EXPECT_TRUE(SameBitsOrBothNan(y, cpu_y, x));
+      // Without the mask.
+      OPFORGE_ASSERT_OK(
+          LeakyReluForwardGpu(DTypeOf<T>::value, params, dx.ptr, dy.ptr, nullptr, stream));
+      std::vector<T> y(x.size());
+      ASSERT_NO_FATAL_FAILURE(CopyFromDeviceOn(stream, dy.ptr, &y));
+      EXPECT_TRUE(SameBitsOrBothNan(y, cpu_y, x));
 
-    // With the mask.
-    OPFORGE_ASSERT_CUDA(cudaMemset(dy.get(), 0x7F, x.size() * sizeof(T)));
-    OPFORGE_ASSERT_OK(
-        LeakyReluForwardGpu(DTypeOf<T>::value, params, dx.get(), dy.get(), dmask.get(), nullptr));
-    ASSERT_NO_FATAL_FAILURE(Sync());
-    std::vector<T> mask(x.size());
-    ASSERT_NO_FATAL_FAILURE(Download(dy, &y));
-    ASSERT_NO_FATAL_FAILURE(Download(dmask, &mask));
-    EXPECT_TRUE(SameBitsOrBothNan(y, cpu_y, x));
-    EXPECT_TRUE(SameBitsOrBothNan(mask, cpu_mask, x));
+      // With the mask.
+      OPFORGE_ASSERT_CUDA(cudaMemsetAsync(dy.ptr, 0x7F, x.size() * sizeof(T), stream));
+      OPFORGE_ASSERT_OK(
+          LeakyReluForwardGpu(DTypeOf<T>::value, params, dx.ptr, dy.ptr, dmask.ptr, stream));
+      std::vector<T> mask(x.size());
+      ASSERT_NO_FATAL_FAILURE(CopyFromDeviceOn(stream, dy.ptr, &y));
+      ASSERT_NO_FATAL_FAILURE(CopyFromDeviceOn(stream, dmask.ptr, &mask));
+      EXPECT_TRUE(SameBitsOrBothNan(y, cpu_y, x));
+      EXPECT_TRUE(SameBitsOrBothNan(mask, cpu_mask, x));
+    }
   }
 }
 
+// Special values in both inputs: g runs through the same patterns as x, shuffled.
 TYPED_TEST(LeakyReluCudaTest, BackwardMatchesCpu) {
   OPFORGE_SKIP_WITHOUT_CUDA();
   using T = TypeParam;
+  OPFORGE_TEST_STREAM(stream);
   const std::vector<T> x = TestInputs<T>(2);
   std::vector<T> g = TestInputs<T>(3);
   std::shuffle(g.begin(), g.end(), std::mt19937_64(4));
-  DeviceBuffer dg, dx, ddx;
-  ASSERT_NO_FATAL_FAILURE(Upload(g, &dg));
-  ASSERT_NO_FATAL_FAILURE(Upload(x, &dx));
-  OPFORGE_ASSERT_CUDA(ddx.Allocate(x.size() * sizeof(T)));
-  for (float alpha : kAlphas) {
-    SCOPED_TRACE(::testing::Message() << "alpha " << alpha);
-    const LeakyReluParams params = Params(alpha, x.size());
-    std::vector<T> cpu(x.size());
-    LeakyReluBackward<T>(params, g.data(), x.data(), cpu.data(), SerialParallel());
-    OPFORGE_ASSERT_OK(
-        LeakyReluBackwardGpu(DTypeOf<T>::value, params, dg.get(), dx.get(), ddx.get(), nullptr));
-    ASSERT_NO_FATAL_FAILURE(Sync());
-    std::vector<T> gpu(x.size());
-    ASSERT_NO_FATAL_FAILURE(Download(ddx, &gpu));
-    EXPECT_TRUE(SameBitsOrBothNan(gpu, cpu, x));
+  for (const int offset : {0, 1}) {
+    Placed<T> dg, dx, ddx;
+    ASSERT_NO_FATAL_FAILURE(Place(stream, g, offset, &dg));
+    ASSERT_NO_FATAL_FAILURE(Place(stream, x, offset, &dx));
+    ASSERT_NO_FATAL_FAILURE(Place(stream, x, offset, &ddx));
+    for (float alpha : kAlphas) {
+      SCOPED_TRACE(::testing::Message() << "alpha " << alpha << ", offset " << offset);
+      const LeakyReluParams params = Params(alpha, x.size());
+      std::vector<T> cpu(x.size());
+      LeakyReluBackward<T>(params, g.data(), x.data(), cpu.data(), SerialParallel());
+      OPFORGE_ASSERT_OK(
+          LeakyReluBackwardGpu(DTypeOf<T>::value, params, dg.ptr, dx.ptr, ddx.ptr, stream));
+      std::vector<T> gpu(x.size());
+      ASSERT_NO_FATAL_FAILURE(CopyFromDeviceOn(stream, ddx.ptr, &gpu));
+      EXPECT_TRUE(SameBitsOrBothNan(gpu, cpu, x));
+    }
   }
 }
 
@@ -120,73 +145,154 @@ TYPED_TEST(LeakyReluCudaTest, BackwardMatchesCpu) {
 TYPED_TEST(LeakyReluCudaTest, InPlaceMatchesCpu) {
   OPFORGE_SKIP_WITHOUT_CUDA();
   using T = TypeParam;
+  OPFORGE_TEST_STREAM(stream);
   const std::vector<T> x = TestInputs<T>(5);
   std::vector<T> g = TestInputs<T>(6);
   std::shuffle(g.begin(), g.end(), std::mt19937_64(7));
   const LeakyReluParams params = Params(0.2f, x.size());
-  std::vector<T> cpu_y(x.size()), cpu_dx(x.size());
-  LeakyReluForward<T>(params, x.data(), cpu_y.data(), nullptr, SerialParallel());
+  std::vector<T> cpu_y(x.size()), cpu_mask(x.size()), cpu_dx(x.size());
+  LeakyReluForward<T>(params, x.data(), cpu_y.data(), cpu_mask.data(), SerialParallel());
   LeakyReluBackward<T>(params, g.data(), x.data(), cpu_dx.data(), SerialParallel());
 
-  DeviceBuffer dbuf, dx;
-  ASSERT_NO_FATAL_FAILURE(Upload(x, &dbuf));
+  DeviceBuffer dbuf, dmask, dx, dg;
+  ASSERT_NO_FATAL_FAILURE(UploadOn(stream, x, &dbuf));
+  OPFORGE_ASSERT_CUDA(dmask.Allocate(x.size() * sizeof(T)));
   OPFORGE_ASSERT_OK(
-      LeakyReluForwardGpu(DTypeOf<T>::value, params, dbuf.get(), dbuf.get(), nullptr, nullptr));
-  ASSERT_NO_FATAL_FAILURE(Sync());
-  std::vector<T> y(x.size());
-  ASSERT_NO_FATAL_FAILURE(Download(dbuf, &y));
+      LeakyReluForwardGpu(DTypeOf<T>::value, params, dbuf.get(), dbuf.get(), dmask.get(), stream));
+  std::vector<T> y(x.size()), mask(x.size());
+  ASSERT_NO_FATAL_FAILURE(DownloadOn(stream, dbuf, &y));
+  ASSERT_NO_FATAL_FAILURE(DownloadOn(stream, dmask, &mask));
   EXPECT_TRUE(SameBitsOrBothNan(y, cpu_y, x));
+  EXPECT_TRUE(SameBitsOrBothNan(mask, cpu_mask, x));
 
-  DeviceBuffer dg;
-  ASSERT_NO_FATAL_FAILURE(Upload(g, &dg));
-  ASSERT_NO_FATAL_FAILURE(Upload(x, &dx));
+  ASSERT_NO_FATAL_FAILURE(UploadOn(stream, g, &dg));
+  ASSERT_NO_FATAL_FAILURE(UploadOn(stream, x, &dx));
   OPFORGE_ASSERT_OK(
-      LeakyReluBackwardGpu(DTypeOf<T>::value, params, dg.get(), dx.get(), dg.get(), nullptr));
-  ASSERT_NO_FATAL_FAILURE(Sync());
+      LeakyReluBackwardGpu(DTypeOf<T>::value, params, dg.get(), dx.get(), dg.get(), stream));
   std::vector<T> dxv(x.size());
-  ASSERT_NO_FATAL_FAILURE(Download(dg, &dxv));
+  ASSERT_NO_FATAL_FAILURE(DownloadOn(stream, dg, &dxv));
   EXPECT_TRUE(SameBitsOrBothNan(dxv, cpu_dx, x));
 }
 
-TYPED_TEST(LeakyReluCudaTest, SizeZero) {
+// Sizes around the vector width: tails of every length, one element, none.
+TYPED_TEST(LeakyReluCudaTest, SmallSizesAndEmpty) {
   OPFORGE_SKIP_WITHOUT_CUDA();
   using T = TypeParam;
+  OPFORGE_TEST_STREAM(stream);
   OPFORGE_ASSERT_OK(
-      LeakyReluForwardGpu(DTypeOf<T>::value, Params(0.2f, 0), nullptr, nullptr, nullptr, nullptr));
+      LeakyReluForwardGpu(DTypeOf<T>::value, Params(0.2f, 0), nullptr, nullptr, nullptr, stream));
   OPFORGE_ASSERT_OK(
-      LeakyReluBackwardGpu(DTypeOf<T>::value, Params(0.2f, 0), nullptr, nullptr, nullptr, nullptr));
-  ASSERT_NO_FATAL_FAILURE(Sync());
+      LeakyReluBackwardGpu(DTypeOf<T>::value, Params(0.2f, 0), nullptr, nullptr, nullptr, stream));
+  const std::vector<T> all = TestInputs<T>(8);
+  for (size_t n = 1; n <= 19; ++n) {
+    SCOPED_TRACE(::testing::Message() << n << " elements");
+    const std::vector<T> x(all.end() - n, all.end()), g(all.begin(), all.begin() + n);
+    const LeakyReluParams params = Params(-0.3f, n);
+    std::vector<T> cpu_y(n), cpu_dx(n), y(n), dxv(n);
+    LeakyReluForward<T>(params, x.data(), cpu_y.data(), nullptr, SerialParallel());
+    LeakyReluBackward<T>(params, g.data(), x.data(), cpu_dx.data(), SerialParallel());
+    DeviceBuffer dx, dg, dy, ddx;
+    ASSERT_NO_FATAL_FAILURE(UploadOn(stream, x, &dx));
+    ASSERT_NO_FATAL_FAILURE(UploadOn(stream, g, &dg));
+    OPFORGE_ASSERT_CUDA(dy.Allocate(n * sizeof(T)));
+    OPFORGE_ASSERT_CUDA(ddx.Allocate(n * sizeof(T)));
+    OPFORGE_ASSERT_OK(
+        LeakyReluForwardGpu(DTypeOf<T>::value, params, dx.get(), dy.get(), nullptr, stream));
+    OPFORGE_ASSERT_OK(
+        LeakyReluBackwardGpu(DTypeOf<T>::value, params, dg.get(), dx.get(), ddx.get(), stream));
+    ASSERT_NO_FATAL_FAILURE(DownloadOn(stream, dy, &y));
+    ASSERT_NO_FATAL_FAILURE(DownloadOn(stream, ddx, &dxv));
+    EXPECT_TRUE(SameBitsOrBothNan(y, cpu_y, x));
+    EXPECT_TRUE(SameBitsOrBothNan(dxv, cpu_dx, x));
+  }
 }
 
-// More elements than one grid covers (65536 blocks of 256 threads): the grid-stride loop.
+// More elements than one grid covers (65536 blocks of 256 threads), so every thread takes
+// several steps of the grid-stride loop: half in 8-element vectors (2^27 + a tail), and float
+// through the scalar path (a misaligned buffer).
 TEST(LeakyReluCudaLargeTest, GridStrideLoopCoversEveryElement) {
   OPFORGE_SKIP_WITHOUT_CUDA();
-  const size_t n = (size_t{65536} * 256) + 4099;
-  std::vector<float> x(n);
-  std::mt19937_64 rng(8);
-  std::uniform_real_distribution<float> value(-4.0f, 4.0f);
-  for (auto& v : x) v = value(rng);
-  const LeakyReluParams params = Params(0.2f, n);
-  std::vector<float> cpu_y(n), cpu_mask(n), cpu_dx(n);
-  LeakyReluForward<float>(params, x.data(), cpu_y.data(), cpu_mask.data(), SerialParallel());
-  LeakyReluBackward<float>(params, x.data(), x.data(), cpu_dx.data(), SerialParallel());
-  DeviceBuffer dx, dy, dmask, ddx;
-  ASSERT_NO_FATAL_FAILURE(Upload(x, &dx));
-  OPFORGE_ASSERT_CUDA(dy.Allocate(n * sizeof(float)));
-  OPFORGE_ASSERT_CUDA(dmask.Allocate(n * sizeof(float)));
-  OPFORGE_ASSERT_CUDA(ddx.Allocate(n * sizeof(float)));
+  OPFORGE_TEST_STREAM(stream);
+  {
+    using T = Eigen::half;
+    const int64_t n = (int64_t{65536} * 256 * 8) + 4099 * 8 + 5;
+    const std::vector<T> x = test::PatternVector<T>(n, 40503);
+    const std::vector<T> g = test::PatternVector<T>(n, 30011);
+    const LeakyReluParams params = Params(0.2f, static_cast<size_t>(n));
+    std::vector<T> cpu_y(n), cpu_mask(n), cpu_dx(n);
+    const ThreadParallel parallel(8);
+    LeakyReluForward<T>(params, x.data(), cpu_y.data(), cpu_mask.data(), parallel);
+    LeakyReluBackward<T>(params, g.data(), x.data(), cpu_dx.data(), parallel);
+    DeviceBuffer dx, dg, dy, dmask;
+    ASSERT_NO_FATAL_FAILURE(UploadOn(stream, x, &dx));
+    ASSERT_NO_FATAL_FAILURE(UploadOn(stream, g, &dg));
+    OPFORGE_ASSERT_CUDA(dy.Allocate(n * sizeof(T)));
+    OPFORGE_ASSERT_CUDA(dmask.Allocate(n * sizeof(T)));
+    OPFORGE_ASSERT_OK(
+        LeakyReluForwardGpu(DType::kHalf, params, dx.get(), dy.get(), dmask.get(), stream));
+    std::vector<T> y(n), mask(n);
+    ASSERT_NO_FATAL_FAILURE(DownloadOn(stream, dy, &y));
+    ASSERT_NO_FATAL_FAILURE(DownloadOn(stream, dmask, &mask));
+    EXPECT_TRUE(SameBitsOrBothNan(y, cpu_y));
+    EXPECT_TRUE(SameBitsOrBothNan(mask, cpu_mask));
+    OPFORGE_ASSERT_OK(
+        LeakyReluBackwardGpu(DType::kHalf, params, dg.get(), dx.get(), dg.get(), stream));
+    ASSERT_NO_FATAL_FAILURE(DownloadOn(stream, dg, &y));
+    EXPECT_TRUE(SameBitsOrBothNan(y, cpu_dx));
+  }
+  {
+    const size_t n = (size_t{65536} * 256) + 4099;
+    std::vector<float> x(n);
+    std::mt19937_64 rng(8);
+    std::uniform_real_distribution<float> value(-4.0f, 4.0f);
+    for (auto& v : x) v = value(rng);
+    const LeakyReluParams params = Params(0.2f, n);
+    std::vector<float> cpu_y(n), cpu_dx(n);
+    LeakyReluForward<float>(params, x.data(), cpu_y.data(), nullptr, SerialParallel());
+    LeakyReluBackward<float>(params, x.data(), x.data(), cpu_dx.data(), SerialParallel());
+    Placed<float> dx, dy;
+    ASSERT_NO_FATAL_FAILURE(Place(stream, x, 1, &dx));
+    ASSERT_NO_FATAL_FAILURE(Place(stream, x, 1, &dy));
+    OPFORGE_ASSERT_OK(LeakyReluForwardGpu(DType::kFloat, params, dx.ptr, dy.ptr, nullptr, stream));
+    std::vector<float> y(n);
+    ASSERT_NO_FATAL_FAILURE(CopyFromDeviceOn(stream, dy.ptr, &y));
+    EXPECT_EQ(std::memcmp(y.data(), cpu_y.data(), n * sizeof(float)), 0);
+    OPFORGE_ASSERT_OK(LeakyReluBackwardGpu(DType::kFloat, params, dx.ptr, dx.ptr, dy.ptr, stream));
+    ASSERT_NO_FATAL_FAILURE(CopyFromDeviceOn(stream, dy.ptr, &y));
+    EXPECT_EQ(std::memcmp(y.data(), cpu_dx.data(), n * sizeof(float)), 0);
+  }
+}
+
+// More than 2^31 elements (the 64-bit index path), in half: two 4 GiB buffers, the forward pass
+// in place and the backward pass in place over g. Skipped with a message without the memory.
+TEST(LeakyReluCudaLargeTest, MoreThan2To31Elements) {
+  OPFORGE_SKIP_WITHOUT_CUDA();
+  using T = Eigen::half;
+  const int64_t n = (int64_t{1} << 31) + 3;
+  const size_t bytes = static_cast<size_t>(n) * sizeof(T);
+  std::string why;
+  if (!test::DeviceHasRoom(2 * bytes, &why)) GTEST_SKIP() << why;
+  OPFORGE_TEST_STREAM(stream);
+  DeviceBuffer dx, dg;
+  if (!test::TryAllocate(&dx, bytes) || !test::TryAllocate(&dg, bytes)) {
+    GTEST_SKIP() << "skipped: could not allocate two buffers of " << (bytes >> 20) << " MiB";
+  }
+  const std::vector<T> x = test::PatternVector<T>(n, 40503);
+  const std::vector<T> g = test::PatternVector<T>(n, 30011);
+  ASSERT_NO_FATAL_FAILURE(CopyToDeviceOn(stream, x, dx.get()));
+  ASSERT_NO_FATAL_FAILURE(CopyToDeviceOn(stream, g, dg.get()));
+  const LeakyReluParams params = Params(-0.3f, static_cast<size_t>(n));
+  const ThreadParallel parallel(16);
+  std::vector<T> want(static_cast<size_t>(n)), got(static_cast<size_t>(n));
   OPFORGE_ASSERT_OK(
-      LeakyReluForwardGpu(DType::kFloat, params, dx.get(), dy.get(), dmask.get(), nullptr));
-  OPFORGE_ASSERT_OK(
-      LeakyReluBackwardGpu(DType::kFloat, params, dx.get(), dx.get(), ddx.get(), nullptr));
-  ASSERT_NO_FATAL_FAILURE(Sync());
-  std::vector<float> y(n), mask(n), dxv(n);
-  ASSERT_NO_FATAL_FAILURE(Download(dy, &y));
-  ASSERT_NO_FATAL_FAILURE(Download(dmask, &mask));
-  ASSERT_NO_FATAL_FAILURE(Download(ddx, &dxv));
-  EXPECT_EQ(std::memcmp(y.data(), cpu_y.data(), n * sizeof(float)), 0);
-  EXPECT_EQ(std::memcmp(mask.data(), cpu_mask.data(), n * sizeof(float)), 0);
-  EXPECT_EQ(std::memcmp(dxv.data(), cpu_dx.data(), n * sizeof(float)), 0);
+      LeakyReluBackwardGpu(DType::kHalf, params, dg.get(), dx.get(), dg.get(), stream));
+  LeakyReluBackward<T>(params, g.data(), x.data(), want.data(), parallel);
+  ASSERT_NO_FATAL_FAILURE(CopyFromDeviceOn(stream, dg.get(), &got));
+  EXPECT_TRUE(SameBitsOrBothNan(got, want)) << "backward";
+  OPFORGE_ASSERT_OK(LeakyReluForwardGpu(DType::kHalf, params, dx.get(), dx.get(), nullptr, stream));
+  LeakyReluForward<T>(params, x.data(), want.data(), nullptr, parallel);
+  ASSERT_NO_FATAL_FAILURE(CopyFromDeviceOn(stream, dx.get(), &got));
+  EXPECT_TRUE(SameBitsOrBothNan(got, want)) << "forward";
 }
 
 TEST(LeakyReluCudaErrorTest, IntegerTypesHaveNoKernel) {

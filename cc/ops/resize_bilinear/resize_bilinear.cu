@@ -11,20 +11,27 @@
 namespace opforge {
 namespace {
 
+// Index: int32_t when every index and offset fits (cuda::DispatchIndex), else int64_t. The taps
+// (resize_taps.h, shared with the CPU) stay in int64_t: they are products and compares, no
+// division; their float maths sees the same integer values either way, so the bits do not
+// depend on Index.
+template <typename Index>
 struct Geometry {
-  int64_t batch, in_h, in_w, channels, out_h, out_w;
+  Index batch, in_h, in_w, channels, out_h, out_w;
   float height_scale, width_scale;
   bool half_pixel;
 };
 
 // The (b, y, x, c) of flat index i of an NHWC tensor of height h, width w and c channels.
+template <typename Index>
 struct Nhwc {
-  int64_t b, y, x, c;
+  Index b, y, x, c;
 };
-__device__ inline Nhwc Unflatten(int64_t i, int64_t h, int64_t w, int64_t channels) {
-  Nhwc p;
+template <typename Index>
+__device__ inline Nhwc<Index> Unflatten(Index i, Index h, Index w, Index channels) {
+  Nhwc<Index> p;
   p.c = i % channels;
-  int64_t t = i / channels;
+  Index t = i / channels;
   p.x = t % w;
   t /= w;
   p.y = t % h;
@@ -32,28 +39,30 @@ __device__ inline Nhwc Unflatten(int64_t i, int64_t h, int64_t w, int64_t channe
   return p;
 }
 
-template <typename T>
-__global__ void ConvertKernel(int64_t n, const T* in, float* out) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+template <typename T, typename Index>
+__global__ void ConvertKernel(Index n, const T* in, float* out) {
+  for (Index i = cuda::GridStart<Index>(), step = cuda::GridStep<Index>(); i < n;
+       i = cuda::GridNext(i, step, n)) {
     out[i] = cuda::ToFloat(in[i]);
   }
 }
 
-template <typename T>
-__global__ void ForwardKernel(Geometry g, const T* in, float* out) {
-  const int64_t n = g.batch * g.out_h * g.out_w * g.channels;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+template <typename T, typename Index>
+__global__ void ForwardKernel(Geometry<Index> g, Index n, const T* in, float* out) {
+  for (Index i = cuda::GridStart<Index>(), step = cuda::GridStep<Index>(); i < n;
+       i = cuda::GridNext(i, step, n)) {
     const auto [b, y, x, c] = Unflatten(i, g.out_h, g.out_w, g.channels);
     const ResizeTap ty = ComputeResizeTap(y, g.height_scale, g.in_h, g.half_pixel);
     const ResizeTap tx = ComputeResizeTap(x, g.width_scale, g.in_w, g.half_pixel);
-    const T* top_row = in + ((b * g.in_h + ty.lower) * g.in_w) * g.channels + c;
-    const T* bottom_row = in + ((b * g.in_h + ty.upper) * g.in_w) * g.channels + c;
-    const float tl = cuda::ToFloat(top_row[tx.lower * g.channels]);
-    const float tr = cuda::ToFloat(top_row[tx.upper * g.channels]);
-    const float bl = cuda::ToFloat(bottom_row[tx.lower * g.channels]);
-    const float br = cuda::ToFloat(bottom_row[tx.upper * g.channels]);
+    const Index x_lower = static_cast<Index>(tx.lower) * g.channels;
+    const Index x_upper = static_cast<Index>(tx.upper) * g.channels;
+    const T* top_row = in + ((b * g.in_h + static_cast<Index>(ty.lower)) * g.in_w) * g.channels + c;
+    const T* bottom_row =
+        in + ((b * g.in_h + static_cast<Index>(ty.upper)) * g.in_w) * g.channels + c;
+    const float tl = cuda::ToFloat(top_row[x_lower]);
+    const float tr = cuda::ToFloat(top_row[x_upper]);
+    const float bl = cuda::ToFloat(bottom_row[x_lower]);
+    const float br = cuda::ToFloat(bottom_row[x_upper]);
     const float top = tl + (tr - tl) * tx.lerp;
     const float bottom = bl + (br - bl) * tx.lerp;
     out[i] = top + (bottom - top) * ty.lerp;
@@ -74,17 +83,18 @@ __device__ inline int64_t FirstReaching(int64_t r, float scale, int64_t in_size,
   return i;
 }
 
-template <typename T>
-__global__ void BackwardKernel(Geometry g, const float* grads, T* out) {
+template <typename T, typename Index>
+__global__ void BackwardKernel(Geometry<Index> g, Index n, const float* grads, T* out) {
   using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
-  const int64_t n = g.batch * g.in_h * g.in_w * g.channels;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (Index i = cuda::GridStart<Index>(), step = cuda::GridStep<Index>(); i < n;
+       i = cuda::GridNext(i, step, n)) {
     const auto [b, r, q, c] = Unflatten(i, g.in_h, g.in_w, g.channels);
-    const int64_t x_first = FirstReaching(q, g.width_scale, g.in_w, g.out_w, g.half_pixel);
+    const Index x_first =
+        static_cast<Index>(FirstReaching(q, g.width_scale, g.in_w, g.out_w, g.half_pixel));
     A acc = A(0);
-    for (int64_t y = FirstReaching(r, g.height_scale, g.in_h, g.out_h, g.half_pixel); y < g.out_h;
-         ++y) {
+    for (Index y =
+             static_cast<Index>(FirstReaching(r, g.height_scale, g.in_h, g.out_h, g.half_pixel));
+         y < g.out_h; ++y) {
       const ResizeTap ty = ComputeResizeTap(y, g.height_scale, g.in_h, g.half_pixel);
       if (ty.lower > r) break;
       const bool as_top = ty.lower == r;
@@ -92,7 +102,7 @@ __global__ void BackwardKernel(Geometry g, const float* grads, T* out) {
       if (!as_top && !as_bottom) continue;
       const float inv_y = 1.0f - ty.lerp;
       const float* grad_row = grads + ((b * g.out_h + y) * g.out_w) * g.channels + c;
-      for (int64_t x = x_first; x < g.out_w; ++x) {
+      for (Index x = x_first; x < g.out_w; ++x) {
         const ResizeTap tx = ComputeResizeTap(x, g.width_scale, g.in_w, g.half_pixel);
         if (tx.lower > q) break;
         const bool as_left = tx.lower == q;
@@ -111,37 +121,54 @@ __global__ void BackwardKernel(Geometry g, const float* grads, T* out) {
   }
 }
 
-Geometry GeometryOf(const ResizeBilinearParams& p) {
-  return {p.batch,
-          p.in_height,
-          p.in_width,
-          p.channels,
-          p.out_height,
-          p.out_width,
+template <typename Index>
+Geometry<Index> GeometryOf(const ResizeBilinearParams& p) {
+  return {static_cast<Index>(p.batch),
+          static_cast<Index>(p.in_height),
+          static_cast<Index>(p.in_width),
+          static_cast<Index>(p.channels),
+          static_cast<Index>(p.out_height),
+          static_cast<Index>(p.out_width),
           ResizeScale(p.in_height, p.out_height, p.align_corners),
           ResizeScale(p.in_width, p.out_width, p.align_corners),
           p.half_pixel_centers};
+}
+
+// The largest index or offset the kernels form: the elements of the image and of the resized
+// image (the spatial sizes and channels are factors of those; taps stay inside the image).
+int64_t LargestIndex(const ResizeBilinearParams& p) {
+  const int64_t image = p.batch * p.in_height * p.in_width * p.channels;
+  const int64_t resized = p.batch * p.out_height * p.out_width * p.channels;
+  return std::max(image, resized);
 }
 
 template <typename T>
 Status Forward(const ResizeBilinearParams& p, const void* images, float* output, cudaStream_t s) {
   const T* in = static_cast<const T*>(images);
   const int64_t n = p.batch * p.out_height * p.out_width * p.channels;
-  if (p.out_height == p.in_height && p.out_width == p.in_width) {
-    // Same size: the input converted to float, as on the CPU.
-    ConvertKernel<T><<<cuda::Blocks(n), cuda::kThreads, 0, s>>>(n, in, output);
-  } else {
-    ForwardKernel<T><<<cuda::Blocks(n), cuda::kThreads, 0, s>>>(GeometryOf(p), in, output);
-  }
-  return cuda::LaunchStatus("ResizeBilinear");
+  return cuda::DispatchIndex(LargestIndex(p), [&](auto tag) {
+    using Index = typename decltype(tag)::type;
+    if (p.out_height == p.in_height && p.out_width == p.in_width) {
+      // Same size: the input converted to float, as on the CPU.
+      ConvertKernel<T, Index>
+          <<<cuda::Blocks(n), cuda::kThreads, 0, s>>>(static_cast<Index>(n), in, output);
+    } else {
+      ForwardKernel<T, Index><<<cuda::Blocks(n), cuda::kThreads, 0, s>>>(
+          GeometryOf<Index>(p), static_cast<Index>(n), in, output);
+    }
+    return cuda::LaunchStatus("ResizeBilinear");
+  });
 }
 
 template <typename T>
 Status Backward(const ResizeBilinearParams& p, const float* grads, void* output, cudaStream_t s) {
   const int64_t n = p.batch * p.in_height * p.in_width * p.channels;
-  BackwardKernel<T>
-      <<<cuda::Blocks(n), cuda::kThreads, 0, s>>>(GeometryOf(p), grads, static_cast<T*>(output));
-  return cuda::LaunchStatus("ResizeBilinearGrad");
+  return cuda::DispatchIndex(LargestIndex(p), [&](auto tag) {
+    using Index = typename decltype(tag)::type;
+    BackwardKernel<T, Index><<<cuda::Blocks(n), cuda::kThreads, 0, s>>>(
+        GeometryOf<Index>(p), static_cast<Index>(n), grads, static_cast<T*>(output));
+    return cuda::LaunchStatus("ResizeBilinearGrad");
+  });
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
-// CUDA kernels of Swish: grid-stride element-wise loops. The sigmoid is e / (1 + e) with
-// e = exp(x) (CUDA's expf for half, bfloat16 and float, exp for double), x clamped above where
-// the sigmoid is 1 (as Eigen's functor does); the formulas around it are the CPU kernels'
-// (swish_element.h), computed in float for half and bfloat16 and rounded once.
+// CUDA kernels of Swish: element-wise grid-stride loops (cuda::LaunchMap: 16-byte vector loads
+// and stores where the buffers are aligned, 32-bit index math below 2^31 elements). The sigmoid
+// is e / (1 + e) with e = exp(x) (CUDA's expf for half, bfloat16 and float, exp for double), x
+// clamped above where the sigmoid is 1 (as Eigen's functor does); the formulas around it are the
+// CPU kernels' (swish_element.h), computed in float for half and bfloat16 and rounded once.
 #include "common/cuda_util.cuh"
 #include "ops/swish/swish.h"
 #include "ops/swish/swish_element.h"
@@ -21,50 +22,46 @@ __device__ inline double Sigmoid(double x) {
 }
 
 template <typename T>
-__global__ void SwishForwardKernel(int64_t n, const T* x, T* y) {
-  using N = cuda::Num<T>;
-  using C = typename N::C;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const C c = N::To(x[i]);
-    y[i] = N::From(SwishValue(c, Sigmoid(c)));
+struct ForwardFn {
+  __device__ T operator()(T x) const {
+    using N = cuda::Num<T>;
+    const typename N::C c = N::To(x);
+    return N::From(SwishValue(c, Sigmoid(c)));
   }
-}
+};
 
 template <typename T>
-__global__ void SwishBackwardKernel(int64_t n, const T* g, const T* x, T* dx) {
-  using N = cuda::Num<T>;
-  using C = typename N::C;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const C c = N::To(x[i]);
-    dx[i] = N::From(SwishBackprop(N::To(g[i]), c, Sigmoid(c)));
+struct BackwardFn {
+  __device__ T operator()(T g, T x) const {
+    using N = cuda::Num<T>;
+    const typename N::C c = N::To(x);
+    return N::From(SwishBackprop(N::To(g), c, Sigmoid(c)));
   }
-}
+};
 
 }  // namespace
 
 Status SwishForwardGpu(DType dtype, const SwishParams& params, const void* x, void* y,
                        void* stream) {
   if (params.size == 0) return Status::Ok();
-  auto s = static_cast<cudaStream_t>(stream);
   return cuda::DispatchDType<false>(dtype, "Swish", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    SwishForwardKernel<T><<<cuda::Blocks(params.size), cuda::kThreads, 0, s>>>(
-        params.size, static_cast<const T*>(x), static_cast<T*>(y));
-    return cuda::LaunchStatus("Swish");
+    const T* in[1] = {static_cast<const T*>(x)};
+    const bool scalar[1] = {false};
+    return cuda::LaunchMap("Swish", params.size, ForwardFn<T>{}, static_cast<T*>(y), in, scalar,
+                           static_cast<cudaStream_t>(stream));
   });
 }
 
 Status SwishBackwardGpu(DType dtype, const SwishParams& params, const void* g, const void* x,
                         void* dx, void* stream) {
   if (params.size == 0) return Status::Ok();
-  auto s = static_cast<cudaStream_t>(stream);
   return cuda::DispatchDType<false>(dtype, "SwishGrad", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    SwishBackwardKernel<T><<<cuda::Blocks(params.size), cuda::kThreads, 0, s>>>(
-        params.size, static_cast<const T*>(g), static_cast<const T*>(x), static_cast<T*>(dx));
-    return cuda::LaunchStatus("SwishGrad");
+    const T* in[2] = {static_cast<const T*>(g), static_cast<const T*>(x)};
+    const bool scalar[2] = {false, false};
+    return cuda::LaunchMap("SwishGrad", params.size, BackwardFn<T>{}, static_cast<T*>(dx), in,
+                           scalar, static_cast<cudaStream_t>(stream));
   });
 }
 

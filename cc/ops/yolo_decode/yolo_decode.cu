@@ -11,28 +11,41 @@
 namespace opforge {
 namespace {
 
-// The box's position in the grid: box = ((b * H + cy) * W + cx) * A + a.
+// The box's position in the grid: box = ((b * H + cy) * W + cx) * A + a. Index: int32_t when
+// every index and offset fits (cuda::DispatchIndex; 32-bit division is several times cheaper),
+// else int64_t. The maths sees the same integer values either way: the same bits.
+template <typename Index>
 struct Shape {
-  int64_t boxes;  // B * H * W * A
-  int64_t height, width, anchors, classes;
+  Index boxes;  // B * H * W * A
+  Index height, width, anchors, classes;
 };
 
-Shape ShapeOf(const YoloDecodeParams& p) {
-  return {p.batch * p.boxes_per_image(), p.height, p.width, p.anchors, p.num_classes};
+template <typename Index>
+Shape<Index> ShapeOf(const YoloDecodeParams& p) {
+  return {static_cast<Index>(p.batch * p.boxes_per_image()), static_cast<Index>(p.height),
+          static_cast<Index>(p.width), static_cast<Index>(p.anchors),
+          static_cast<Index>(p.num_classes)};
 }
 
-template <typename T>
-__global__ void ForwardKernel(yolo::Geometry<typename cuda::Num<T>::C> g, Shape s,
+// The largest offset the kernels form: the features' elements (boxes * (5 + C), more than the
+// boxes' 4 and the class scores' C per box).
+int64_t LargestIndex(const YoloDecodeParams& p) {
+  return p.batch * p.boxes_per_image() * (5 + p.num_classes);
+}
+
+template <typename T, typename Index>
+__global__ void ForwardKernel(yolo::Geometry<typename cuda::Num<T>::C> g, Shape<Index> s,
                               const T* features, const T* anchors, T* boxes, T* scores,
                               int32_t* class_indices, T* class_scores) {
   using N = cuda::Num<T>;
   using C = typename N::C;
-  const int64_t per_anchor = 5 + s.classes;
-  for (int64_t box = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; box < s.boxes;
-       box += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t a = box % s.anchors;
-    const int64_t cx = (box / s.anchors) % s.width;
-    const int64_t cy = (box / (s.anchors * s.width)) % s.height;
+  const Index per_anchor = 5 + s.classes;
+  for (Index box = cuda::GridStart<Index>(), step = cuda::GridStep<Index>(); box < s.boxes;
+       box = cuda::GridNext(box, step, s.boxes)) {
+    const Index a = box % s.anchors;
+    const Index cell = box / s.anchors;
+    const Index cx = cell % s.width;
+    const Index cy = (cell / s.width) % s.height;
     const T* f = features + box * per_anchor;
     if (boxes != nullptr) {
       const C t[4] = {N::To(f[0]), N::To(f[1]), N::To(f[2]), N::To(f[3])};
@@ -45,7 +58,7 @@ __global__ void ForwardKernel(yolo::Geometry<typename cuda::Num<T>::C> g, Shape 
     const C obj = yolo::Sigmoid(N::To(f[4]));
     C best = C(0);
     int32_t best_index = 0;
-    for (int64_t c = 0; c < s.classes; ++c) {
+    for (Index c = 0; c < s.classes; ++c) {
       const T v = N::From(obj * yolo::Sigmoid(N::To(f[5 + c])));
       if (class_scores != nullptr) class_scores[box * s.classes + c] = v;
       if (c == 0 || yolo::Beats(N::To(v), best)) {
@@ -64,17 +77,17 @@ __global__ void ForwardKernel(yolo::Geometry<typename cuda::Num<T>::C> g, Shape 
 // second pass (the same function of the same value, so the same bits), which needs no storage
 // per class. The objectness's gradient is summed in class order (the CPU's vectorised sum may
 // group the terms otherwise: a few ulps of the sum's terms).
-template <typename T>
-__global__ void BackwardKernel(yolo::Geometry<typename cuda::Num<T>::C> g, Shape s,
+template <typename T, typename Index>
+__global__ void BackwardKernel(yolo::Geometry<typename cuda::Num<T>::C> g, Shape<Index> s,
                                const T* grad_boxes, const T* grad_scores,
                                const T* grad_class_scores, const T* features, const T* anchors,
                                T* grad_features) {
   using N = cuda::Num<T>;
   using C = typename N::C;
-  const int64_t per_anchor = 5 + s.classes;
-  for (int64_t box = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; box < s.boxes;
-       box += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t a = box % s.anchors;
+  const Index per_anchor = 5 + s.classes;
+  for (Index box = cuda::GridStart<Index>(), step = cuda::GridStep<Index>(); box < s.boxes;
+       box = cuda::GridNext(box, step, s.boxes)) {
+    const Index a = box % s.anchors;
     const T* f = features + box * per_anchor;
     T* df = grad_features + box * per_anchor;
     const C t[4] = {N::To(f[0]), N::To(f[1]), N::To(f[2]), N::To(f[3])};
@@ -89,10 +102,10 @@ __global__ void BackwardKernel(yolo::Geometry<typename cuda::Num<T>::C> g, Shape
     // The winning class, as the forward chose it (on the rounded class scores), where the
     // score has a gradient.
     const C obj = yolo::Sigmoid(N::To(f[4]));
-    int64_t best_index = -1;
+    Index best_index = -1;
     if (grad_scores != nullptr) {
       C best = C(0);
-      for (int64_t c = 0; c < s.classes; ++c) {
+      for (Index c = 0; c < s.classes; ++c) {
         const C v = N::To(N::From(obj * yolo::Sigmoid(N::To(f[5 + c]))));
         if (c == 0 || yolo::Beats(v, best)) {
           best = v;
@@ -102,7 +115,7 @@ __global__ void BackwardKernel(yolo::Geometry<typename cuda::Num<T>::C> g, Shape
     }
     const C gs = grad_scores != nullptr ? N::To(grad_scores[box]) : C(0);
     C d_obj = C(0);
-    for (int64_t c = 0; c < s.classes; ++c) {
+    for (Index c = 0; c < s.classes; ++c) {
       const C sc = yolo::Sigmoid(N::To(f[5 + c]));
       C gc = grad_class_scores != nullptr ? N::To(grad_class_scores[box * s.classes + c]) : C(0);
       if (c == best_index) gc = gc + gs;
@@ -118,12 +131,15 @@ Status Forward(const YoloDecodeParams& p, const void* features, const void* anch
                void* scores, int32_t* class_indices, void* class_scores, cudaStream_t stream) {
   using C = typename cuda::Num<T>::C;
   if (boxes == nullptr && scores == nullptr && class_scores == nullptr) return Status::Ok();
-  const Shape s = ShapeOf(p);
-  ForwardKernel<T><<<cuda::Blocks(s.boxes), cuda::kThreads, 0, stream>>>(
-      yolo::MakeGeometry<C>(p), s, static_cast<const T*>(features), static_cast<const T*>(anchors),
-      static_cast<T*>(boxes), static_cast<T*>(scores), class_indices,
-      static_cast<T*>(class_scores));
-  return cuda::LaunchStatus("YoloDecode");
+  return cuda::DispatchIndex(LargestIndex(p), [&](auto tag) {
+    using Index = typename decltype(tag)::type;
+    const Shape<Index> s = ShapeOf<Index>(p);
+    ForwardKernel<T, Index><<<cuda::Blocks(s.boxes), cuda::kThreads, 0, stream>>>(
+        yolo::MakeGeometry<C>(p), s, static_cast<const T*>(features),
+        static_cast<const T*>(anchors), static_cast<T*>(boxes), static_cast<T*>(scores),
+        class_indices, static_cast<T*>(class_scores));
+    return cuda::LaunchStatus("YoloDecode");
+  });
 }
 
 template <typename T>
@@ -131,13 +147,16 @@ Status Backward(const YoloDecodeParams& p, const void* grad_boxes, const void* g
                 const void* grad_class_scores, const void* features, const void* anchors,
                 void* grad_features, cudaStream_t stream) {
   using C = typename cuda::Num<T>::C;
-  const Shape s = ShapeOf(p);
-  BackwardKernel<T><<<cuda::Blocks(s.boxes), cuda::kThreads, 0, stream>>>(
-      yolo::MakeGeometry<C>(p), s, static_cast<const T*>(grad_boxes),
-      static_cast<const T*>(grad_scores), static_cast<const T*>(grad_class_scores),
-      static_cast<const T*>(features), static_cast<const T*>(anchors),
-      static_cast<T*>(grad_features));
-  return cuda::LaunchStatus("YoloDecodeGrad");
+  return cuda::DispatchIndex(LargestIndex(p), [&](auto tag) {
+    using Index = typename decltype(tag)::type;
+    const Shape<Index> s = ShapeOf<Index>(p);
+    BackwardKernel<T, Index><<<cuda::Blocks(s.boxes), cuda::kThreads, 0, stream>>>(
+        yolo::MakeGeometry<C>(p), s, static_cast<const T*>(grad_boxes),
+        static_cast<const T*>(grad_scores), static_cast<const T*>(grad_class_scores),
+        static_cast<const T*>(features), static_cast<const T*>(anchors),
+        static_cast<T*>(grad_features));
+    return cuda::LaunchStatus("YoloDecodeGrad");
+  });
 }
 
 }  // namespace

@@ -10,6 +10,10 @@
 // boxes[b, n] in box_format, class_scores[b, n, c] = sigmoid(obj) * sigmoid(class_c),
 // scores[b, n] = max_c class_scores[b, n, c] and class_indices[b, n] its argmax (the lowest
 // index on ties; a NaN wins, as in NumPy, so a NaN input gives a NaN score for its box only).
+// On the CPU every NaN output (forward and gradient) is the positive quiet NaN
+// (std::numeric_limits<T>::quiet_NaN(), NumPy's np.nan), whatever NaN or arithmetic made it, so
+// its bits are the same for every thread count, ISA and buffer address (x86 keeps the first
+// operand's NaN, and the compiler orders operands differently in vector and scalar loops).
 //
 // The clamp of tw and th at kYoloMaxLogScale = log(1000 / 16) (a box at most 62.5 times its
 // anchor, the bound torchvision's box coder uses) keeps every box finite for finite features in

@@ -4,7 +4,8 @@
 // all four element types); the clamp of tw and th; finite outputs for huge finite features; a
 // NaN confined to its box; the argmax's ties (on the rounded class scores); the gradient against
 // central finite differences in double, for boxes, scores and class_scores separately, and the
-// narrower types against the double gradient; identical bits for every thread count.
+// narrower types against the double gradient; identical bits for every thread count and every
+// output address; every NaN output the one quiet NaN.
 #include "ops/yolo_decode/yolo_decode.h"
 
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <sstream>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -856,6 +858,165 @@ TYPED_TEST(YoloDecodeKernelTest, SameBitsForEveryThreadCount) {
     YoloDecodeBackward<T>(p, wb.data(), ws.data(), wc.data(), f.data(), anchors.data(), grad.data(),
                           parallel);
     EXPECT_TRUE(SameBits(grad, grad_serial)) << threads;
+  }
+}
+
+// --- NaN bits ---------------------------------------------------------------------------------
+
+// NaNs of every kind: quiet and signaling, with and without a payload, of both signs.
+template <typename T>
+std::vector<T> NanKinds() {
+  using L = std::numeric_limits<T>;
+  std::vector<T> v;
+  for (const T nan :
+       {L::quiet_NaN(), L::signaling_NaN(),
+        test::FromBits<T>(static_cast<test::BitsOf<T>>(test::Bits(L::quiet_NaN()) | 5))}) {
+    v.push_back(nan);
+    v.push_back(test::FromBits<T>(
+        static_cast<test::BitsOf<T>>(test::Bits(nan) | test::Bits(T(-0.0f)))));  // sign set
+  }
+  return v;
+}
+
+// Every NaN in v is quiet_NaN() bit for bit (the one NaN the kernels write), and there are NaNs.
+template <typename T>
+::testing::AssertionResult NansAreTheQuietNan(const std::vector<T>& v) {
+  const auto want = test::Bits(std::numeric_limits<T>::quiet_NaN());
+  int64_t nans = 0, wrong = 0;
+  auto failure = ::testing::AssertionFailure();
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (!std::isnan(Wide(v[i]))) continue;
+    ++nans;
+    if (test::Bits(v[i]) != want && wrong++ < 4) {
+      std::ostringstream line;  // one string: AssertionResult does not keep std::hex
+      line << "\n  [" << i << "] is NaN 0x" << std::hex << uint64_t{test::Bits(v[i])} << ", want 0x"
+           << uint64_t{want};
+      failure << line.str();
+    }
+  }
+  if (nans == 0) return ::testing::AssertionFailure() << "no NaN among " << v.size();
+  if (wrong == 0) return ::testing::AssertionSuccess();
+  return failure << "\n  " << wrong << " of " << nans << " NaNs differ";
+}
+
+// Every NaN output, of every entry point, is quiet_NaN(), whatever NaN (either sign, quiet or
+// signaling, any payload) or arithmetic (0 * inf) made it: no bit of it depends on the path an
+// element took (the vector body or a scalar tail, by the output's address or the thread
+// partition) or on which NaN operand a multiply passed on. Before, sigmoid(+NaN) was -NaN and a
+// NaN objectness times a NaN class of the other sign gave either sign by the path.
+TYPED_TEST(YoloDecodeKernelTest, NanOutputsAreTheQuietNan) {
+  using T = TypeParam;
+  std::mt19937_64 rng(47);
+  const Case c = {2, 3, 4, 3, 20, 96, 128, "xyxy", false, 1.05f, false};
+  YoloDecodeParams p;
+  OPFORGE_ASSERT_OK(ParamsOf(c, &p));
+  const int64_t n = NumBoxes(c);
+  const std::vector<T> nans = NanKinds<T>();
+  auto f = test::RandomVector<T>(rng, NumFeatures(c));
+  std::uniform_int_distribution<size_t> kind(0, nans.size() - 1);
+  std::uniform_int_distribution<int> percent(0, 99);
+  for (T& x : f) {
+    if (percent(rng) < 15) x = nans[kind(rng)];
+  }
+  // Box 0: tw = -inf with an infinite anchor width, bw = 0 * inf (x86 makes that NaN -NaN).
+  auto anchors = RandomAnchors<T>(rng, c.anchors);
+  anchors[0] = std::numeric_limits<T>::infinity();
+  f[2] = -std::numeric_limits<T>::infinity();
+  auto wb = test::UniformVector<T>(rng, n * 4, -1.0, 1.0);
+  auto ws = test::UniformVector<T>(rng, n, -1.0, 1.0);
+  auto wc = test::UniformVector<T>(rng, n * c.classes, -1.0, 1.0);
+  for (auto* w : {&wb, &ws, &wc}) {
+    for (T& x : *w) {
+      if (percent(rng) < 5) x = nans[kind(rng)];
+    }
+  }
+  const Outputs<T> o = RunForward(p, f, anchors);
+  EXPECT_TRUE(NansAreTheQuietNan(o.boxes));
+  EXPECT_TRUE(NansAreTheQuietNan(o.scores));
+  EXPECT_TRUE(NansAreTheQuietNan(o.class_scores));
+  std::vector<T> grad(f.size());
+  YoloDecodeBackward<T>(p, wb.data(), ws.data(), wc.data(), f.data(), anchors.data(), grad.data(),
+                        SerialParallel());
+  EXPECT_TRUE(NansAreTheQuietNan(grad));
+  // YoloDecodeSelected (YoloPostprocess's decode): Forward's bits, NaNs included.
+  const int64_t per_image = p.boxes_per_image();
+  std::vector<int64_t> every(static_cast<size_t>(per_image));
+  for (int64_t i = 0; i < per_image; ++i) every[static_cast<size_t>(i)] = i;
+  std::vector<T> boxes(static_cast<size_t>(per_image * 4)),
+      class_scores(static_cast<size_t>(per_image * c.classes));
+  YoloDecodeSelected<T>(p, f.data(), anchors.data(), 1, every.data(), per_image, boxes.data(),
+                        class_scores.data());
+  EXPECT_TRUE(SameBits(boxes, std::vector<T>(o.boxes.begin() + per_image * 4, o.boxes.end())));
+  EXPECT_TRUE(SameBits(class_scores, std::vector<T>(o.class_scores.begin() + per_image * c.classes,
+                                                    o.class_scores.end())));
+}
+
+// The outputs at every address modulo 64 bytes, serial and on three threads, have the same bits.
+// An Eigen assignment splits its loop by the output's address into a scalar prologue, an aligned
+// vector body and a scalar tail, and -O3 builds ordered a multiply's operands differently in them
+// (the class gradient was one NaN or the other). Each box has a NaN objectness and NaN class
+// logits of the other sign.
+TYPED_TEST(YoloDecodeKernelTest, SameBitsAtEveryOutputAddress) {
+  using T = TypeParam;
+  std::mt19937_64 rng(53);
+  const Case c = {1, 3, 4, 3, 20, 96, 128, "center_xywh", true, 1.0f, false};
+  YoloDecodeParams p;
+  OPFORGE_ASSERT_OK(ParamsOf(c, &p));
+  const int64_t n = NumBoxes(c), per_anchor = 5 + c.classes;
+  const std::vector<T> nans = NanKinds<T>();  // (positive, negative) pairs
+  auto f = test::RandomVector<T>(rng, NumFeatures(c));
+  for (int64_t box = 0; box < n; ++box) {
+    T* x = f.data() + box * per_anchor;
+    const size_t pair = static_cast<size_t>(2 * (box % 3));
+    const size_t sign = static_cast<size_t>((box / 3) % 2);
+    x[4] = nans[pair + sign];
+    for (int64_t k = 5 + box % 2; k < per_anchor; k += 2) x[k] = nans[pair + 1 - sign];
+    x[box % 4] = nans[pair + 1 - sign];  // and one of tx, ty, tw, th
+  }
+  const auto anchors = RandomAnchors<T>(rng, c.anchors);
+  const auto wb = test::UniformVector<T>(rng, n * 4, -1.0, 1.0);
+  const auto ws = test::UniformVector<T>(rng, n, -1.0, 1.0);
+  const auto wc = test::UniformVector<T>(rng, n * c.classes, -1.0, 1.0);
+  const int64_t lanes = 64 / static_cast<int64_t>(sizeof(T));
+  // Each output at `offset` elements into a buffer of its own, aligned to 64 bytes.
+  auto run = [&](int64_t offset, const Parallel& parallel) {
+    std::vector<std::vector<T>> out;
+    auto at = [&](std::vector<T>& buffer, int64_t size) {
+      buffer.assign(static_cast<size_t>(size + 2 * lanes), T(0));
+      const auto address = reinterpret_cast<uintptr_t>(buffer.data());
+      const int64_t skip =
+          static_cast<int64_t>((64 - address % 64) % 64) / static_cast<int64_t>(sizeof(T));
+      return buffer.data() + skip + offset;
+    };
+    std::vector<T> b0, b1, b2, b3;
+    std::vector<int32_t> indices(static_cast<size_t>(n));
+    T* boxes = at(b0, n * 4);
+    T* scores = at(b1, n);
+    T* class_scores = at(b2, n * c.classes);
+    T* grad = at(b3, NumFeatures(c));
+    YoloDecodeForward<T>(p, f.data(), anchors.data(), boxes, scores, indices.data(), class_scores,
+                         parallel);
+    YoloDecodeBackward<T>(p, wb.data(), ws.data(), wc.data(), f.data(), anchors.data(), grad,
+                          parallel);
+    out.emplace_back(boxes, boxes + n * 4);
+    out.emplace_back(scores, scores + n);
+    out.emplace_back(class_scores, class_scores + n * c.classes);
+    out.emplace_back(grad, grad + NumFeatures(c));
+    return out;
+  };
+  const SerialParallel serial;
+  const ThreadParallel three(3);
+  const auto want = run(0, serial);
+  for (int64_t offset = 0; offset < lanes; ++offset) {
+    const Parallel* const parallels[] = {&serial, &three};
+    for (const Parallel* parallel : parallels) {
+      const auto got = run(offset, *parallel);
+      for (size_t k = 0; k < got.size(); ++k) {
+        EXPECT_TRUE(SameBits(got[k], want[k]))
+            << "output " << k << " (boxes, scores, class_scores, grad) at offset " << offset
+            << (parallel == &three ? ", 3 threads" : ", serial");
+      }
+    }
   }
 }
 

@@ -13,8 +13,9 @@
 //    the row the CPU's sequential loop leaves there, the last one: no atomics, deterministic,
 //    and the CPU's bits. The scan is O(max_boxes) per row, fine for the ~100 boxes of a batch.
 //
-// The masks (a host vector in params) are copied to the device with the check's scratch, so
-// there is no limit on the number of scales or mask entries.
+// The masks (a host vector in params) are copied to the device into the scratch memory the
+// caller provides (YoloTargetsGpuScratchBytes; the binding takes it from TensorFlow's allocator),
+// so there is no limit on the number of scales or mask entries.
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -39,24 +40,6 @@ Status CudaFailure(const char* what, cudaError_t err) {
     const cudaError_t opforge_err = (expr);                                 \
     if (opforge_err != cudaSuccess) return CudaFailure(#expr, opforge_err); \
   } while (0)
-
-// A stream-ordered allocation, freed on the stream when it leaves scope (after the kernels
-// enqueued before that use it).
-class StreamScratch {
- public:
-  explicit StreamScratch(cudaStream_t stream) : stream_(stream) {}
-  StreamScratch(const StreamScratch&) = delete;
-  StreamScratch& operator=(const StreamScratch&) = delete;
-  ~StreamScratch() {
-    if (ptr_ != nullptr) cudaFreeAsync(ptr_, stream_);
-  }
-  cudaError_t Allocate(size_t bytes) { return cudaMallocAsync(&ptr_, bytes, stream_); }
-  void* get() const { return ptr_; }
-
- private:
-  cudaStream_t stream_;
-  void* ptr_ = nullptr;
-};
 
 template <typename T>
 __device__ inline void LoadRow(const T* boxes, int64_t r, T b[4]) {
@@ -124,17 +107,30 @@ __global__ void AssignKernel(int64_t rows, int64_t max_boxes, ScaleArgs<T> sc, c
   }
 }
 
+// Scratch, in int64: [0] the first bad row, [1, 1 + masks) anchor_masks, then best[rows]; none
+// without rows.
+int64_t ScratchElements(const YoloTargetsParams& p) {
+  const int64_t rows = p.batch * p.max_boxes;
+  return rows > 0 ? 1 + static_cast<int64_t>(p.anchor_masks.size()) + rows : 0;
+}
+
 template <typename T>
 Status Run(const YoloTargetsParams& p, const T* boxes, const int32_t* classes, const T* anchors,
-           const std::vector<void*>& outputs, cudaStream_t stream) {
+           const std::vector<void*>& outputs, void* scratch, int64_t scratch_bytes,
+           cudaStream_t stream) {
   if (static_cast<int64_t>(outputs.size()) != p.num_scales()) {
     return Status::Internal(std::string(kOp) + ": " + std::to_string(outputs.size()) +
                             " outputs for " + std::to_string(p.num_scales()) + " scales");
   }
   const int64_t rows = p.batch * p.max_boxes;
   const int64_t masks = static_cast<int64_t>(p.anchor_masks.size());
-  // Scratch, in int64: [0] the first bad row, [1, 1 + masks) anchor_masks, then best[rows].
-  StreamScratch scratch(stream);
+  const int64_t need = ScratchElements(p) * static_cast<int64_t>(sizeof(int64_t));
+  if (need > 0 && (scratch == nullptr || scratch_bytes < need ||
+                   reinterpret_cast<uintptr_t>(scratch) % alignof(int64_t) != 0)) {
+    return Status::Internal(std::string(kOp) + ": needs " + std::to_string(need) +
+                            " bytes of scratch memory aligned to 8, got " +
+                            std::to_string(scratch_bytes));
+  }
   int64_t* first_bad = nullptr;
   const int64_t* mask_table = nullptr;
   int64_t* best = nullptr;
@@ -143,8 +139,7 @@ Status Run(const YoloTargetsParams& p, const T* boxes, const int32_t* classes, c
   if (p.max_boxes > 0) {
     long long bad_row = kNoBadRow;
     if (rows > 0) {
-      OPFORGE_YOLO_CUDA_(scratch.Allocate(static_cast<size_t>(1 + masks + rows) * sizeof(int64_t)));
-      first_bad = static_cast<int64_t*>(scratch.get());
+      first_bad = static_cast<int64_t*>(scratch);
       mask_table = first_bad + 1;
       best = first_bad + 1 + masks;
       std::vector<int64_t> init;
@@ -212,17 +207,22 @@ Status Run(const YoloTargetsParams& p, const T* boxes, const int32_t* classes, c
 
 }  // namespace
 
+int64_t YoloTargetsGpuScratchBytes(const YoloTargetsParams& params) {
+  return ScratchElements(params) * static_cast<int64_t>(sizeof(int64_t));
+}
+
 Status YoloTargetsGpu(DType dtype, const YoloTargetsParams& params, const void* boxes,
                       const int32_t* classes, const void* anchors,
-                      const std::vector<void*>& outputs, void* stream) {
+                      const std::vector<void*>& outputs, void* scratch, int64_t scratch_bytes,
+                      void* stream) {
   auto s = static_cast<cudaStream_t>(stream);
   switch (dtype) {
     case DType::kFloat:
       return Run<float>(params, static_cast<const float*>(boxes), classes,
-                        static_cast<const float*>(anchors), outputs, s);
+                        static_cast<const float*>(anchors), outputs, scratch, scratch_bytes, s);
     case DType::kDouble:
       return Run<double>(params, static_cast<const double*>(boxes), classes,
-                         static_cast<const double*>(anchors), outputs, s);
+                         static_cast<const double*>(anchors), outputs, scratch, scratch_bytes, s);
     default:
       return cuda::UnsupportedDType(kOp, dtype);
   }

@@ -85,10 +85,15 @@ void YoloTargets(const YoloTargetsParams& params, const T* boxes, const int32_t*
                  const T* anchors, const std::vector<T*>& outputs, const Parallel& parallel);
 
 // CUDA version (yolo_targets.cu): checks the data on the device, reports the first bad row with
-// the same message (it waits for the stream to read the check back), then assigns.
+// the same message (it waits for the stream to read the check back), then assigns. It needs
+// YoloTargetsGpuScratchBytes(params) bytes of device scratch memory, aligned to 8 bytes and
+// usable on `stream`, which the caller provides (TensorFlow owns the GPU's memory: the binding
+// takes it from allocate_temp).
+int64_t YoloTargetsGpuScratchBytes(const YoloTargetsParams& params);
 Status YoloTargetsGpu(DType dtype, const YoloTargetsParams& params, const void* boxes,
                       const int32_t* classes, const void* anchors,
-                      const std::vector<void*>& outputs, void* stream);
+                      const std::vector<void*>& outputs, void* scratch, int64_t scratch_bytes,
+                      void* stream);
 
 // The message of a bad row (shared by the CPU and CUDA paths). `values` are its four
 // coordinates; `cls` its class.

@@ -2,8 +2,9 @@
 // output (the per-row maths is shared and only compares, halves, multiplies and floors; the GPU
 // replaces the CPU's sequential overwrite by "the last row of an image on a cell and anchor
 // writes"), and the same error message for every kind of bad data (the GPU checks on the device
-// and builds the message from the copied-back row). Without a CUDA device every test says
-// "skipped: no CUDA device".
+// and builds the message from the copied-back row), on a non-blocking stream with scratch memory
+// the caller provides, as the binding does. Without a CUDA device the GPU tests say "skipped: no
+// CUDA device".
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -23,11 +24,12 @@ namespace opforge {
 namespace {
 
 using test::DeviceBuffer;
-using test::Download;
+using test::DownloadOn;
 using test::NumElements;
 using test::SameBits;
-using test::Sync;
-using test::Upload;
+using test::SyncStream;
+using test::TestStream;
+using test::UploadOn;
 
 using test::yolo_targets::Case;
 using test::yolo_targets::Data;
@@ -68,14 +70,24 @@ Status Cpu(const YoloTargetsParams& p, const Data<T>& d, std::vector<std::vector
 }
 
 // The GPU's outputs (the buffers filled with 0xFF bytes first: everything must be overwritten),
-// or its error.
+// or its error. Everything on a non-blocking stream (as TensorFlow's), which alone is
+// synchronised; the scratch memory is the caller's (the binding's allocate_temp), here filled
+// with 0xFF bytes too, so that nothing may rely on its contents.
 template <typename T>
 void Gpu(const YoloTargetsParams& p, const Data<T>& d, Status* status,
          std::vector<std::vector<T>>* outputs) {
-  DeviceBuffer db, dc, da;
-  ASSERT_NO_FATAL_FAILURE(Upload(d.boxes, &db));
-  ASSERT_NO_FATAL_FAILURE(Upload(d.classes, &dc));
-  ASSERT_NO_FATAL_FAILURE(Upload(d.anchors, &da));
+  TestStream stream;
+  OPFORGE_ASSERT_CUDA(stream.Create());
+  DeviceBuffer db, dc, da, scratch;
+  ASSERT_NO_FATAL_FAILURE(UploadOn(stream.get(), d.boxes, &db));
+  ASSERT_NO_FATAL_FAILURE(UploadOn(stream.get(), d.classes, &dc));
+  ASSERT_NO_FATAL_FAILURE(UploadOn(stream.get(), d.anchors, &da));
+  const int64_t scratch_bytes = YoloTargetsGpuScratchBytes(p);
+  OPFORGE_ASSERT_CUDA(scratch.Allocate(static_cast<size_t>(scratch_bytes)));
+  if (scratch_bytes > 0) {
+    OPFORGE_ASSERT_CUDA(cudaMemsetAsync(scratch.get(), 0xFF, static_cast<size_t>(scratch_bytes),
+                                        stream.get()));
+  }
   std::vector<DeviceBuffer> dout(static_cast<size_t>(p.num_scales()));
   std::vector<void*> pointers;
   outputs->clear();
@@ -84,16 +96,16 @@ void Gpu(const YoloTargetsParams& p, const Data<T>& d, Status* status,
     outputs->emplace_back(n);
     DeviceBuffer& b = dout[static_cast<size_t>(s)];
     OPFORGE_ASSERT_CUDA(b.Allocate(n * sizeof(T)));
-    if (n > 0) OPFORGE_ASSERT_CUDA(cudaMemset(b.get(), 0xFF, n * sizeof(T)));
+    if (n > 0) OPFORGE_ASSERT_CUDA(cudaMemsetAsync(b.get(), 0xFF, n * sizeof(T), stream.get()));
     pointers.push_back(b.get());
   }
   *status = YoloTargetsGpu(DTypeOf<T>::value, p, db.get(), static_cast<const int32_t*>(dc.get()),
-                           da.get(), pointers, nullptr);
-  ASSERT_NO_FATAL_FAILURE(Sync());
+                           da.get(), pointers, scratch.get(), scratch_bytes, stream.get());
+  ASSERT_NO_FATAL_FAILURE(SyncStream(stream.get()));
   if (!status->ok()) return;
   for (int64_t s = 0; s < p.num_scales(); ++s) {
-    ASSERT_NO_FATAL_FAILURE(
-        Download(dout[static_cast<size_t>(s)], &(*outputs)[static_cast<size_t>(s)]));
+    ASSERT_NO_FATAL_FAILURE(DownloadOn(stream.get(), dout[static_cast<size_t>(s)],
+                                       &(*outputs)[static_cast<size_t>(s)]));
   }
 }
 
@@ -181,9 +193,28 @@ TYPED_TEST(YoloTargetsCudaTest, BadDataGivesTheCpuMessage) {
 TEST(YoloTargetsCuda, BadDTypeIsAnError) {
   OPFORGE_SKIP_WITHOUT_CUDA();
   const YoloTargetsParams p = ParamsOf(Cases()[3]);
-  const Status s = YoloTargetsGpu(DType::kHalf, p, nullptr, nullptr, nullptr, {nullptr}, nullptr);
+  const Status s =
+      YoloTargetsGpu(DType::kHalf, p, nullptr, nullptr, nullptr, {nullptr}, nullptr, 0, nullptr);
   EXPECT_FALSE(s.ok());
   EXPECT_TRUE(test::NamesWord(s.message(), "YoloTargets")) << s.message();
+}
+
+// The scratch memory: 8 bytes per row plus the masks and one, none without rows; too little is
+// an error before anything runs (no GPU needed).
+TEST(YoloTargetsCuda, ScratchIsTheCallersAndTooLittleIsAnError) {
+  const Case c = Cases()[0];
+  const YoloTargetsParams p = ParamsOf(c);
+  const int64_t rows = c.batch * c.max_boxes;
+  const int64_t need = YoloTargetsGpuScratchBytes(p);
+  EXPECT_EQ(need, 8 * (1 + static_cast<int64_t>(p.anchor_masks.size()) + rows));
+  EXPECT_EQ(YoloTargetsGpuScratchBytes(ParamsOf(Cases()[6])), 0);  // no boxes
+  EXPECT_EQ(YoloTargetsGpuScratchBytes(ParamsOf(Cases()[7])), 0);  // no images
+  std::vector<void*> outputs(static_cast<size_t>(p.num_scales()), nullptr);
+  const Status s = YoloTargetsGpu(DType::kFloat, p, nullptr, nullptr, nullptr, outputs, nullptr,
+                                  need, nullptr);
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(test::Contains(s.message(), std::to_string(need) + " bytes of scratch"))
+      << s.message();
 }
 
 }  // namespace

@@ -124,10 +124,13 @@ struct YoloTargetsOp {
                    parallel);
     return Status::Ok();
   }
+  // The device check's results and the masks, allocated by TfKernel.
+  int64_t GpuScratchBytes(DType, const Params& p) const { return YoloTargetsGpuScratchBytes(p); }
   Status Gpu(DType dtype, const Params& p, const TfCall& call, void* stream) const {
     std::vector<void*> outputs;
     for (int64_t s = 0; s < p.num_scales(); ++s) outputs.push_back(call.out(static_cast<int>(s)));
-    return YoloTargetsGpu(dtype, p, call.in(0), call.in<int32_t>(1), call.in(2), outputs, stream);
+    return YoloTargetsGpu(dtype, p, call.in(0), call.in<int32_t>(1), call.in(2), outputs,
+                          call.scratch, call.scratch_bytes, stream);
   }
 };
 
