@@ -85,8 +85,9 @@ def griffin_lim(S, n_iter: int = 32, hop_length: Optional[int] = None, win_lengt
         another number of frames than S, an unknown window, pad_mode or init, seed outside
         [0, 2^32 - 1], phases of another shape.
     """
-    S = to_tensor(_OP, "S", S)
-    check_dtype(_OP, "S", S, AUDIO_DTYPES)
+    # Errors name S as the op does ("magnitude"), with librosa's name for it.
+    S = to_tensor(_OP, "magnitude (S)", S)
+    check_dtype(_OP, "magnitude (S)", S, AUDIO_DTYPES)
     if n_fft is None:
         # From S's static shape; 0 lets the op take 2 (n_freq - 1) at run time.
         rank = S.shape.rank
@@ -311,7 +312,7 @@ SPECS = (
                                           ("momentum", ">= 0", "-0.5")),
             "n_iter negative": BadInput("opforge.ops.griffin_lim(tf.ones([17, 4]), n_iter=-1)", ("n_iter", ">= 0", "-1")),
             "center not bool": BadInput("opforge.ops.griffin_lim(tf.ones([17, 4]), center='yes')", ("center", "bool")),
-            "S int32": BadInput("opforge.ops.griffin_lim(tf.ones([17, 4], tf.int32))", ("S", "int32")),
+            "S int32": BadInput("opforge.ops.griffin_lim(tf.ones([17, 4], tf.int32))", ("magnitude (S)", "int32")),
         },
     ),
 )

@@ -69,8 +69,9 @@ def mel_to_stft(M, sr: float = 22050, n_fft: int = 2048, power: float = 2.0, fmi
         infinite Mel value, bad filter arguments (sr <= 0, n_fft < 1, fmin < 0, fmax <= fmin),
         power <= 0, filters of another shape or not a triangular bank.
     """
-    M = to_tensor(_OP, "M", M)
-    check_dtype(_OP, "M", M, AUDIO_DTYPES)
+    # Errors name M as the op does ("mel"), with librosa's name for it.
+    M = to_tensor(_OP, "mel (M)", M)
+    check_dtype(_OP, "mel (M)", M, AUDIO_DTYPES)
     if fmax is None:
         fmax_attr = -1.0  # the op's sr / 2
     else:
@@ -213,7 +214,7 @@ SPECS = (
             "norm l1": BadInput("opforge.ops.mel_to_stft(tf.ones([16, 4]), norm=1)", ("norm", "slaney", "got 1")),
             "norm text": BadInput("opforge.ops.mel_to_stft(tf.ones([16, 4]), norm='l2')", ("norm", '"l2"')),
             "htk not bool": BadInput("opforge.ops.mel_to_stft(tf.ones([16, 4]), htk=1)", ("htk", "bool", "1")),
-            "M int32": BadInput("opforge.ops.mel_to_stft(tf.ones([16, 4], tf.int32))", ("M", "int32")),
+            "M int32": BadInput("opforge.ops.mel_to_stft(tf.ones([16, 4], tf.int32))", ("mel (M)", "int32")),
             "filters shape": BadInput("opforge.ops.mel_to_stft(tf.ones([16, 4]), n_fft=64, filters=tf.ones([16, 30]))",
                                       ("filters", "[16, 33]", "got shape [16, 30]")),
             "filters rows": BadInput("opforge.ops.mel_to_stft(tf.ones([16, 4]), n_fft=64, filters=tf.ones([15, 33]))",
