@@ -46,8 +46,8 @@ std::vector<T> RefMagnitude() {
 
 template <typename T>
 std::vector<T> RunGl(GriffinLimParams p, const std::vector<int64_t>& shape,
-                   const std::vector<T>& magnitude, const std::vector<T>* phases = nullptr,
-                   int threads = 2) {
+                     const std::vector<T>& magnitude, const std::vector<T>* phases = nullptr,
+                     int threads = 2) {
   const std::vector<int64_t> phase_shape = shape;
   Status s = ValidateGriffinLim(shape, phases ? &phase_shape : nullptr, &p);
   EXPECT_TRUE(s.ok()) << s.message();
@@ -72,9 +72,9 @@ template <typename T, typename R, size_t N>
     if (d > worst) worst = d, at = i;
   }
   if (worst <= tol * scale) return ::testing::AssertionSuccess() << "max diff " << worst / scale;
-  return ::testing::AssertionFailure() << "max |diff| " << worst << " at " << at << " (got "
-                                       << a[at] << ", librosa " << ref[at] << "), "
-                                       << worst / scale << " of max |ref| " << scale;
+  return ::testing::AssertionFailure()
+         << "max |diff| " << worst << " at " << at << " (got " << a[at] << ", librosa " << ref[at]
+         << "), " << worst / scale << " of max |ref| " << scale;
 }
 
 // --- validation ---------------------------------------------------------------------------------
@@ -120,19 +120,27 @@ TEST(GriffinLimValidate, Errors) {
       {GriffinLimParams(), {1, 10}, "magnitude", "at least 2 frequency bins"},
       {with([](GriffinLimParams& p) { p.n_fft = 1024; }), {1025, 10}, "magnitude", "513"},
       {with([](GriffinLimParams& p) { p.n_fft = -1; }), {1025, 10}, "n_fft", "positive"},
-      {with([](GriffinLimParams& p) { p.win_length = 4096; }), {1025, 10}, "win_length",
+      {with([](GriffinLimParams& p) { p.win_length = 4096; }),
+       {1025, 10},
+       "win_length",
        "at most n_fft = 2048"},
       {with([](GriffinLimParams& p) { p.hop_length = -3; }), {1025, 10}, "hop_length", "positive"},
-      {with([](GriffinLimParams& p) { p.win_length = 3; }), {1025, 10}, "hop_length",
+      {with([](GriffinLimParams& p) { p.win_length = 3; }),
+       {1025, 10},
+       "hop_length",
        "win_length = 3"},
       {with([](GriffinLimParams& p) { p.n_iter = -1; }), {1025, 10}, "n_iter", ">= 0"},
       {with([](GriffinLimParams& p) { p.momentum = -0.5; }), {1025, 10}, "momentum", ">= 0"},
-      {with([](GriffinLimParams& p) { p.momentum = std::nan(""); }), {1025, 10}, "momentum",
+      {with([](GriffinLimParams& p) { p.momentum = std::nan(""); }),
+       {1025, 10},
+       "momentum",
        "finite"},
       {with([](GriffinLimParams& p) { p.length = -2; }), {1025, 10}, "length", ">= 0"},
       {with([](GriffinLimParams& p) { p.length = 100; }), {1025, 10}, "length", "10 frames"},
       {with([](GriffinLimParams& p) { p.seed = int64_t{1} << 32; }), {1025, 10}, "seed", "2^32"},
-      {with([](GriffinLimParams& p) { p.init = GriffinLimInit::kPhases; }), {1025, 10}, "phases",
+      {with([](GriffinLimParams& p) { p.init = GriffinLimInit::kPhases; }),
+       {1025, 10},
+       "phases",
        "given"},
   };
   for (const Bad& b : bad) {
@@ -283,13 +291,135 @@ TEST(GriffinLimForward, BatchesAndThreadsGiveTheSameBits) {
   // The random draw runs over the whole batch in row-major order, so item 0 of the batch sees the
   // phases a single item does.
   const std::vector<float> single = RunGl<float>(p, RefShape(), one, nullptr, 1);
-  const std::vector<float> batched1 = RunGl<float>(p, std::vector<int64_t>{2, kRefNFreq, kRefFrames}, two, nullptr, 1);
-  const std::vector<float> batched3 = RunGl<float>(p, std::vector<int64_t>{2, kRefNFreq, kRefFrames}, two, nullptr, 3);
+  const std::vector<float> batched1 =
+      RunGl<float>(p, std::vector<int64_t>{2, kRefNFreq, kRefFrames}, two, nullptr, 1);
+  const std::vector<float> batched3 =
+      RunGl<float>(p, std::vector<int64_t>{2, kRefNFreq, kRefFrames}, two, nullptr, 3);
   EXPECT_EQ(batched1, batched3);
   ASSERT_EQ(batched1.size(), 2 * single.size());
   EXPECT_TRUE(std::equal(single.begin(), single.end(), batched1.begin()));
   const std::vector<float> single2 = RunGl<float>(p, RefShape(), one, nullptr, 2);
   EXPECT_EQ(single, single2);
+}
+
+// librosa.griffinlim written out with a direct DFT in double (no FFT, no shared code but the
+// window): the reference for sizes whose real FFT the core computes through a half-length complex
+// FFT and twiddles (n_fft a multiple of 4, including the smallest, where bin n_fft / 4 is the
+// twiddle loop's only special case) and through Eigen's real FFT (the other sizes, odd too).
+std::vector<double> NaiveGriffinLim(const GriffinLimParams& p, const std::vector<double>& mag,
+                                    const std::vector<double>& phases) {
+  const int64_t n = p.n_fft, nf = p.n_freq, nt = p.n_frames, hop = p.hop_length;
+  const int64_t off = p.center ? n / 2 : 0, buffer = n + hop * (nt - 1);
+  const std::vector<double> w = StftWindowValues(p.window, p.win_length, n);
+  std::vector<double> wss(static_cast<size_t>(buffer), 0.0);
+  for (int64_t t = 0; t < nt; ++t) {
+    for (int64_t j = 0; j < n; ++j) wss[t * hop + j] += w[j] * w[j];
+  }
+  using C = std::complex<double>;
+  auto istft = [&](const std::vector<C>& spec) {  // spec [nf][nt]
+    std::vector<double> y(static_cast<size_t>(buffer), 0.0);
+    for (int64_t t = 0; t < nt; ++t) {
+      for (int64_t j = 0; j < n; ++j) {
+        double v = spec[t].real();  // bin 0: the real part only, as irfft
+        for (int64_t k = 1; k < nf; ++k) {
+          const C x = spec[k * nt + t];
+          const double a = 2 * kPi * double(j * k % n) / double(n);
+          v += 2 * k == n ? x.real() * std::cos(a)
+                          : 2 * (x.real() * std::cos(a) - x.imag() * std::sin(a));
+        }
+        y[t * hop + j] += w[j] * v / double(n);
+      }
+    }
+    std::vector<double> out(static_cast<size_t>(p.out_length));
+    for (int64_t j = 0; j < p.out_length; ++j) {
+      const double d = wss[j + off];
+      out[j] = d > std::numeric_limits<double>::min() ? y[j + off] / d : y[j + off];
+    }
+    return out;
+  };
+  auto stft = [&](const std::vector<double>& y) {
+    const int64_t len = static_cast<int64_t>(y.size());
+    auto sample = [&](int64_t q) {  // numpy.pad of y (reflect or constant)
+      if (q >= 0 && q < len) return y[q];
+      if (p.pad_mode == StftPadMode::kConstant) return 0.0;
+      const int64_t period = 2 * (len - 1);
+      int64_t r = ((q % period) + period) % period;
+      return y[r < len ? r : period - r];
+    };
+    std::vector<C> spec(static_cast<size_t>(nf * nt));
+    for (int64_t t = 0; t < nt; ++t) {
+      for (int64_t k = 0; k < nf; ++k) {
+        C acc = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          const double a = -2 * kPi * double(j * k % n) / double(n);
+          acc += sample(t * hop + j - off) * w[j] * C(std::cos(a), std::sin(a));
+        }
+        spec[k * nt + t] = acc;
+      }
+    }
+    return spec;
+  };
+  std::vector<C> angles(mag.size()), tprev(mag.size());
+  for (size_t i = 0; i < mag.size(); ++i) angles[i] = std::polar(1.0, phases[i]);
+  auto times_mag = [&] {
+    std::vector<C> spec(mag.size());
+    for (size_t i = 0; i < mag.size(); ++i) spec[i] = mag[i] * angles[i];
+    return spec;
+  };
+  const double momentum = p.momentum / (1 + p.momentum);
+  for (int64_t it = 0; it < p.n_iter; ++it) {
+    const std::vector<C> rebuilt = stft(istft(times_mag()));
+    for (size_t i = 0; i < mag.size(); ++i) {
+      angles[i] = rebuilt[i] - (it > 0 ? momentum : 0.0) * tprev[i];
+      angles[i] /= std::abs(angles[i]) + std::numeric_limits<double>::min();
+      tprev[i] = rebuilt[i];
+    }
+  }
+  return istft(times_mag());
+}
+
+TEST(GriffinLimForward, MatchesDirectDft) {
+  struct Case {
+    int64_t n_fft, hop, win_length, frames;
+    bool center;
+    StftPadMode pad;
+  };
+  const std::vector<Case> cases = {
+      {4, 1, 4, 9, true, StftPadMode::kConstant},    {8, 2, 8, 7, true, StftPadMode::kReflect},
+      {12, 3, 10, 6, false, StftPadMode::kConstant}, {16, 4, 16, 8, true, StftPadMode::kConstant},
+      {64, 16, 64, 6, true, StftPadMode::kReflect},  {10, 2, 10, 7, true, StftPadMode::kConstant},
+      {14, 5, 12, 5, true, StftPadMode::kReflect},   {15, 3, 15, 6, true, StftPadMode::kConstant},
+      {9, 2, 9, 8, false, StftPadMode::kConstant},
+  };
+  std::mt19937 gen(11);
+  std::uniform_real_distribution<double> level(0.2, 1.0), angle(-kPi, kPi);
+  for (const Case& c : cases) {
+    GriffinLimParams p;
+    p.n_fft = c.n_fft;
+    p.hop_length = c.hop;
+    p.win_length = c.win_length;
+    p.center = c.center;
+    p.pad_mode = c.pad;
+    p.n_iter = 3;
+    p.init = GriffinLimInit::kPhases;
+    const int64_t nf = c.n_fft / 2 + 1;
+    const std::vector<int64_t> shape = {nf, c.frames};
+    std::vector<double> mag(static_cast<size_t>(nf * c.frames)), phases(mag.size());
+    for (double& m : mag) m = level(gen);
+    for (double& a : phases)
+      a = angle(gen);  // phases at bins 0 and n_fft / 2 too (irfft drops them)
+    const std::vector<double> got = RunGl(p, shape, mag, &phases);
+    OPFORGE_ASSERT_OK(ValidateGriffinLim(shape, &shape, &p));
+    const std::vector<double> want = NaiveGriffinLim(p, mag, phases);
+    ASSERT_EQ(got.size(), want.size()) << "n_fft " << c.n_fft;
+    double scale = 0, worst = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      scale = std::max(scale, std::abs(want[i]));
+      worst = std::max(worst, std::abs(got[i] - want[i]));
+    }
+    EXPECT_LE(worst, 1e-10 * scale)
+        << "n_fft " << c.n_fft << ": max |diff| " << worst << " of max " << scale;
+  }
 }
 
 // Spectral convergence || |stft(y)| - S || / || S || falls with the iterations.
