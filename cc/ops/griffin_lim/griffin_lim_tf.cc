@@ -2,8 +2,6 @@
 // that TfKernel (common/tf_kernel.h) runs. No gradient (tf.no_gradient in Python).
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -19,23 +17,6 @@ using shape_inference::InferenceContext;
 using shape_inference::ShapeHandle;
 
 namespace {
-
-// TensorFlow's float attrs are float32, so a value written in Python (momentum=0.99, ref=1e-3)
-// arrives rounded, ~1e-8 off the float64 that librosa computes with; Griffin-Lim compounds the
-// difference over its iterations (measured: 1e-5 relative after 32 against 1e-12 from FFT
-// rounding). The shortest decimal that rounds to the same float32 (what Python prints for
-// numpy.float32(v)) is the literal the caller wrote whenever it had at most 9 significant
-// digits: the kernels use it as the double.
-double AttrDouble(float value) {
-  if (!std::isfinite(value)) return static_cast<double>(value);
-  char text[32];
-  for (int digits = 1; digits <= 9; ++digits) {
-    std::snprintf(text, sizeof(text), "%.*g", digits, static_cast<double>(value));
-    const double decimal = std::strtod(text, nullptr);
-    if (static_cast<float>(decimal) == value) return decimal;
-  }
-  return static_cast<double>(value);
-}
 
 constexpr const char* kOp = "GriffinLim";
 constexpr int64_t kFreshSeed = -1;
@@ -55,7 +36,7 @@ absl::Status ReadAttrs(Context* c, GriffinLimParams* p, Status* parsed) {
   TF_RETURN_IF_ERROR(c->GetAttr("length", &p->length));
   TF_RETURN_IF_ERROR(c->GetAttr("init", &init));
   TF_RETURN_IF_ERROR(c->GetAttr("seed", &p->seed));
-  p->momentum = AttrDouble(momentum);
+  p->momentum = FloatAttrAsWritten(momentum);
   *parsed = ParseStftWindow(window, &p->window);
   if (parsed->ok()) *parsed = ParseStftPadMode(pad_mode, &p->pad_mode);
   if (parsed->ok()) *parsed = ParseGriffinLimInit(init, &p->init);

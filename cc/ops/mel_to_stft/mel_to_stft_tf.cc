@@ -1,8 +1,6 @@
 // TensorFlow binding of MelToStft: op registration with its shape function, and the op struct that
 // TfKernel (common/tf_kernel.h) runs. No gradient (an NNLS solution; tf.no_gradient in Python).
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -18,23 +16,6 @@ using shape_inference::ShapeHandle;
 
 namespace {
 
-// TensorFlow's float attrs are float32, so a value written in Python (momentum=0.99, ref=1e-3)
-// arrives rounded, ~1e-8 off the float64 that librosa computes with; Griffin-Lim compounds the
-// difference over its iterations (measured: 1e-5 relative after 32 against 1e-12 from FFT
-// rounding). The shortest decimal that rounds to the same float32 (what Python prints for
-// numpy.float32(v)) is the literal the caller wrote whenever it had at most 9 significant
-// digits: the kernels use it as the double.
-double AttrDouble(float value) {
-  if (!std::isfinite(value)) return static_cast<double>(value);
-  char text[32];
-  for (int digits = 1; digits <= 9; ++digits) {
-    std::snprintf(text, sizeof(text), "%.*g", digits, static_cast<double>(value));
-    const double decimal = std::strtod(text, nullptr);
-    if (static_cast<float>(decimal) == value) return decimal;
-  }
-  return static_cast<double>(value);
-}
-
 constexpr const char* kOp = "MelToStft";
 
 template <typename Context>
@@ -48,10 +29,10 @@ absl::Status ReadAttrs(Context* c, MelToStftParams* p, Status* parsed) {
   TF_RETURN_IF_ERROR(c->GetAttr("fmax", &fmax));
   TF_RETURN_IF_ERROR(c->GetAttr("htk", &p->filters.htk));
   TF_RETURN_IF_ERROR(c->GetAttr("norm", &norm));
-  p->filters.sr = AttrDouble(sr);
-  p->power = AttrDouble(power);
-  p->filters.fmin = AttrDouble(fmin);
-  p->filters.fmax = AttrDouble(fmax);
+  p->filters.sr = FloatAttrAsWritten(sr);
+  p->power = FloatAttrAsWritten(power);
+  p->filters.fmin = FloatAttrAsWritten(fmin);
+  p->filters.fmax = FloatAttrAsWritten(fmax);
   *parsed = ParseMelNorm(kOp, norm, &p->filters.norm);
   return absl::OkStatus();
 }
