@@ -10,13 +10,13 @@
 // entry can differ from the CPU's by a few ulp; everything after it is the CPU's operations in
 // the CPU's order. The consequence, derived in mfcc_to_mel_cuda_test.cc and checked there: the
 // exponent sum x differs by at most ~(n_mfcc + 8) eps * sum_n |basis[k, n] c[n]|, the output
-// mel = ref 10^(0.1 x) relatively by 0.23 times that plus pow's few ulp (float64), which float32
-// outputs round away except near a rounding boundary (then one float ulp).
+// mel = ref 10^(0.1 x) = exp(0.1 ln 10 x) ref relatively by 0.23 times that plus exp's few ulp
+// (float64), which float32 outputs round away except near a rounding boundary (then one float ulp).
 //
 // Layout: one block row per output row (batch item and band, or batch item and coefficient),
 // grid-strided over blockIdx.y; threads over the time axis, grid-strided over blockIdx.x, so that
 // every read and write along time is coalesced. Index arithmetic is int64_t: the kernels are
-// bound by float64 pow and cos, not by index math.
+// bound by float64 exp and cos, not by index math.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -98,7 +98,7 @@ __global__ void ForwardKernel(Basis p, int64_t rows, int64_t n_frames, double re
           }
         }
       }
-      if (active) mel[row * n_frames + t] = static_cast<T>(ref * pow(10.0, 0.1 * acc));
+      if (active) mel[row * n_frames + t] = static_cast<T>(exp(acc * kDbToNeper) * ref);
     }
   }
 }
@@ -109,7 +109,7 @@ template <typename T>
 __global__ void BackwardKernel(Basis p, int64_t rows, int64_t n_frames, const T* grad, const T* mel,
                                T* grad_mfcc) {
   __shared__ double basis[kThreads];
-  const double scale = 0.1 * 2.30258509299404568402;
+  const double scale = kDbToNeper;
   const int64_t t_step = static_cast<int64_t>(gridDim.x) * kThreads;
   for (int64_t row = blockIdx.y; row < rows; row += gridDim.y) {
     const int64_t b = row / p.n_mfcc, n = row - b * p.n_mfcc;

@@ -191,8 +191,8 @@ TEST(MfccToMelBackward, MatchesCentralDifferences) {
       const std::vector<double> g = RandomMfcc(2 * p.n_mels * frames, 3);
       const std::vector<double> mel = Forward(p, shape, x);
       MfccToMelParams q = p;
-      OPFORGE_ASSERT_OK(ValidateMfccToMelGrad({2, p.n_mels, frames}, {2, p.n_mels, frames},
-                                              shape, &q));
+      OPFORGE_ASSERT_OK(
+          ValidateMfccToMelGrad({2, p.n_mels, frames}, {2, p.n_mels, frames}, shape, &q));
       std::vector<double> dx(x.size());
       MfccToMelBackward<double>(q, g.data(), mel.data(), dx.data(), ThreadParallel(2));
       for (size_t i = 0; i < x.size(); ++i) {
