@@ -23,13 +23,18 @@
 //
 // FFTs: Eigen's FFT module (unsupported/Eigen/FFT) with its default kissfft backend, from the
 // Eigen that TensorFlow bundles (measured against Debian's KISS FFT: see the closing note of
-// issue 13). Arithmetic is in T (float or double) like librosa's complex64/complex128, with the
-// overlap-add and the window sums in float64.
+// issue 13). For n_fft a multiple of 4 the real FFT and its inverse are computed the way Eigen's
+// kissfft_impl computes them (a complex FFT of n_fft / 2 points plus the real-data twiddles), with
+// the twiddle loops in griffin_lim_cpu.cc over split real/imaginary arrays (vectorised; twiddles
+// from double); other sizes use Eigen's real FFT. Arithmetic is in T (float or double) like
+// librosa's complex64/complex128, with |angles| (sqrt(re^2 + im^2)), the overlap-add and the
+// window sums in float64.
 //
-// Parallelism: each iteration is two passes over all batch items together, one over frames
-// (STFT of a frame, phase update, inverse FFT of the frame) and one over output samples (the
-// overlap-add, a gather that sums the frames in ascending order), so one long signal uses every
-// thread and results do not depend on the partition.
+// Parallelism: a first pass over frames (magnitudes, initial phases' cos/sin, first inverse FFT;
+// the seeded draw itself is serial), then each iteration is two passes over all batch items
+// together, one over frames (STFT of a frame, phase update, inverse FFT of the frame, in cache)
+// and one over output samples (the overlap-add, a gather that sums the frames in ascending
+// order), so one long signal uses every thread and results do not depend on the partition.
 //
 // Layout: magnitude [..., n_freq, T] (+ phases of the same shape) -> audio [..., out_length].
 #ifndef OPFORGE_OPS_GRIFFIN_LIM_GRIFFIN_LIM_H_
