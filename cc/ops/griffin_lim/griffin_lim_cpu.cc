@@ -114,6 +114,12 @@ Status ValidateGriffinLim(const std::vector<int64_t>& magnitude, const std::vect
                            "shape " + ShapeString(magnitude));
   }
   if (p.n_fft < 0) return InvalidArgument(kOp, "n_fft", "a positive integer (0: default)", p.n_fft);
+  // n_fft is at most 2^30 (below), so at most 2^29 + 1 bins; checked first, so that no size
+  // arithmetic below can overflow (2 (n_freq - 1), n_fft + hop (T - 1)).
+  if (p.n_freq > (int64_t{1} << 29) + 1) {
+    return InvalidArgument(kOp, "magnitude", "at most 2^29 + 1 frequency bins (axis -2)",
+                           "shape " + ShapeString(magnitude));
+  }
   if (p.n_fft == 0) {
     if (p.n_freq < 2) {
       return InvalidArgument(kOp, "magnitude",
@@ -157,6 +163,19 @@ Status ValidateGriffinLim(const std::vector<int64_t>& magnitude, const std::vect
     return InvalidArgument(kOp, "momentum", "a finite number >= 0", p.momentum);
   }
   if (p.length < 0) return InvalidArgument(kOp, "length", "an integer >= 0 (0: none)", p.length);
+  // Bounds that keep every length computation below inside int64 (the audio could not be
+  // allocated long before): hop and length at most 2^40 samples, and hop (T - 1) too.
+  constexpr int64_t kMaxSamples = int64_t{1} << 40;
+  if (p.hop_length > kMaxSamples) {
+    return InvalidArgument(kOp, "hop_length", "at most 2^40", p.hop_length);
+  }
+  if (p.length > kMaxSamples) return InvalidArgument(kOp, "length", "at most 2^40", p.length);
+  if (p.n_frames - 1 > kMaxSamples / p.hop_length) {
+    std::ostringstream s;
+    s << "an audio length n_fft + hop_length * (T - 1) of at most 2^40 samples (hop_length "
+      << p.hop_length << ", T " << p.n_frames << ")";
+    return InvalidArgument(kOp, "magnitude", s.str(), "shape " + ShapeString(magnitude));
+  }
   if (p.init != GriffinLimInit::kRandom && p.init != GriffinLimInit::kOnes &&
       p.init != GriffinLimInit::kPhases) {
     return InvalidArgument(kOp, "init", "\"random\", \"none\" or \"phases\"",

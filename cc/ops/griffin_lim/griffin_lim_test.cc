@@ -142,6 +142,24 @@ TEST(GriffinLimValidate, Errors) {
        {1025, 10},
        "phases",
        "given"},
+      // Sizes whose length arithmetic would overflow int64 (found by the fuzzer: a negative
+      // output length aborted the process in TensorShape).
+      {GriffinLimParams(), {int64_t{1} << 40, 3}, "magnitude", "2^29 + 1 frequency bins"},
+      {with([](GriffinLimParams& p) {
+         p.n_fft = 4;
+         p.hop_length = int64_t{1} << 62;
+       }),
+       {3, 3},
+       "hop_length",
+       "2^40"},
+      {with([](GriffinLimParams& p) { p.length = int64_t{1} << 62; }),
+       {1025, 10},
+       "length",
+       "2^40"},
+      {with([](GriffinLimParams& p) { p.hop_length = int64_t{1} << 39; }),
+       {1025, 10},
+       "magnitude",
+       "at most 2^40 samples"},
   };
   for (const Bad& b : bad) {
     const Status s = Validate(b.p, b.shape);
