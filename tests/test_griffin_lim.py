@@ -183,6 +183,10 @@ def test_issue_bad_inputs_raise_named_errors_in_a_child():
                 ("GriffinLim:", "magnitude", "finite", "nan at flat index 9")),
         "inf phases": ("opforge.ops.griffin_lim(tf.ones([17, 4]), phases=tf.fill([17, 4], np.inf))",
                        ("GriffinLim:", "phases", "finite", "inf")),
+        # The fuzzer's find: hop (T - 1) overflowed int64 and TensorShape aborted the process.
+        "huge hop": ("lib().opforge_griffin_lim(tf.ones([3, 3]), tf.zeros([0]), n_fft=4, hop_length=2**62, "
+                     "n_iter=0, center=False, init='none')",
+                     ("GriffinLim:", "hop_length", "at most 2^40", str(2**62))),
     }
     results = run_cases_in_child({name: code for name, (code, _) in cases.items()})
     for name, (_, fragments) in cases.items():
