@@ -8,6 +8,7 @@
 #   make format      clang-format the C++ sources
 #   make gpu-build-check  compile and load the GPU binding against TensorFlow's CUDA wheel
 #                    (separate .venv-gpu; needs nvcc; no GPU needed to compile)
+#   make audio-demo  MFCCs back to audio: WAV files, spectrograms and the real-time factor
 #   make gpu-check   on a machine with an NVIDIA GPU: the whole GPU path, tested and timed, in one
 #                    run (< 10 min); report in build/gpu-check/report.md
 #
