@@ -8,6 +8,7 @@
 #   make format      clang-format the C++ sources
 #   make gpu-build-check  compile and load the GPU binding against TensorFlow's CUDA wheel
 #                    (separate .venv-gpu; needs nvcc; no GPU needed to compile)
+#   make audio-demo  MFCCs back to audio: WAV files, spectrograms and the real-time factor
 #   make gpu-check   on a machine with an NVIDIA GPU: the whole GPU path, tested and timed, in one
 #                    run (< 10 min); report in build/gpu-check/report.md
 #
@@ -90,6 +91,12 @@ yolo-bench: build
 yolo-parity: build
 	$(VENV)/bin/opforge yolo parity --size 416 --dtype float64
 	$(VENV)/bin/opforge yolo parity --size 416 --dtype float32
+
+# MFCCs back to audio: speech (espeak-ng, else synthesised) -> MFCCs -> opforge.audio.mfcc_to_audio;
+# audio_out/original.wav, reconstructed.wav, spectrograms.png, spectral convergence, real-time factor.
+.PHONY: audio-demo
+audio-demo: build
+	$(VENV)/bin/opforge audio demo --out audio_out
 
 core-bench: deps
 	mkdir -p build

@@ -7,20 +7,27 @@ execute_process(COMMAND "${NM}" -D --undefined-only "${MODULE}" OUTPUT_VARIABLE 
 if(NOT _rc EQUAL 0)
   message(FATAL_ERROR "check_cuda_linkage: ${NM} failed on ${MODULE}")
 endif()
-string(REGEX MATCHALL "[ \t]U (__cuda[A-Za-z0-9_]*|cuda[A-Z][A-Za-z0-9_]*)" _bad "${_undef}")
+# cufft*: cuFFT is static and hidden too, or opened by griffin_lim.cu itself, never left to
+# the dynamic linker (TensorFlow's cuFFT is another CUDA version's).
+string(REGEX MATCHALL "[ \t]U (__cuda[A-Za-z0-9_]*|cuda[A-Z][A-Za-z0-9_]*|cufft[A-Z][A-Za-z0-9_]*)"
+       _bad "${_undef}")
 if(_bad)
   string(REPLACE ";" "\n" _bad "${_bad}")
-  message(FATAL_ERROR "check_cuda_linkage: ${MODULE} leaves CUDA runtime symbols undefined; "
+  message(FATAL_ERROR "check_cuda_linkage: ${MODULE} leaves CUDA runtime or cuFFT symbols undefined; "
                       "they would bind to TensorFlow's runtime:\n${_bad}\nThe static runtime "
                       "must come before TensorFlow's libraries on the link line.")
 endif()
 execute_process(COMMAND "${READELF}" -d "${MODULE}" OUTPUT_VARIABLE _dyn)
+if(_dyn MATCHES "NEEDED[^\n]*libcufft")
+  message(FATAL_ERROR "check_cuda_linkage: ${MODULE} needs a shared libcufft; opforge links the "
+                      "static cuFFT or opens the toolkit's at run time")
+endif()
 if(_dyn MATCHES "NEEDED[^\n]*libcudart")
   message(FATAL_ERROR "check_cuda_linkage: ${MODULE} needs a shared libcudart; opforge links "
                       "the static runtime")
 endif()
 execute_process(COMMAND "${NM}" -D --defined-only "${MODULE}" OUTPUT_VARIABLE _def)
-if(_def MATCHES "[ \t][TW] (__cuda|cuda[A-Z])")
+if(_def MATCHES "[ \t][TW] (__cuda|cuda[A-Z]|cufft[A-Z])")
   message(FATAL_ERROR "check_cuda_linkage: ${MODULE} exports CUDA runtime symbols; the static "
                       "runtime must stay hidden (-Wl,--exclude-libs,libcudart_static.a)")
 endif()

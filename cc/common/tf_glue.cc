@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 
 #include "common/tf_shape.h"
 #include "tensorflow/core/framework/device_base.h"
@@ -14,6 +16,17 @@
 #endif
 
 namespace opforge {
+
+double FloatAttrAsWritten(float value) {
+  if (!std::isfinite(value)) return static_cast<double>(value);
+  char text[32];
+  for (int digits = 1; digits <= 9; ++digits) {
+    std::snprintf(text, sizeof(text), "%.*g", digits, static_cast<double>(value));
+    const double decimal = std::strtod(text, nullptr);
+    if (static_cast<float>(decimal) == value) return decimal;
+  }
+  return static_cast<double>(value);
+}
 
 void TfParallel::For(int64_t total, double cost_per_unit, const Fn& fn) const {
   if (total <= 0) return;

@@ -52,6 +52,14 @@ tensorflow::TensorShape ToTensorShape(const std::vector<int64_t>& dims);
 // The values of an int32 or int64 tensor in host memory, flattened (empty for other dtypes).
 std::vector<int64_t> IntValues(const tensorflow::Tensor& tensor);
 
+// TensorFlow's float attrs are float32, so a value written in Python (momentum=0.99, ref=1e-3)
+// arrives rounded, ~1e-8 off the float64 a reference library computes with, and an iterative
+// kernel compounds the difference (Griffin-Lim: 1e-5 relative after 32 iterations, against
+// 1e-12 from FFT rounding). The shortest decimal that rounds to the same float32 (what Python
+// prints for numpy.float32(v)) is the literal the caller wrote whenever it had at most 9
+// significant digits: this returns it as a double (non-finite values unchanged).
+double FloatAttrAsWritten(float value);
+
 // Asks the OS to back a large, freshly allocated CPU output with transparent huge pages before
 // the kernel first writes it. TensorFlow's CPU allocator takes big buffers from malloc, which
 // maps buffers above 32 MiB freshly on every call (smaller ones are recycled and stay mapped),

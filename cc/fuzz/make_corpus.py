@@ -340,6 +340,184 @@ targets_seed('raw_values', 0, FLAGS, [1], [0], [3, 3], 1, 3, 1)
 targets_seed('no_boxes', 0, extra(1), [1], [0], [2, 2], 2, 0, 1)
 
 
+# --- inverse MFCC: tensor values written out ---------------------------------------------------
+# MelToStft and GriffinLim check their values (finite Mel values, magnitudes and phases) before
+# running, and the pseudo-random stream draws a NaN or inf for about one element in three, so
+# their seeds carry the values (Value bytes below 0xA0: (b - 80) / 8), else no seed of more than
+# a few elements would reach the kernel.
+def values(n, lo, hi, k=0):
+    """n Value bytes in [lo, hi], a fixed scramble (values (lo - 80) / 8 .. (hi - 80) / 8)."""
+    return [lo + (j * 37 + k * 11 + (j * j) % 7) % (hi - lo + 1) for j in range(n)]
+
+
+def count(dims):
+    n = 1
+    for d in dims:
+        n *= d
+    return n
+
+
+def float_given(f):
+    """FloatOr replaced by a Float."""
+    return [0x60] + flt(f)
+
+
+# --- mfcc_to_mel: mode (0 forward, 1 grad), dtype (0 float32, 1 float64), flags; n_mels IntOr(16),
+# dct_type IntOr(2), norm Enum(ortho, none), ref FloatOr(1, 2.5, 1e-3), lifter FloatOr(0, 22, 1,
+# 7.5); mfcc Shape(2); grad: grad, mel ShapeOr; then mfcc (grad: grad, mel) values ---------------
+def mfcc_seed(name, mode, dtype, mfcc, n_mels=None, dct=2, norm=0, ref=0, lifter=0, flags=FLAGS,
+              given_values=True):
+    d = [mode, dtype, flags] + (dflt() if n_mels is None else int_or(n_mels))
+    d += (dflt() if dct == 2 else int_or(dct)) + [norm] + float_or(ref) + float_or(lifter)
+    d += shape(mfcc) if len(mfcc) == 2 else shape_other(mfcc)
+    if mode == 1:
+        d += dflt() + dflt()
+    if given_values:
+        rows = 16 if n_mels is None else n_mels
+        mel = list(mfcc[:-2]) + [rows, mfcc[-1]]
+        if mode == 0:
+            d += values(count(mfcc), 0x30, 0x70)  # coefficients -6.25 .. 3.75
+        else:
+            d += values(count(mel), 0x40, 0x60, 1) + values(count(mel), 0x50, 0x90, 2)
+    seed('mfcc_to_mel', name, d)
+
+
+for mode in range(2):
+    for dtype in range(2):
+        for dct in (2, 3):
+            for norm in range(2):  # ortho, none
+                mfcc_seed(f'm{mode}_t{dtype}_dct{dct}_{["ortho", "none"][norm]}', mode, dtype,
+                          [13, 5], dct=dct, norm=norm)
+    mfcc_seed(f'm{mode}_lifter22', mode, 0, [13, 4], lifter=1)
+    mfcc_seed(f'm{mode}_lifter7p5_ref2p5_none', mode, 1, [10, 3], dct=3, norm=1, ref=1, lifter=3)
+    mfcc_seed(f'm{mode}_n_mfcc_eq_n_mels', mode, 0, [12, 4], n_mels=12, lifter=2)
+    mfcc_seed(f'm{mode}_one_frame', mode, 1, [13, 1], dct=3)
+    mfcc_seed(f'm{mode}_one_coefficient', mode, 0, [1, 3], n_mels=1)
+    mfcc_seed(f'm{mode}_librosa_defaults', mode, 0, [20, 3], n_mels=128)
+    mfcc_seed(f'm{mode}_batch', mode, 1, [2, 3, 13, 4], norm=1, lifter=1)
+    mfcc_seed(f'm{mode}_empty_batch', mode, 0, [0, 13, 4])
+    mfcc_seed(f'm{mode}_random_values', mode, 0, [13, 6], lifter=1, given_values=False)
+
+
+# --- mel_to_stft: mode (0 librosa's bank, 1 a given bank, 2 librosa's bank given and scaled),
+# dtype, flags; sr FloatOr(22050, 8000, 16000), n_fft IntOr(32), power FloatOr(2, 1, 0.5), fmin
+# FloatOr(0, 300), fmax FloatOr(-1, 3000), htk Bool, norm Enum(slaney, none); mel Shape(2);
+# filters (modes 1, 2) ShapeOr; then mel values, the bank's values (mode 1) or the scale (mode 2) -
+def stft_seed(name, mode, dtype, mel, sr=0, n_fft=None, power=0, fmin=0, fmax=0, htk=False,
+              norm=0, bank=None, scale=None, flags=FLAGS):
+    d = [mode, dtype, flags] + (float_given(sr) if sr > 2 else float_or(sr))
+    d += dflt() if n_fft is None else int_or(n_fft)
+    d += float_or(power) + float_or(fmin) + float_or(fmax) + [int(htk), norm]
+    d += shape(mel) if len(mel) == 2 else shape_other(mel)
+    if mode > 0:
+        d += dflt()
+    d += values(count(mel), 0x50, 0x9F)  # Mel power 0 .. 9.875
+    if mode == 1:
+        d += bank
+    elif mode == 2:
+        d += flt(scale)
+    seed('mel_to_stft', name, d)
+
+
+def triangular_bank(n_mels, n_freq):
+    """Value bytes of a bank with triangular structure: column k non-zero in rows r, r + 1 only
+    (r = k * (n_mels - 1) // n_freq), values 1/8 .. 1."""
+    b = [0x50] * (n_mels * n_freq)
+    for k in range(n_freq):
+        r = k * (n_mels - 1) // n_freq
+        b[r * n_freq + k] = 0x51 + (k * 3) % 8
+        if k % 3 != 2:  # some columns with one non-zero
+            b[(r + 1) * n_freq + k] = 0x51 + (k * 5) % 8
+    return b
+
+
+for dtype in range(2):
+    for power in range(2):  # 2, 1
+        for htk in (False, True):
+            for norm in range(2):  # slaney, none
+                stft_seed(f'm0_t{dtype}_p{2 - power}_{"htk" if htk else "slaney"}_'
+                          f'{["slaney", "none"][norm]}', 0, dtype, [8, 4], power=power, htk=htk,
+                          norm=norm)
+    stft_seed(f'm1_t{dtype}_given_bank', 1, dtype, [6, 4], n_fft=16,
+              bank=triangular_bank(6, 9))
+    stft_seed(f'm2_t{dtype}_librosa_bank_given', 2, dtype, [8, 3], power=1, scale=1.0)
+stft_seed('m2_scaled_htk_none', 2, 0, [5, 3], n_fft=20, htk=True, norm=1, scale=2.5)
+stft_seed('m1_zero_bank', 1, 1, [4, 2], n_fft=8, bank=[0x50] * 20)
+stft_seed('m0_power_half_fmin_fmax', 0, 0, [10, 3], sr=1, power=2, fmin=1, fmax=1)
+stft_seed('m0_sr_16000_fmax_3000', 0, 1, [6, 3], sr=2, fmax=1, htk=True)
+stft_seed('m0_librosa_defaults', 0, 0, [16, 2], n_fft=256)
+stft_seed('m0_tiny_n_fft_4', 0, 0, [2, 3], n_fft=4, sr=1)
+stft_seed('m1_tiny_n_fft_4', 1, 1, [2, 3], n_fft=4, bank=[0x58, 0x54, 0x50, 0x50, 0x5C, 0x60])
+stft_seed('m0_odd_n_fft', 0, 1, [6, 3], n_fft=15, power=1)
+stft_seed('m2_odd_n_fft', 2, 0, [6, 2], n_fft=21, scale=0.5)
+stft_seed('m0_one_frame', 0, 0, [8, 1])
+stft_seed('m0_one_band', 0, 1, [1, 4], n_fft=16)
+stft_seed('m0_batch', 0, 0, [2, 3, 8, 2])
+stft_seed('m1_batch', 1, 0, [2, 4, 3], n_fft=8, bank=triangular_bank(4, 5))
+stft_seed('m0_empty_batch', 0, 0, [0, 8, 4])
+stft_seed('m2_empty_batch', 2, 1, [0, 6, 3], n_fft=16, scale=1.0)
+
+
+# --- griffin_lim: mode (unused), dtype, flags; n_iter IntOr(2), n_fft IntOr(0), hop_length
+# IntOr(0), win_length IntOr(0), window Enum(hann, hamming, blackman, boxcar), center Bool
+# (1: off), pad_mode Enum(constant, edge, reflect, symmetric), momentum FloatOr(0.99, 0, 0.5),
+# length IntOr(0), init Enum(random, none, phases), seed IntOr(-1) (-1: then a seed byte);
+# magnitude Shape(2); phases ShapeOr; then magnitude and phase values -----------------------------
+PAD_MODES = ['constant', 'edge', 'reflect', 'symmetric']
+WINDOWS = ['hann', 'hamming', 'blackman', 'boxcar']
+INITS = ['random', 'none', 'phases']
+
+
+def gl_seed(name, dtype, mag, n_iter=None, n_fft=None, hop=None, win=None, window='hann',
+            center=True, pad_mode='constant', momentum=0, length=None, init='random', seed_=None,
+            flags=FLAGS):
+    def opt(v):
+        return dflt() if v is None else int_or(v)
+    d = [0, dtype, flags] + opt(n_iter) + opt(n_fft) + opt(hop) + opt(win)
+    d += [WINDOWS.index(window), 0 if center else 1, PAD_MODES.index(pad_mode)]
+    d += float_or(momentum) + opt(length) + [INITS.index(init)]
+    d += dflt() + [0x2A] if seed_ is None else int_or(seed_)  # -1, then the seed byte 42
+    d += shape(mag) if len(mag) == 2 else shape_other(mag)
+    d += dflt()  # phases: magnitude's shape with init "phases", else [0]
+    d += values(count(mag), 0x50, 0x7F)  # magnitudes 0 .. 5.875
+    if init == 'phases':
+        d += values(count(mag), 0x00, 0x9F, 3)  # angles -10 .. 9.875 rad
+    seed('griffin_lim', name, d)
+
+
+for dtype in range(2):
+    for init in INITS:
+        for center in (True, False):
+            gl_seed(f't{dtype}_{init}_{"center" if center else "nocenter"}', dtype, [9, 5],
+                    init=init, center=center)
+for pad_mode in PAD_MODES:
+    for center in (True, False):
+        gl_seed(f'pad_{pad_mode}_{"center" if center else "nocenter"}', 0, [9, 6],
+                pad_mode=pad_mode, center=center, init='none')
+for k, window in enumerate(WINDOWS):
+    gl_seed(f'window_{window}', k % 2, [9, 4], window=window)
+gl_seed('win_12_of_16', 0, [9, 5], win=12)
+gl_seed('win_10_hop_3_reflect', 1, [9, 5], win=10, hop=3, pad_mode='reflect', init='phases')
+gl_seed('length_given_center', 0, [9, 5], length=18)
+gl_seed('length_given_nocenter', 1, [9, 5], length=33, center=False, pad_mode='edge')
+gl_seed('length_given_phases', 0, [9, 4], length=13, init='phases', pad_mode='symmetric')
+gl_seed('momentum_0', 0, [9, 4], momentum=1, n_iter=3)
+gl_seed('momentum_half_8_iters', 1, [9, 4], momentum=2, n_iter=8)
+gl_seed('no_iterations', 0, [9, 4], n_iter=0, init='phases')
+gl_seed('seed_given', 0, [9, 4], seed_=7)
+gl_seed('tiny_n_fft_4', 0, [3, 4], pad_mode='reflect')
+gl_seed('tiny_n_fft_4_nocenter', 1, [3, 3], center=False, init='none')
+gl_seed('odd_n_fft_15', 0, [8, 5], n_fft=15)
+gl_seed('odd_n_fft_9_reflect', 1, [5, 4], n_fft=9, pad_mode='reflect', init='phases')
+gl_seed('one_frame_center', 0, [9, 1])
+gl_seed('one_frame_nocenter', 1, [9, 1], center=False, pad_mode='symmetric')
+gl_seed('hop_larger_than_win', 0, [9, 3], hop=20, center=False)
+gl_seed('batch', 0, [2, 9, 3], init='phases')
+gl_seed('batch_rank4', 1, [2, 1, 5, 3], pad_mode='edge')
+gl_seed('empty_batch', 0, [0, 9, 4])
+gl_seed('empty_batch_phases', 1, [0, 9, 4], init='phases')
+
+
 def main():
     root = os.path.join(HERE, 'corpus')
     for op, seeds in sorted(SEEDS.items()):

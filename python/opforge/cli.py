@@ -1,5 +1,6 @@
-"""The `opforge` command: doctor, verify, bench (and bench paths, bench gpu), check, and the YOLO
-workflow (`opforge yolo ...`)."""
+"""The `opforge` command: doctor, verify, bench (and bench paths, bench gpu), check, the YOLO
+workflow (`opforge yolo ...`) and MFCCs back to audio (`opforge audio demo`, `opforge audio
+bench`)."""
 from __future__ import annotations
 
 import argparse
@@ -100,9 +101,23 @@ def main(argv: Optional[List[str]] = None) -> int:
     y_parity.add_argument("--dtype", choices=("float32", "float64"), default="float32",
                           help="float64 takes round-off out of the comparison")
     y_parity.add_argument("--model", choices=("tiny", "full"), default="tiny")
+    p_audio = sub.add_parser("audio", help="MFCCs back to audio (opforge.audio): demo and benchmark")
+    audio = p_audio.add_subparsers(dest="audio_command", required=True)
+    a_demo = audio.add_parser("demo", help="speech -> MFCCs -> opforge.audio.mfcc_to_audio: WAV files, a PNG of "
+                                           "both spectrograms, spectral convergence, real-time factor")
+    a_demo.add_argument("--out", default="audio_out", help="output folder (default: audio_out)")
+    a_demo.add_argument("--seconds", type=float, default=3.0,
+                        help="length of the synthesised speech when espeak-ng is not installed (default 3)")
+    a_demo.add_argument("--n-iter", type=int, default=32, help="Griffin-Lim iterations (default 32)")
+    a_bench = audio.add_parser("bench", help="mfcc_to_audio against librosa's through tf.numpy_function: 5 s at "
+                                             "22.05 kHz, n_mfcc=20, n_mels=128, n_fft=2048, n_iter=32")
+    a_bench.add_argument("--repeats", type=int, default=10, help="interleaved calls of each (default 10)")
+    a_bench.add_argument("--threads", type=int, default=2, help="TensorFlow and BLAS threads (default 2)")
     args = parser.parse_args(argv)
     if args.command == "yolo":
         return _yolo(args)
+    if args.command == "audio":
+        return _audio(args, parser)
     if args.command == "fuzz":
         from opforge import fuzz
 
@@ -143,6 +158,23 @@ def main(argv: Optional[List[str]] = None) -> int:
         return bench.run(args.ops, args.size, args.repeats, args.json)
     except LoadError as exc:
         print(f"opforge {args.command}: {exc}", file=sys.stderr)
+        return 1
+
+
+def _audio(args, parser) -> int:
+    for name in ("seconds", "n_iter", "repeats", "threads"):
+        value = getattr(args, name, None)
+        if value is not None and not value > 0:
+            parser.error(f"--{name.replace('_', '-')} must be positive, got {value}")
+    from opforge import audio_demo
+    from opforge._loader import LoadError
+
+    try:
+        if args.audio_command == "demo":
+            return audio_demo.demo(args.out, args.seconds, args.n_iter)
+        return audio_demo.bench(args.repeats, args.threads)
+    except (LoadError, OSError) as exc:
+        print(f"opforge audio {args.audio_command}: {exc}", file=sys.stderr)
         return 1
 
 

@@ -1,0 +1,225 @@
+// TensorFlow binding of GriffinLim: op registration with its shape function, and the op struct
+// that TfKernel (common/tf_kernel.h) runs. No gradient (tf.no_gradient in Python).
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/tf_kernel.h"
+#include "ops/griffin_lim/griffin_lim.h"
+
+namespace opforge {
+
+namespace shape_inference = tensorflow::shape_inference;
+using shape_inference::DimensionHandle;
+using shape_inference::InferenceContext;
+using shape_inference::ShapeHandle;
+
+namespace {
+
+constexpr const char* kOp = "GriffinLim";
+constexpr int64_t kFreshSeed = -1;
+
+template <typename Context>
+absl::Status ReadAttrs(Context* c, GriffinLimParams* p, Status* parsed) {
+  std::string window, pad_mode, init;
+  float momentum = 0;
+  TF_RETURN_IF_ERROR(c->GetAttr("n_iter", &p->n_iter));
+  TF_RETURN_IF_ERROR(c->GetAttr("n_fft", &p->n_fft));
+  TF_RETURN_IF_ERROR(c->GetAttr("hop_length", &p->hop_length));
+  TF_RETURN_IF_ERROR(c->GetAttr("win_length", &p->win_length));
+  TF_RETURN_IF_ERROR(c->GetAttr("window", &window));
+  TF_RETURN_IF_ERROR(c->GetAttr("center", &p->center));
+  TF_RETURN_IF_ERROR(c->GetAttr("pad_mode", &pad_mode));
+  TF_RETURN_IF_ERROR(c->GetAttr("momentum", &momentum));
+  TF_RETURN_IF_ERROR(c->GetAttr("length", &p->length));
+  TF_RETURN_IF_ERROR(c->GetAttr("init", &init));
+  TF_RETURN_IF_ERROR(c->GetAttr("seed", &p->seed));
+  p->momentum = FloatAttrAsWritten(momentum);
+  *parsed = ParseStftWindow(window, &p->window);
+  if (parsed->ok()) *parsed = ParseStftPadMode(pad_mode, &p->pad_mode);
+  if (parsed->ok()) *parsed = ParseGriffinLimInit(init, &p->init);
+  if (parsed->ok() && p->seed != kFreshSeed && (p->seed < 0 || p->seed > int64_t{0xffffffff})) {
+    *parsed =
+        InvalidArgument(kOp, "seed", "-1 (a fresh seed per call) or in [0, 2^32 - 1]", p->seed);
+  }
+  return absl::OkStatus();
+}
+
+// The phases input when init is not "phases": an empty tensor (the wrapper passes a [0] one).
+Status CheckUnusedPhases(const GriffinLimParams& p, int64_t phases_elements,
+                         const std::string& phases_text) {
+  if (p.init == GriffinLimInit::kPhases || phases_elements == 0) return Status::Ok();
+  return InvalidArgument(kOp, "phases", "an empty tensor unless init is \"phases\"",
+                         "shape " + phases_text);
+}
+
+std::vector<int64_t> KnownDims(InferenceContext* c, ShapeHandle s) {
+  std::vector<int64_t> dims(static_cast<size_t>(c->Rank(s)));
+  for (int i = 0; i < c->Rank(s); ++i) dims[static_cast<size_t>(i)] = c->Value(c->Dim(s, i));
+  return dims;
+}
+
+// magnitude [..., n_freq, T] (and phases) -> audio [..., L]: L = length, or, with n_fft (the attr,
+// else 2 (n_freq - 1)), hop (else win_length / 4, win_length else n_fft) and T known,
+// n_fft + hop (T - 1), less 2 (n_fft / 2) when centred.
+absl::Status GriffinLimShape(InferenceContext* c) {
+  GriffinLimParams p;
+  Status parsed;
+  TF_RETURN_IF_ERROR(ReadAttrs(c, &p, &parsed));
+  TF_RETURN_IF_ERROR(ToTfStatus(parsed));
+  const ShapeFn fn(c, kOp);
+  ShapeHandle magnitude, phases;
+  TF_RETURN_IF_ERROR(
+      fn.RankAtLeast(0, "magnitude", 2, &magnitude, "a tensor of rank >= 2 [..., n_freq, time]"));
+  phases = c->input(1);
+  if (p.init == GriffinLimInit::kPhases) {
+    TF_RETURN_IF_ERROR(fn.MergeInput(1, "phases", magnitude,
+                                     "magnitude's shape " + fn.Text(magnitude), &magnitude));
+  } else if (fn.Known({phases})) {
+    int64_t n = 1;
+    for (int64_t d : fn.Dims(phases)) n *= d;
+    TF_RETURN_IF_ERROR(ToTfStatus(CheckUnusedPhases(p, n, fn.Text(phases))));
+  }
+  if (!c->RankKnown(magnitude)) {
+    c->set_output(0, c->UnknownShape());
+    return absl::OkStatus();
+  }
+  // The core's checks on what is known: unknown leading dimensions are 1; an unknown n_freq is
+  // n_fft's (when given), an unknown T one frame (when no length is given). Both pass every check,
+  // so the message is about what is known (shown with "?" for the unknown dimensions).
+  std::vector<int64_t> dims = KnownDims(c, magnitude);
+  const size_t rank = dims.size();
+  const int64_t n_freq = dims[rank - 2], frames = dims[rank - 1];
+  bool checkable = true;
+  if (n_freq < 0) {
+    if (p.n_fft > 0) {
+      dims[rank - 2] = p.n_fft / 2 + 1;
+    } else {
+      checkable = false;
+    }
+  }
+  if (frames < 0) {
+    if (p.length == 0) {
+      dims[rank - 1] = 1;
+    } else {
+      checkable = false;
+    }
+  }
+  for (size_t i = 0; i + 2 < rank; ++i) {
+    if (dims[i] < 0) dims[i] = 1;
+  }
+  GriffinLimParams full = p;
+  if (full.seed == kFreshSeed) full.seed = 0;
+  if (checkable) {
+    const std::vector<int64_t>* given = p.init == GriffinLimInit::kPhases ? &dims : nullptr;
+    const Status s = ValidateGriffinLim(dims, given, &full);
+    if (!s.ok()) {
+      std::string message = s.message();
+      const std::string from = ShapeString(dims);
+      const size_t at = message.find(from);
+      if (at != std::string::npos) message.replace(at, from.size(), fn.Text(magnitude));
+      return absl::InvalidArgumentError(message);
+    }
+  }
+  DimensionHandle length = c->UnknownDim();
+  if (p.length > 0) {
+    length = c->MakeDim(p.length);
+  } else if (checkable && frames >= 0) {
+    length = c->MakeDim(full.out_length);  // from the real T (and the real or given n_freq)
+  }
+  ShapeHandle batch, out;
+  TF_RETURN_IF_ERROR(c->Subshape(magnitude, 0, -2, &batch));
+  TF_RETURN_IF_ERROR(c->Concatenate(batch, c->Vector(length), &out));
+  c->set_output(0, out);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+// Stateful: with seed = -1 every call draws new phases, so two calls must not be merged or folded.
+REGISTER_OP("Opforge>GriffinLim")
+    .Input("magnitude: T")
+    .Input("phases: T")
+    .Output("audio: T")
+    .Attr("T: {float, double}")
+    .Attr("n_iter: int = 32")
+    .Attr("n_fft: int")
+    .Attr("hop_length: int = 0")
+    .Attr("win_length: int = 0")
+    .Attr("window: string = 'hann'")
+    .Attr("center: bool = true")
+    .Attr("pad_mode: string = 'constant'")
+    .Attr("momentum: float = 0.99")
+    .Attr("length: int = 0")
+    .Attr("init: string = 'random'")
+    .Attr("seed: int = -1")
+    .SetIsStateful()
+    .SetShapeFn(GriffinLimShape)
+    .Doc(
+        "The fast Griffin-Lim algorithm with momentum, as librosa.griffinlim: audio [..., L] "
+        "whose STFT magnitude approximates magnitude [..., n_fft / 2 + 1, T], after n_iter "
+        "iterations of STFT/ISTFT (window 'hann', 'hamming', 'blackman' or 'boxcar' of "
+        "win_length (0: n_fft) samples centred in n_fft; hop_length (0: win_length / 4); "
+        "center: frames centred on the signal padded with pad_mode 'constant', 'edge', 'reflect' "
+        "or 'symmetric'; length: crop or zero-pad to exactly that many samples, 0: "
+        "n_fft + hop (T - 1), less 2 (n_fft / 2) when centred). n_fft: 0 takes 2 (n_freq - 1). "
+        "init 'random': phases uniform in [0, 2 pi) from numpy's RandomState(seed).random "
+        "(bit for bit, so the result is librosa's with random_state=seed); seed = -1 draws a "
+        "fresh seed from std::random_device on every call (nondeterministic). init 'none': "
+        "phases 0 (librosa's init=None). init 'phases': the given phases (radians, magnitude's "
+        "shape); otherwise phases must be an empty tensor. Magnitudes and phases must be finite. "
+        "No gradient.");
+
+namespace {
+
+struct GriffinLimOp {
+  using Params = GriffinLimParams;
+  GriffinLimParams attrs;
+
+  Status Init(AttrReader& reader) {
+    Status parsed;
+    if (!ReadAttrs(&reader, &attrs, &parsed).ok()) return Status::Ok();  // reported by TfKernel
+    return parsed;
+  }
+  Status Validate(TfCall& call, Params* p) const {
+    *p = attrs;
+    if (p->seed == kFreshSeed) {
+      // A fresh seed per call, as librosa's random_state=None draws new phases on every call.
+      std::random_device device;
+      p->seed = static_cast<int64_t>(static_cast<uint32_t>(device()));
+    }
+    const bool given = p->init == GriffinLimInit::kPhases;
+    OPFORGE_RETURN_IF_ERROR(CheckUnusedPhases(*p, call.NumElements(1), ShapeString(call.shape(1))));
+    OPFORGE_RETURN_IF_ERROR(ValidateGriffinLim(call.shape(0), given ? &call.shape(1) : nullptr, p));
+    std::vector<int64_t> out(call.shape(0).begin(), call.shape(0).end() - 2);
+    out.push_back(p->out_length);
+    call.Output(0, out);
+    return Status::Ok();
+  }
+  // Checks that magnitudes and phases are finite (on the host here) before iterating.
+  template <typename T>
+  Status Cpu(const Params& p, const TfCall& call, const Parallel& parallel) const {
+    const bool given = p.init == GriffinLimInit::kPhases;
+    return GriffinLimForward<T>(p, call.in<T>(0), given ? call.in<T>(1) : nullptr, call.out<T>(0),
+                                parallel);
+  }
+#if GOOGLE_CUDA
+  // Device scratch for the GPU iterations, from TensorFlow's allocator (TfKernel's allocate_temp).
+  int64_t GpuScratchBytes(DType dtype, const Params& p) const {
+    return GriffinLimGpuScratchBytes(p);
+  }
+  Status Gpu(DType dtype, const Params& p, const TfCall& call, void* stream) const {
+    const bool given = p.init == GriffinLimInit::kPhases;
+    return GriffinLimForwardGpu(dtype, p, call.in(0), given ? call.in(1) : nullptr, call.out(0),
+                                call.scratch, call.scratch_bytes, stream);
+  }
+#endif
+};
+
+OPFORGE_REGISTER_KERNELS(Name("Opforge>GriffinLim"), GriffinLimOp, OPFORGE_GRIFFIN_LIM_TYPES,
+                         OPFORGE_GRIFFIN_LIM_TYPES)
+
+}  // namespace
+}  // namespace opforge

@@ -1,0 +1,165 @@
+// TensorFlow binding of MelToStft: op registration with its shape function, and the op struct that
+// TfKernel (common/tf_kernel.h) runs. No gradient (an NNLS solution; tf.no_gradient in Python).
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "common/tf_kernel.h"
+#include "ops/mel_to_stft/mel_to_stft.h"
+
+namespace opforge {
+
+namespace shape_inference = tensorflow::shape_inference;
+using shape_inference::DimensionHandle;
+using shape_inference::InferenceContext;
+using shape_inference::ShapeHandle;
+
+namespace {
+
+constexpr const char* kOp = "MelToStft";
+
+template <typename Context>
+absl::Status ReadAttrs(Context* c, MelToStftParams* p, Status* parsed) {
+  float sr = 0, power = 0, fmin = 0, fmax = 0;
+  std::string norm;
+  TF_RETURN_IF_ERROR(c->GetAttr("sr", &sr));
+  TF_RETURN_IF_ERROR(c->GetAttr("n_fft", &p->filters.n_fft));
+  TF_RETURN_IF_ERROR(c->GetAttr("power", &power));
+  TF_RETURN_IF_ERROR(c->GetAttr("fmin", &fmin));
+  TF_RETURN_IF_ERROR(c->GetAttr("fmax", &fmax));
+  TF_RETURN_IF_ERROR(c->GetAttr("htk", &p->filters.htk));
+  TF_RETURN_IF_ERROR(c->GetAttr("norm", &norm));
+  p->filters.sr = FloatAttrAsWritten(sr);
+  p->power = FloatAttrAsWritten(power);
+  p->filters.fmin = FloatAttrAsWritten(fmin);
+  p->filters.fmax = FloatAttrAsWritten(fmax);
+  *parsed = ParseMelNorm(kOp, norm, &p->filters.norm);
+  return absl::OkStatus();
+}
+
+// The attrs alone: one Mel band and one frame pass every shape check.
+Status CheckAttrs(const MelToStftParams& attrs) {
+  MelToStftParams p = attrs;
+  return ValidateMelToStft({1, 1}, &p);
+}
+
+std::vector<int64_t> KnownDims(InferenceContext* c, ShapeHandle s) {
+  std::vector<int64_t> dims(static_cast<size_t>(c->Rank(s)));
+  for (int i = 0; i < c->Rank(s); ++i) dims[static_cast<size_t>(i)] = c->Value(c->Dim(s, i));
+  return dims;
+}
+
+// mel [..., n_mels, T], filters [0, 0] or [n_mels, n_fft / 2 + 1] -> [..., n_fft / 2 + 1, T].
+absl::Status MelToStftShape(InferenceContext* c) {
+  MelToStftParams p;
+  Status parsed;
+  TF_RETURN_IF_ERROR(ReadAttrs(c, &p, &parsed));
+  TF_RETURN_IF_ERROR(ToTfStatus(parsed));
+  TF_RETURN_IF_ERROR(ToTfStatus(CheckAttrs(p)));
+  const ShapeFn fn(c, kOp);
+  ShapeHandle mel, filters;
+  TF_RETURN_IF_ERROR(
+      fn.RankAtLeast(0, "mel", 2, &mel, "a tensor of rank >= 2 [..., n_mels, time]"));
+  TF_RETURN_IF_ERROR(fn.Rank(1, "filters", 2, &filters,
+                             "a 2-D tensor: [0, 0] (librosa's bank from the attrs) or "
+                             "[n_mels, n_fft / 2 + 1]"));
+  const int64_t n_freq = p.filters.n_fft / 2 + 1;
+  if (!c->RankKnown(mel)) {
+    c->set_output(0, c->UnknownShape());
+    return absl::OkStatus();
+  }
+  // The core's checks on what is known: an unknown leading or time dimension is 1 (which passes
+  // every check), an unknown n_mels that of filters (or 1); the message shows them as "?".
+  std::vector<int64_t> dims = KnownDims(c, mel);
+  const bool filters_known = fn.Known({filters});
+  const std::vector<int64_t> filter_dims =
+      filters_known ? fn.Dims(filters) : std::vector<int64_t>{};
+  int64_t& n_mels = dims[dims.size() - 2];
+  if (n_mels < 0) n_mels = filters_known && filter_dims[0] > 0 ? filter_dims[0] : 1;
+  for (int64_t& d : dims) {
+    if (d < 0) d = 1;
+  }
+  MelToStftParams full = p;
+  const Status s =
+      filters_known ? ValidateMelToStft(dims, filter_dims, &full) : ValidateMelToStft(dims, &full);
+  if (!s.ok()) {
+    std::string message = s.message();
+    const std::string from = ShapeString(dims);
+    const size_t at = message.find(from);
+    if (at != std::string::npos) message.replace(at, from.size(), fn.Text(mel));
+    return absl::InvalidArgumentError(message);
+  }
+  ShapeHandle out;
+  TF_RETURN_IF_ERROR(c->ReplaceDim(mel, -2, c->MakeDim(n_freq), &out));
+  c->set_output(0, out);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+REGISTER_OP("Opforge>MelToStft")
+    .Input("mel: T")
+    .Input("filters: T")
+    .Output("stft: T")
+    .Attr("T: {float, double}")
+    .Attr("sr: float = 22050")
+    .Attr("n_fft: int = 2048")
+    .Attr("power: float = 2.0")
+    .Attr("fmin: float = 0")
+    .Attr("fmax: float = -1")
+    .Attr("htk: bool = false")
+    .Attr("norm: string = 'slaney'")
+    .SetShapeFn(MelToStftShape)
+    .Doc(
+        "The non-negative least-squares inverse of a Mel filter bank, as "
+        "librosa.feature.inverse.mel_to_stft: for every frame of mel [..., n_mels, T], "
+        "s = argmin_{s >= 0} |M s - mel|^2, and stft = s ** (1 / power) [..., n_fft / 2 + 1, T]. "
+        "M is librosa.filters.mel(sr, n_fft, n_mels, fmin, fmax (< 0: sr / 2), htk, norm "
+        "('slaney' or 'none')) when filters is an empty [0, 0] tensor, else filters itself "
+        "([n_mels, n_fft / 2 + 1], finite, >= 0, at most two non-zeros per column in adjacent "
+        "rows: overlapping triangles, e.g. tf.signal.linear_to_mel_weight_matrix transposed). "
+        "Mel values must be finite. No gradient.");
+
+namespace {
+
+struct MelToStftOp {
+  using Params = MelToStftParams;
+  MelToStftParams attrs;
+
+  Status Init(AttrReader& reader) {
+    Status parsed;
+    if (!ReadAttrs(&reader, &attrs, &parsed).ok()) return Status::Ok();  // reported by TfKernel
+    OPFORGE_RETURN_IF_ERROR(parsed);
+    return CheckAttrs(attrs);
+  }
+  Status Validate(TfCall& call, Params* p) const {
+    *p = attrs;
+    OPFORGE_RETURN_IF_ERROR(ValidateMelToStft(call.shape(0), call.shape(1), p));
+    std::vector<int64_t> out = call.shape(0);
+    out[out.size() - 2] = p->n_freq;
+    call.Output(0, out);
+    return Status::Ok();
+  }
+  // Checks a given bank's values and the Mel values (both on the host here) before solving.
+  template <typename T>
+  Status Cpu(const Params& p, const TfCall& call, const Parallel& parallel) const {
+    return MelToStftForward<T>(p, call.in<T>(0), p.given_filters ? call.in<T>(1) : nullptr,
+                               call.out<T>(0), parallel);
+  }
+#if GOOGLE_CUDA
+  // Device scratch for the GPU solver, from TensorFlow's allocator (TfKernel's allocate_temp).
+  int64_t GpuScratchBytes(DType dtype, const Params& p) const {
+    return MelToStftGpuScratchBytes(p);
+  }
+  Status Gpu(DType dtype, const Params& p, const TfCall& call, void* stream) const {
+    return MelToStftForwardGpu(dtype, p, call.in(0), p.given_filters ? call.in(1) : nullptr,
+                               call.out(0), call.scratch, call.scratch_bytes, stream);
+  }
+#endif
+};
+
+OPFORGE_REGISTER_KERNELS(Name("Opforge>MelToStft"), MelToStftOp, OPFORGE_MEL_TO_STFT_TYPES,
+                         OPFORGE_MEL_TO_STFT_TYPES)
+
+}  // namespace
+}  // namespace opforge

@@ -1,0 +1,235 @@
+// TensorFlow binding of MfccToMel and its gradient: op registration with shape functions, and the
+// op structs that TfKernel (common/tf_kernel.h) runs.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "common/tf_kernel.h"
+#include "ops/mfcc_to_mel/mfcc_to_mel.h"
+
+namespace opforge {
+
+namespace shape_inference = tensorflow::shape_inference;
+using shape_inference::DimensionHandle;
+using shape_inference::InferenceContext;
+using shape_inference::ShapeHandle;
+
+namespace {
+
+// The attrs, read by a shape function (InferenceContext) or a kernel (AttrReader) alike.
+template <typename Context>
+absl::Status ReadAttrs(Context* c, MfccToMelParams* p, Status* parsed) {
+  std::string norm;
+  float ref = 1.0f, lifter = 0.0f;
+  TF_RETURN_IF_ERROR(c->GetAttr("n_mels", &p->n_mels));
+  TF_RETURN_IF_ERROR(c->GetAttr("dct_type", &p->dct_type));
+  TF_RETURN_IF_ERROR(c->GetAttr("norm", &norm));
+  TF_RETURN_IF_ERROR(c->GetAttr("ref", &ref));
+  TF_RETURN_IF_ERROR(c->GetAttr("lifter", &lifter));
+  p->ref = FloatAttrAsWritten(ref);
+  p->lifter = FloatAttrAsWritten(lifter);
+  *parsed = ParseDctNorm(norm, &p->norm);
+  return absl::OkStatus();
+}
+
+// The attrs alone: a one-coefficient, one-frame mfcc passes every shape check, so an error is
+// about an attr (checked before any shape).
+Status CheckAttrs(const MfccToMelParams& attrs, bool grad) {
+  MfccToMelParams p = attrs;
+  if (!grad) return ValidateMfccToMel({1, 1}, &p);
+  const int64_t rows = attrs.n_mels > 0 ? attrs.n_mels : 1;
+  return ValidateMfccToMelGrad({rows, 1}, {rows, 1}, {1, 1}, &p);
+}
+
+// `dims` of a shape known in part (unknown dimensions -1) with the unknown ones set to 1, which
+// passes every check of the core (at least one coefficient, at most n_mels, a non-empty time
+// axis, a size that fits), so that its message is about what is known; the message then shows
+// the unknown dimensions as "?".
+std::vector<int64_t> FillUnknown(std::vector<int64_t> dims) {
+  for (int64_t& d : dims) {
+    if (d < 0) d = 1;
+  }
+  return dims;
+}
+
+absl::Status WithUnknownShown(const Status& s, const std::vector<std::vector<int64_t>>& filled,
+                              const std::vector<std::string>& texts) {
+  if (s.ok()) return absl::OkStatus();
+  std::string message = s.message();
+  for (size_t i = 0; i < filled.size(); ++i) {
+    const std::string from = ShapeString(filled[i]);
+    const size_t at = message.find(from);
+    if (at != std::string::npos) message.replace(at, from.size(), texts[i]);
+  }
+  return absl::InvalidArgumentError(message);
+}
+
+std::vector<int64_t> KnownDims(InferenceContext* c, ShapeHandle s) {
+  std::vector<int64_t> dims(static_cast<size_t>(c->Rank(s)));
+  for (int i = 0; i < c->Rank(s); ++i) dims[static_cast<size_t>(i)] = c->Value(c->Dim(s, i));
+  return dims;
+}
+
+// mfcc [..., n_mfcc, T] -> mel [..., n_mels, T].
+absl::Status MfccToMelShape(InferenceContext* c) {
+  MfccToMelParams p;
+  Status parsed;
+  TF_RETURN_IF_ERROR(ReadAttrs(c, &p, &parsed));
+  TF_RETURN_IF_ERROR(ToTfStatus(parsed));
+  TF_RETURN_IF_ERROR(ToTfStatus(CheckAttrs(p, false)));
+  const ShapeFn fn(c, "MfccToMel");
+  ShapeHandle mfcc;
+  TF_RETURN_IF_ERROR(
+      fn.RankAtLeast(0, "mfcc", 2, &mfcc, "a tensor of rank >= 2 [..., n_mfcc, time]"));
+  if (!c->RankKnown(mfcc)) {
+    c->set_output(0, c->UnknownShape());
+    return absl::OkStatus();
+  }
+  const std::vector<int64_t> filled = FillUnknown(KnownDims(c, mfcc));
+  MfccToMelParams full = p;
+  TF_RETURN_IF_ERROR(WithUnknownShown(ValidateMfccToMel(filled, &full), {filled}, {fn.Text(mfcc)}));
+  ShapeHandle out;
+  TF_RETURN_IF_ERROR(c->ReplaceDim(mfcc, -2, c->MakeDim(p.n_mels), &out));
+  c->set_output(0, out);
+  return absl::OkStatus();
+}
+
+// grad_mfcc has mfcc's shape (input 2); grad and mel are [..., n_mels, T] with its leading axes.
+absl::Status MfccToMelGradShape(InferenceContext* c) {
+  MfccToMelParams p;
+  Status parsed;
+  TF_RETURN_IF_ERROR(ReadAttrs(c, &p, &parsed));
+  TF_RETURN_IF_ERROR(ToTfStatus(parsed));
+  TF_RETURN_IF_ERROR(ToTfStatus(CheckAttrs(p, true)));
+  const ShapeFn fn(c, "MfccToMelGrad");
+  const std::string expected = "a tensor of rank >= 2 [..., n_mels, time]";
+  ShapeHandle grad, mel, mfcc;
+  TF_RETURN_IF_ERROR(fn.RankAtLeast(0, "grad", 2, &grad, expected));
+  TF_RETURN_IF_ERROR(fn.RankAtLeast(1, "mel", 2, &mel, expected));
+  TF_RETURN_IF_ERROR(
+      fn.RankAtLeast(2, "mfcc", 2, &mfcc, "a tensor of rank >= 2 [..., n_mfcc, time]"));
+  if (c->RankKnown(grad) && c->RankKnown(mel) && c->RankKnown(mfcc)) {
+    std::vector<std::vector<int64_t>> filled = {KnownDims(c, grad), KnownDims(c, mel),
+                                                KnownDims(c, mfcc)};
+    // An unknown dimension takes the value the others give it (so that only a real conflict is
+    // reported), else 1.
+    const size_t rank = filled[2].size();
+    for (size_t i = 0; i < rank; ++i) {
+      const bool rows = i + 2 == rank;
+      int64_t known = -1;
+      for (const auto& dims : filled) {
+        if (dims.size() == rank && dims[i] >= 0 && !(rows && &dims == &filled[2])) known = dims[i];
+      }
+      for (auto& dims : filled) {
+        if (dims.size() != rank || dims[i] >= 0) continue;
+        dims[i] = rows ? (&dims == &filled[2] ? 1 : p.n_mels) : (known >= 0 ? known : 1);
+      }
+    }
+    for (auto& dims : filled) dims = FillUnknown(dims);
+    MfccToMelParams full = p;
+    TF_RETURN_IF_ERROR(
+        WithUnknownShown(ValidateMfccToMelGrad(filled[0], filled[1], filled[2], &full), filled,
+                         {fn.Text(grad), fn.Text(mel), fn.Text(mfcc)}));
+  }
+  c->set_output(0, mfcc);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+REGISTER_OP("Opforge>MfccToMel")
+    .Input("mfcc: T")
+    .Output("mel: T")
+    .Attr("T: {float, double}")
+    .Attr("n_mels: int = 128")
+    .Attr("dct_type: int = 2")
+    .Attr("norm: string = 'ortho'")
+    .Attr("ref: float = 1.0")
+    .Attr("lifter: float = 0")
+    .SetShapeFn(MfccToMelShape)
+    .Doc(
+        "Mel-frequency cepstral coefficients mfcc [..., n_mfcc, T] back to a Mel power "
+        "spectrogram [..., n_mels, T], as librosa.feature.inverse.mfcc_to_mel: inverse liftering "
+        "(lifter > 0), the inverse DCT (dct_type 2 or 3, norm 'ortho' or 'none') zero-padded from "
+        "n_mfcc to n_mels, then ref * 10^(0.1 x) (librosa.db_to_power). Computed in float64 for "
+        "both element types. NaN and infinity propagate.");
+
+REGISTER_OP("Opforge>MfccToMelGrad")
+    .Input("grad: T")
+    .Input("mel: T")
+    .Input("mfcc: T")
+    .Output("grad_mfcc: T")
+    .Attr("T: {float, double}")
+    .Attr("n_mels: int = 128")
+    .Attr("dct_type: int = 2")
+    .Attr("norm: string = 'ortho'")
+    .Attr("ref: float = 1.0")
+    .Attr("lifter: float = 0")
+    .SetShapeFn(MfccToMelGradShape)
+    .Doc(
+        "Gradient of Opforge>MfccToMel with respect to mfcc, from the upstream gradient grad and "
+        "the forward's output mel ([..., n_mels, T]); mfcc gives the shape. Deterministic.");
+
+namespace {
+
+constexpr char kMfccToMel[] = "MfccToMel";
+constexpr char kMfccToMelGrad[] = "MfccToMelGrad";
+
+template <const char* kOp>
+struct MfccToMelAttrs {
+  using Params = MfccToMelParams;
+  MfccToMelParams attrs;
+
+  Status Init(AttrReader& reader) {
+    Status parsed;
+    if (!ReadAttrs(&reader, &attrs, &parsed).ok()) return Status::Ok();  // reported by TfKernel
+    OPFORGE_RETURN_IF_ERROR(parsed);
+    return CheckAttrs(attrs, kOp == kMfccToMelGrad);
+  }
+};
+
+struct MfccToMelOp : MfccToMelAttrs<kMfccToMel> {
+  Status Validate(TfCall& call, Params* p) const {
+    *p = attrs;
+    OPFORGE_RETURN_IF_ERROR(ValidateMfccToMel(call.shape(0), p));
+    std::vector<int64_t> out = call.shape(0);
+    out[out.size() - 2] = p->n_mels;
+    call.Output(0, out);
+    return Status::Ok();
+  }
+  template <typename T>
+  void Cpu(const Params& p, const TfCall& call, const Parallel& parallel) const {
+    MfccToMelForward<T>(p, call.in<T>(0), call.out<T>(0), parallel);
+  }
+#if GOOGLE_CUDA
+  Status Gpu(DType dtype, const Params& p, const TfCall& call, void* stream) const {
+    return MfccToMelForwardGpu(dtype, p, call.in(0), call.out(0), stream);
+  }
+#endif
+};
+
+struct MfccToMelGradOp : MfccToMelAttrs<kMfccToMelGrad> {
+  Status Validate(TfCall& call, Params* p) const {
+    *p = attrs;
+    OPFORGE_RETURN_IF_ERROR(ValidateMfccToMelGrad(call.shape(0), call.shape(1), call.shape(2), p));
+    call.Output(0, call.shape(2));
+    return Status::Ok();
+  }
+  template <typename T>
+  void Cpu(const Params& p, const TfCall& call, const Parallel& parallel) const {
+    MfccToMelBackward<T>(p, call.in<T>(0), call.in<T>(1), call.out<T>(0), parallel);
+  }
+#if GOOGLE_CUDA
+  Status Gpu(DType dtype, const Params& p, const TfCall& call, void* stream) const {
+    return MfccToMelBackwardGpu(dtype, p, call.in(0), call.in(1), call.out(0), stream);
+  }
+#endif
+};
+
+OPFORGE_REGISTER_KERNELS(Name("Opforge>MfccToMel"), MfccToMelOp, OPFORGE_MFCC_TO_MEL_TYPES,
+                         OPFORGE_MFCC_TO_MEL_TYPES)
+OPFORGE_REGISTER_KERNELS(Name("Opforge>MfccToMelGrad"), MfccToMelGradOp, OPFORGE_MFCC_TO_MEL_TYPES,
+                         OPFORGE_MFCC_TO_MEL_TYPES)
+
+}  // namespace
+}  // namespace opforge
