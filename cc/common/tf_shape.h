@@ -55,7 +55,7 @@ class ShapeFn {
   std::string Text(DimensionHandle d) const;
   // Whether every dimension of every shape is known.
   bool Known(std::initializer_list<ShapeHandle> shapes) const;
-  // The dimensions of a fully known shape.
+  // The dimensions of a shape of known rank, -1 for each unknown one.
   std::vector<int64_t> Dims(ShapeHandle s) const;
   // A shape from core dimensions.
   ShapeHandle Make(const std::vector<int64_t>& dims) const;

@@ -55,12 +55,6 @@ Status CheckUnusedPhases(const GriffinLimParams& p, int64_t phases_elements,
                          "shape " + phases_text);
 }
 
-std::vector<int64_t> KnownDims(InferenceContext* c, ShapeHandle s) {
-  std::vector<int64_t> dims(static_cast<size_t>(c->Rank(s)));
-  for (int i = 0; i < c->Rank(s); ++i) dims[static_cast<size_t>(i)] = c->Value(c->Dim(s, i));
-  return dims;
-}
-
 // magnitude [..., n_freq, T] (and phases) -> audio [..., L]: L = length, or, with n_fft (the attr,
 // else 2 (n_freq - 1)), hop (else win_length / 4, win_length else n_fft) and T known,
 // n_fft + hop (T - 1), less 2 (n_fft / 2) when centred.
@@ -89,7 +83,7 @@ absl::Status GriffinLimShape(InferenceContext* c) {
   // The core's checks on what is known: unknown leading dimensions are 1; an unknown n_freq is
   // n_fft's (when given), an unknown T one frame (when no length is given). Both pass every check,
   // so the message is about what is known (shown with "?" for the unknown dimensions).
-  std::vector<int64_t> dims = KnownDims(c, magnitude);
+  std::vector<int64_t> dims = ShapeFn(c, "GriffinLim").Dims(magnitude);
   const size_t rank = dims.size();
   const int64_t n_freq = dims[rank - 2], frames = dims[rank - 1];
   bool checkable = true;

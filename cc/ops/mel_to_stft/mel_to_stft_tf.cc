@@ -43,12 +43,6 @@ Status CheckAttrs(const MelToStftParams& attrs) {
   return ValidateMelToStft({1, 1}, &p);
 }
 
-std::vector<int64_t> KnownDims(InferenceContext* c, ShapeHandle s) {
-  std::vector<int64_t> dims(static_cast<size_t>(c->Rank(s)));
-  for (int i = 0; i < c->Rank(s); ++i) dims[static_cast<size_t>(i)] = c->Value(c->Dim(s, i));
-  return dims;
-}
-
 // mel [..., n_mels, T], filters [0, 0] or [n_mels, n_fft / 2 + 1] -> [..., n_fft / 2 + 1, T].
 absl::Status MelToStftShape(InferenceContext* c) {
   MelToStftParams p;
@@ -70,7 +64,7 @@ absl::Status MelToStftShape(InferenceContext* c) {
   }
   // The core's checks on what is known: an unknown leading or time dimension is 1 (which passes
   // every check), an unknown n_mels that of filters (or 1); the message shows them as "?".
-  std::vector<int64_t> dims = KnownDims(c, mel);
+  std::vector<int64_t> dims = ShapeFn(c, "MelToStft").Dims(mel);
   const bool filters_known = fn.Known({filters});
   const std::vector<int64_t> filter_dims =
       filters_known ? fn.Dims(filters) : std::vector<int64_t>{};

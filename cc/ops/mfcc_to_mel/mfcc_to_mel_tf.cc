@@ -64,12 +64,6 @@ absl::Status WithUnknownShown(const Status& s, const std::vector<std::vector<int
   return absl::InvalidArgumentError(message);
 }
 
-std::vector<int64_t> KnownDims(InferenceContext* c, ShapeHandle s) {
-  std::vector<int64_t> dims(static_cast<size_t>(c->Rank(s)));
-  for (int i = 0; i < c->Rank(s); ++i) dims[static_cast<size_t>(i)] = c->Value(c->Dim(s, i));
-  return dims;
-}
-
 // mfcc [..., n_mfcc, T] -> mel [..., n_mels, T].
 absl::Status MfccToMelShape(InferenceContext* c) {
   MfccToMelParams p;
@@ -85,7 +79,7 @@ absl::Status MfccToMelShape(InferenceContext* c) {
     c->set_output(0, c->UnknownShape());
     return absl::OkStatus();
   }
-  const std::vector<int64_t> filled = FillUnknown(KnownDims(c, mfcc));
+  const std::vector<int64_t> filled = FillUnknown(ShapeFn(c, "MfccToMel").Dims(mfcc));
   MfccToMelParams full = p;
   TF_RETURN_IF_ERROR(WithUnknownShown(ValidateMfccToMel(filled, &full), {filled}, {fn.Text(mfcc)}));
   ShapeHandle out;
@@ -109,8 +103,9 @@ absl::Status MfccToMelGradShape(InferenceContext* c) {
   TF_RETURN_IF_ERROR(
       fn.RankAtLeast(2, "mfcc", 2, &mfcc, "a tensor of rank >= 2 [..., n_mfcc, time]"));
   if (c->RankKnown(grad) && c->RankKnown(mel) && c->RankKnown(mfcc)) {
-    std::vector<std::vector<int64_t>> filled = {KnownDims(c, grad), KnownDims(c, mel),
-                                                KnownDims(c, mfcc)};
+    std::vector<std::vector<int64_t>> filled = {ShapeFn(c, "MfccToMel").Dims(grad),
+                                                ShapeFn(c, "MfccToMel").Dims(mel),
+                                                ShapeFn(c, "MfccToMel").Dims(mfcc)};
     // An unknown dimension takes the value the others give it (so that only a real conflict is
     // reported), else 1.
     const size_t rank = filled[2].size();
