@@ -6,6 +6,10 @@
 #   make bench       `opforge bench` for every op
 #   make core-bench  Google Benchmark of the C++ core alone (no TensorFlow in the process)
 #   make format      clang-format the C++ sources
+#   make wheel       a binary wheel for the TensorFlow in .venv: dist/opforge-<v>+tf<X.Y>-...whl
+#   make install-check  the README's two installs in fresh venvs: from source, and the wheel with
+#                    no compiler on PATH
+#   make compat-check  build and test against every TensorFlow from 2.16 to 2.21 (TF_VERSIONS=...)
 #   make gpu-build-check  compile and load the GPU binding against TensorFlow's CUDA wheel
 #                    (separate .venv-gpu; needs nvcc; no GPU needed to compile)
 #   make audio-demo  MFCCs back to audio: WAV files, spectrograms and the real-time factor
@@ -16,18 +20,28 @@
 #   make build TF_PACKAGE=tensorflow
 TF_PACKAGE ?= tensorflow-cpu
 TF_VERSION := 2.21.0
+# The TensorFlow releases `make compat-check` builds and tests (the latest patch of each minor
+# release in opforge._loader.SUPPORTED_TF's range).
+TF_VERSIONS ?= 2.16.2 2.17.1 2.18.1 2.19.1 2.20.0 2.21.0
 
-PYTHON ?= python3
+# Python 3.12 where the machine has it (librosa 1.0, what the audio tests compare with, needs
+# it), else python3; every TensorFlow from 2.16 to 2.21 has wheels for both.
+PYTHON ?= $(or $(shell for p in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3.12; do \
+  "$$p" -c "import sys; assert sys.version_info[:2] == (3, 12)" >/dev/null 2>&1 && \
+  { echo "$$p"; break; }; done),python3)
 VENV := .venv
 VPY := $(VENV)/bin/python
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
+comma := ,
+empty :=
+space := $(empty) $(empty)
 SOURCES := $(shell find cc python cmake -type f -not -name '*.pyc' 2>/dev/null) \
            CMakeLists.txt pyproject.toml
 
 .PHONY: all demo test build deps core-test cuda-test pytest bench core-bench format clean yolo-bench yolo-parity \
-        gpu-build-check gpu-check gpu-carry install-check
+        gpu-build-check gpu-check gpu-carry install-check wheel compat-check test-without-tools
 
 all: build
 
@@ -79,6 +93,28 @@ pytest: build
 	$(VPY) -m pytest tests -q -ra
 
 test: core-test cuda-test pytest
+
+# The tests whose behaviour depends on an optional system tool (marked `uses_tool`), again with
+# those tools hidden from PATH, as on a machine without them (`.ci/run` runs it after `make test`,
+# with the tools installed, so both cases are tested).
+OPTIONAL_TOOLS := espeak-ng
+test-without-tools: build
+	.ci/without-tools $(subst $(space),$(comma),$(strip $(OPTIONAL_TOOLS))) $(VPY) -m pytest tests -q -ra -m uses_tool
+
+# A binary wheel for the TensorFlow in .venv: dist/opforge-<version>+tf<X.Y>-<tags>.whl, which
+# installs with no compiler into an environment with that TensorFlow (`make install-check`).
+wheel: deps
+	rm -rf build/wheel-built
+	$(VPY) -m pip wheel -q --disable-pip-version-check --no-build-isolation --no-deps \
+	  --config-settings=build-dir=build/wheel -w build/wheel-built .
+	$(VPY) cmake/make_wheel.py build/wheel-built/opforge-*.whl dist \
+	  "$$($(VPY) -c 'import tensorflow as tf; print(tf.__version__)' 2>/dev/null)"
+
+# Every supported TensorFlow: a fresh venv each, opforge built against it, the compat subset of the
+# tests; prints a table (build/compat/table.md). A version written X.Y.Z+tf-keras runs it with
+# Keras 2 (tf-keras, TF_USE_LEGACY_KERAS=1).
+compat-check:
+	TF_VERSIONS="$(TF_VERSIONS)" PYTHON=$(PYTHON) cmake/compat_check.sh
 
 bench: build
 	$(VENV)/bin/opforge bench
@@ -148,8 +184,9 @@ gpu-carry: deps
 # The README's own-environment install, verbatim, in a fresh venv on a clean clone of HEAD
 # (downloads TensorFlow; a few minutes): no file written into the source, no CUDA compiled
 # against a CPU TensorFlow, the package works; prints the build time.
-install-check:
-	TF_SPEC="$(TF_PACKAGE)==$(TF_VERSION)" PYTHON=$(PYTHON) cmake/install_check.sh
+install-check: wheel
+	TF_SPEC="$(TF_PACKAGE)==$(TF_VERSION)" PYTHON=$(PYTHON) \
+	  WHEEL="$$(ls -t dist/opforge-*+tf$(basename $(TF_VERSION))-*.whl | head -1)" cmake/install_check.sh
 
 format:
 	clang-format -i $$(find cc -name '*.h' -o -name '*.cc' -o -name '*.cu' -o -name '*.cuh')

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
+#include <type_traits>
 
 #include "common/tf_shape.h"
 #include "tensorflow/core/framework/device_base.h"
@@ -28,11 +30,39 @@ double FloatAttrAsWritten(float value) {
   return static_cast<double>(value);
 }
 
+// --- TensorFlow versions ------------------------------------------------------------------------
+// opforge builds against TensorFlow 2.16 to 2.21 (`make compat-check`). Every difference between
+// their C++ APIs that the bindings meet is handled in this section, by what the headers declare
+// rather than by version number where a feature test can tell (so a patch release that
+// back-ports a change needs nothing here).
+namespace {
+
+// ThreadPool::SchedulingParams::Adaptive(cost) (TensorFlow 2.18 and later, where the
+// three-argument constructor is deprecated); before, only that constructor.
+template <typename Params, typename = void>
+struct HasAdaptiveFactory : std::false_type {};
+template <typename Params>
+struct HasAdaptiveFactory<Params, std::void_t<decltype(Params::Adaptive(int64_t{1}))>>
+    : std::true_type {};
+
+template <typename Pool>
+typename Pool::SchedulingParams AdaptiveScheduling(int64_t cost) {
+  using Params = typename Pool::SchedulingParams;
+  if constexpr (HasAdaptiveFactory<Params>::value) {
+    return Params::Adaptive(cost);
+  } else {
+    return Params(Pool::SchedulingStrategy::kAdaptive, cost, std::nullopt);
+  }
+}
+
+}  // namespace
+
 void TfParallel::For(int64_t total, double cost_per_unit, const Fn& fn) const {
   if (total <= 0) return;
   auto* workers = context_->device()->tensorflow_cpu_worker_threads()->workers;
   const int64_t cost = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(cost_per_unit)));
-  workers->ParallelFor(total, tsl::thread::ThreadPool::SchedulingParams::Adaptive(cost), fn);
+  using Pool = std::remove_pointer_t<decltype(workers)>;
+  workers->ParallelFor(total, AdaptiveScheduling<Pool>(cost), fn);
 }
 
 tensorflow::TensorShape ToTensorShape(const std::vector<int64_t>& dims) {

@@ -32,7 +32,12 @@
 #include "tensorflow/core/framework/kernel_def.pb.h"
 #include "tensorflow/core/framework/node_def.pb.h"
 #include "tensorflow/core/framework/op_def.pb.h"
+// The XLA builder moved from xla/client/ (TensorFlow 2.16, 2.17) to xla/hlo/builder/ (2.18 on).
+#if __has_include("xla/hlo/builder/xla_builder.h")
 #include "xla/hlo/builder/xla_builder.h"
+#else
+#include "xla/client/xla_builder.h"
+#endif
 
 namespace opforge {
 namespace xla_glue {
@@ -65,12 +70,17 @@ inline void RegisterJitKernelsNow(const std::string& op,
                                   tensorflow::XlaOpRegistry::Factory factory) {
   const tensorflow::OpDef* op_def = nullptr;
   if (!tensorflow::OpRegistry::Global()->LookUpOpDef(op, &op_def).ok()) return;
+  // The type lists' lengths differ between TensorFlow versions (22 in 2.16, 25 in 2.21).
   struct Backend {
     const char* device;
-    const std::array<tensorflow::DataType, 25>& types;
+    const tensorflow::DataType* types;
+    size_t count;
   };
-  const Backend backends[] = {{tensorflow::DEVICE_CPU_XLA_JIT, tensorflow::kCpuAllTypes},
-                              {tensorflow::DEVICE_GPU_XLA_JIT, tensorflow::kGpuAllTypes}};
+  const Backend backends[] = {
+      {tensorflow::DEVICE_CPU_XLA_JIT, tensorflow::kCpuAllTypes.data(),
+       tensorflow::kCpuAllTypes.size()},
+      {tensorflow::DEVICE_GPU_XLA_JIT, tensorflow::kGpuAllTypes.data(),
+       tensorflow::kGpuAllTypes.size()}};
   const std::string existing = tensorflow::KernelsRegisteredForOp(op);
   for (const Backend& backend : backends) {
     if (!tensorflow::XlaOpRegistry::IsBackendRegistered(backend.device)) continue;
@@ -88,7 +98,8 @@ inline void RegisterJitKernelsNow(const std::string& op,
       allowed->set_name(attr.name());
       auto* list = allowed->mutable_allowed_values()->mutable_list();
       const auto& op_types = attr.allowed_values().list().type();
-      for (tensorflow::DataType dtype : backend.types) {
+      for (size_t t = 0; t < backend.count; ++t) {
+        const tensorflow::DataType dtype = backend.types[t];
         if (attr.has_allowed_values() &&
             std::find(op_types.begin(), op_types.end(), dtype) == op_types.end()) {
           continue;

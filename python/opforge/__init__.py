@@ -16,7 +16,7 @@ from types import ModuleType
 from opforge._loader import LoadError, library_path, load_library
 
 __version__ = "0.1.0"
-__all__ = ["LoadError", "library_path", "load_library", "register_all", "ops", "layers", "fuse", "models"]
+__all__ = ["KerasVersionError", "LoadError", "library_path", "load_library", "register_all", "ops", "layers", "fuse", "models"]
 
 
 def register_all() -> ModuleType:
@@ -36,4 +36,19 @@ except LoadError as _error:
 # The gradients (ops), then the Keras serializables (the layers and the YOLO-v3 model classes).
 # Measured on the 2-core EPYC: 0.05 s on top of `import tensorflow, keras` (1.6 s), of which
 # tf.load_op_library is 0.02 s.
-from opforge import ops, layers, fuse, models  # noqa: E402
+from opforge import ops  # noqa: E402
+from opforge._keras import KerasVersionError, keras3_problem  # noqa: E402
+
+if keras3_problem() is None:
+    from opforge import layers, fuse, models  # noqa: E402
+else:
+    # Keras 2 (TensorFlow 2.15, or TF_USE_LEGACY_KERAS=1): the ops work; the Keras parts raise
+    # KerasVersionError naming the Keras they need when they are first used or imported.
+    _KERAS_PARTS = ("layers", "fuse", "models")
+
+    def __getattr__(name: str):
+        if name in _KERAS_PARTS:
+            import importlib
+
+            return importlib.import_module(f"opforge.{name}")  # raises KerasVersionError
+        raise AttributeError(f"module 'opforge' has no attribute {name!r}")

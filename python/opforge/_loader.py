@@ -23,6 +23,24 @@ REBUILD_HINT = (
     "with that TensorFlow installed."
 )
 
+# The TensorFlow minor releases opforge builds against and is tested on (`make compat-check`
+# builds each and runs the compat subset of the tests); the wheel's metadata states the same
+# range (pyproject.toml's `cpu` and `gpu` extras).
+SUPPORTED_TF = ("2.16", "2.21")
+
+
+def tf_minor(version: str) -> tuple:
+    """(major, minor) of a TensorFlow version string ("2.21.0", "2.16.2", "2.22.0rc1")."""
+    match = re.match(r"(\d+)\.(\d+)", version)
+    return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+
+
+def tf_supported(version: str) -> bool:
+    """Whether TensorFlow `version` is in SUPPORTED_TF's range."""
+    low, high = (tf_minor(v) for v in SUPPORTED_TF)
+    return low <= tf_minor(version) <= high
+
+
 _lock = threading.Lock()
 _library: Optional[ModuleType] = None
 

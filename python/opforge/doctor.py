@@ -36,11 +36,16 @@ def run() -> int:
     import tensorflow as tf
 
     from opforge import __version__
-    from opforge._loader import LoadError, library_path, load_library
+    from opforge._loader import SUPPORTED_TF, LoadError, library_path, load_library, tf_supported
 
     print(f"opforge {__version__}")
     print(f"  library:              {library_path()}")
     print(f"  TensorFlow running:   {tf.__version__} ({tf.__file__.rsplit('/', 1)[0]})")
+    print(f"  TensorFlow supported: {SUPPORTED_TF[0]} to {SUPPORTED_TF[1]} (each built and tested by "
+          "`make compat-check`)")
+    if not tf_supported(tf.__version__):
+        print(f"  WARNING: TensorFlow {tf.__version__} is outside the supported range; the build may "
+              "fail or the ops misbehave")
     running_flags = tf.sysconfig.get_compile_flags()
     try:
         from opforge import _build_info as b
@@ -62,6 +67,7 @@ def run() -> int:
         else:
             binding = "no (no nvcc at build time)"
         print(f"  GPU binding:          {binding}")
+        print(f"  XLA lowerings:        {'yes (jit_compile=True)' if b.XLA else 'no: ' + b.XLA_WHY_NOT}")
         if b.TF_COMPILE_FLAGS != running_flags:
             print(f"  WARNING: running TensorFlow's compile flags differ: {' '.join(running_flags)}")
     except ImportError:

@@ -2,9 +2,13 @@
 Conv2D -> BatchNormalization -> LeakyReLU chain into one `opforge.layers.ConvBNLeaky`."""
 from __future__ import annotations
 
+from opforge._keras import require_keras3
+
+require_keras3("opforge.fuse")
+
 from typing import Dict, List, Optional
 
-import keras
+import keras  # noqa: E402
 import numpy as np
 
 __all__ = ["fold_batch_norm", "find_conv_bn_leaky_chains", "transfer_weights"]

@@ -6,6 +6,10 @@ the package, so adding a layer edits no file but its own.
 """
 from __future__ import annotations
 
+from opforge._keras import require_keras3
+
+require_keras3("opforge.layers")
+
 import importlib
 import pkgutil
 

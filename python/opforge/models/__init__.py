@@ -3,6 +3,10 @@
 (`ops="tf"`) for parity checks."""
 from __future__ import annotations
 
+from opforge._keras import require_keras3
+
+require_keras3("opforge.models")
+
 from opforge.models.yolov3 import (  # noqa: F401
     YOLOV3_ANCHORS,
     YOLOV3_MASKS,

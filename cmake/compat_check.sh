@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# `make compat-check TF_VERSIONS="2.16.2 2.21.0"`: for each TensorFlow version, a fresh virtual
+# environment with that tensorflow-cpu and the test tools, opforge built against it from this
+# source tree (an incremental build directory per version, build/compat/<version>/build), then
+# the compat subset of the tests (`pytest -m compat`: every op spec's forward and gradient case,
+# the ops' and layers' .keras and SavedModel round trips, the XLA glue, a YOLO-tiny training
+# step; tests/conftest.py names it). Prints a table; exits non-zero if any version failed.
+#
+# A version written as X.Y.Z+tf-keras runs the same TensorFlow with tf-keras installed and
+# TF_USE_LEGACY_KERAS=1 (Keras 2): there only the ops' tests and the Keras-version checks run,
+# since opforge's layers refuse Keras 2 at import (tests/test_keras_versions.py).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+PYTHON=${PYTHON:-python3}
+TF_VERSIONS=${TF_VERSIONS:?TF_VERSIONS, e.g. "2.16.2 2.17.1 2.18.1 2.19.1 2.20.0 2.21.0"}
+PYTEST_ARGS=${PYTEST_ARGS:-}
+OUT=build/compat
+mkdir -p "$OUT"
+table="$OUT/table.md"
+{
+  echo "| TensorFlow | Keras | Python | build | XLA lowerings | compat tests | time |"
+  echo "|---|---|---|---|---|---|---|"
+} > "$table"
+failed=0
+for spec in $TF_VERSIONS; do
+  version=${spec%%+*}
+  legacy=""
+  [ "$spec" != "$version" ] && legacy=${spec#*+}
+  dir="$OUT/$spec"
+  mkdir -p "$dir"
+  start=$(date +%s)
+  log="$dir/log.txt"
+  : > "$log"
+  echo "== TensorFlow $spec: fresh venv in $dir/venv (log: $log)"
+  rm -rf "$dir/venv"
+  build="failed"; xla="-"; tests="not run"; keras="-"; pyver="-"
+  if "$PYTHON" -m venv "$dir/venv" >> "$log" 2>&1 &&
+     "$dir/venv/bin/python" -m pip install -q --disable-pip-version-check "tensorflow-cpu==$version" \
+       -r requirements-test.txt ${legacy:+"tf-keras~=${version%.*}.0"} >> "$log" 2>&1; then
+    py="$dir/venv/bin/python"
+    pyver=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+    if "$py" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps \
+         --config-settings=build-dir="$dir/build" . >> "$log" 2>&1; then
+      build="ok"
+      xla=$("$py" -c "from opforge import _build_info as b; print('yes' if b.XLA else 'no')" 2>/dev/null || echo "?")
+      if [ -n "$legacy" ]; then
+        export TF_USE_LEGACY_KERAS=1
+        keras=$("$py" -c "import tensorflow as tf; print('tf-keras', tf.keras.__version__)" 2>>"$log")
+        selection=(tests/test_specs.py -k "forward_matches_reference or gradient_matches or savedmodel_round_trip"
+                   tests/test_keras_versions.py -k "not passes_here")
+      else
+        unset TF_USE_LEGACY_KERAS
+        keras=$("$py" -c "import keras; print(keras.__version__)" 2>>"$log")
+        selection=(tests -m compat)
+      fi
+      "$py" -m pytest -q -p no:cacheprovider "${selection[@]}" $PYTEST_ARGS > "$dir/pytest.txt" 2>&1
+      rc=$?
+      unset TF_USE_LEGACY_KERAS
+      tests=$(grep -E "^=* ?[0-9]+ (passed|failed|error)" "$dir/pytest.txt" | tail -1 |
+              grep -oE "[0-9]+ (passed|failed|errors?|skipped)" | paste -sd, - | sed 's/,/, /g')
+      [ -n "$tests" ] || tests="no summary (see $dir/pytest.txt)"
+      [ "$rc" = 0 ] || failed=1
+    else
+      failed=1
+      echo "   build failed; the errors:"; grep -E "error:" "$log" | head -5
+    fi
+  else
+    failed=1
+    echo "   could not install tensorflow-cpu==$version (see $log)"
+  fi
+  took=$(( $(date +%s) - start ))
+  echo "| $spec | $keras | $pyver | $build | $xla | $tests | ${took} s |" >> "$table"
+  echo "   $spec: build $build, XLA $xla, tests: $tests (${took} s)"
+done
+echo
+echo "opforge compat-check on $(uname -m), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'):"
+cat "$table"
+exit $failed

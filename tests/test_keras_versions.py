@@ -1,0 +1,56 @@
+"""Which Keras opforge's parts need: the ops work with any Keras; the layers, models and fuse need
+Keras 3 and, under Keras 2 (TensorFlow 2.15, or tf-keras with TF_USE_LEGACY_KERAS=1), refuse at
+import with a message naming it. Run in child processes, since the Keras a process uses is fixed
+when TensorFlow is first imported."""
+from __future__ import annotations
+
+import pytest
+
+from helpers import run_python
+
+LEGACY = {"TF_USE_LEGACY_KERAS": "1"}
+
+
+def test_keras3_check_passes_here():
+    from opforge._keras import keras3_problem
+
+    assert keras3_problem() is None
+
+
+@pytest.mark.parametrize("module", ["opforge.layers", "opforge.models", "opforge.fuse"])
+def test_keras_parts_refuse_legacy_keras_at_import(module):
+    proc = run_python(f"""
+        import opforge
+        try:
+            import {module}
+        except opforge.KerasVersionError as error:
+            print("REFUSED", error)
+        else:
+            print("IMPORTED")
+        """, env_extra=LEGACY)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    assert "REFUSED" in out, out
+    assert f"{module} needs Keras 3" in out and "TF_USE_LEGACY_KERAS=1" in out, out
+    assert "opforge.ops" in out, out
+
+
+def test_ops_and_gradients_work_under_legacy_keras():
+    """`import opforge` succeeds and the ops (with their gradients) run; `opforge.layers` as an
+    attribute raises the same KerasVersionError."""
+    proc = run_python("""
+        import tensorflow as tf
+        import opforge
+        x = tf.constant([-2.0, 3.0])
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = opforge.ops.leaky_relu(x, alpha=0.25)
+        print("Y", y.numpy().tolist(), "G", tape.gradient(y, x).numpy().tolist())
+        try:
+            opforge.layers
+        except opforge.KerasVersionError as error:
+            print("ATTR REFUSED", error)
+        """, env_extra=LEGACY)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Y [-0.5, 3.0] G [0.25, 1.0]" in proc.stdout, proc.stdout
+    assert "ATTR REFUSED opforge.layers needs Keras 3" in proc.stdout, proc.stdout
