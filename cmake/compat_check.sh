@@ -5,6 +5,8 @@
 # the compat subset of the tests (`pytest -m compat`: every op spec's forward and gradient case,
 # the ops' and layers' .keras and SavedModel round trips, the XLA glue, a YOLO-tiny training
 # step; tests/conftest.py names it). Prints a table; exits non-zero if any version failed.
+# librosa (the audio ops' reference) is the newest that this TensorFlow's NumPy allows: librosa 1.0
+# needs NumPy >= 2.1, which TensorFlow 2.17 and 2.18 do not take.
 #
 # A version written as X.Y.Z+tf-keras runs the same TensorFlow with tf-keras installed and
 # TF_USE_LEGACY_KERAS=1 (Keras 2): there only the ops' tests and the Keras-version checks run,
@@ -19,8 +21,8 @@ OUT=build/compat
 mkdir -p "$OUT"
 table="$OUT/table.md"
 {
-  echo "| TensorFlow | Keras | Python | build | XLA lowerings | compat tests | time |"
-  echo "|---|---|---|---|---|---|---|"
+  echo "| TensorFlow | Keras | Python | NumPy | librosa | build | XLA lowerings | compat tests | time |"
+  echo "|---|---|---|---|---|---|---|---|---|"
 } > "$table"
 failed=0
 for spec in $TF_VERSIONS; do
@@ -34,12 +36,15 @@ for spec in $TF_VERSIONS; do
   : > "$log"
   echo "== TensorFlow $spec: fresh venv in $dir/venv (log: $log)"
   rm -rf "$dir/venv"
-  build="failed"; xla="-"; tests="not run"; keras="-"; pyver="-"
+  build="failed"; xla="-"; tests="not run"; keras="-"; pyver="-"; numpy="-"; librosa="-"
   if "$PYTHON" -m venv "$dir/venv" >> "$log" 2>&1 &&
+     { grep -v '^librosa' requirements-test.txt; echo librosa; } > "$dir/requirements.txt" &&
      "$dir/venv/bin/python" -m pip install -q --disable-pip-version-check "tensorflow-cpu==$version" \
-       -r requirements-test.txt ${legacy:+"tf-keras~=${version%.*}.0"} >> "$log" 2>&1; then
+       -r "$dir/requirements.txt" ${legacy:+"tf-keras~=${version%.*}.0"} >> "$log" 2>&1; then
     py="$dir/venv/bin/python"
     pyver=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+    numpy=$("$py" -c 'import numpy; print(numpy.__version__)')
+    librosa=$("$py" -m pip show librosa 2>/dev/null | sed -n 's/^Version: //p')
     if "$py" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps \
          --config-settings=build-dir="$dir/build" . >> "$log" 2>&1; then
       build="ok"
@@ -70,7 +75,7 @@ for spec in $TF_VERSIONS; do
     echo "   could not install tensorflow-cpu==$version (see $log)"
   fi
   took=$(( $(date +%s) - start ))
-  echo "| $spec | $keras | $pyver | $build | $xla | $tests | ${took} s |" >> "$table"
+  echo "| $spec | $keras | $pyver | $numpy | $librosa | $build | $xla | $tests | ${took} s |" >> "$table"
   echo "   $spec: build $build, XLA $xla, tests: $tests (${took} s)"
 done
 echo

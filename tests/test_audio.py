@@ -1,4 +1,4 @@
-"""opforge.audio: mfcc_to_audio, mfcc_to_mel and mel_to_audio against librosa 0.11's
+"""opforge.audio: mfcc_to_audio, mfcc_to_mel and mel_to_audio against librosa's
 librosa.feature.inverse, inverse_tf_mfcc against TensorFlow's own MFCC pipeline, the demo's
 pieces (speech, librosa-compatible MFCCs in TensorFlow, WAV, PNG), bad inputs."""
 from __future__ import annotations
@@ -13,6 +13,7 @@ import tensorflow as tf
 
 import opforge  # noqa: F401  (loads the ops)
 from opforge import audio, ops
+from opforge.ops.griffin_lim import librosa_seed_kwargs
 from opforge.audio_demo import (mel_filters, mfcc_tf, read_wav, save_spectrograms, speech, stft_magnitude,
                                 synth_speech, write_wav)
 
@@ -78,7 +79,7 @@ def test_mel_to_audio_is_librosas_chain(voice, case):
         stft, n_iter=kw.get("n_iter", 32), hop_length=kw.get("hop_length"), win_length=kw.get("win_length"),
         n_fft=n_fft, window=kw.get("window", "hann"), center=kw.get("center", True), length=kw.get("length"),
         pad_mode=kw.get("pad_mode", "constant"), momentum=kw.get("momentum", 0.99),
-        init=kw.get("init", "random"), random_state=kw.get("seed"))
+        init=kw.get("init", "random"), **librosa_seed_kwargs(kw.get("seed")))
     assert got.dtype == np.float64 and got.shape == want.shape
     # rtol: without centring the ends divide by the window's vanishing tails (samples of 80x the peak).
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-8 * np.abs(want).max())
@@ -95,7 +96,7 @@ def test_mfcc_to_audio_is_librosas_chain(mfcc, dtype):
               momentum=0.9)
     got = audio.mfcc_to_audio(x, **dct, **bank, **gl, seed=7, mel_norm=None).numpy()
     stft = ops.mel_to_stft(ops.mfcc_to_mel(x, **dct), **bank, norm=None).numpy()
-    want = librosa.griffinlim(stft, n_fft=1024, random_state=7, **gl)
+    want = librosa.griffinlim(stft, n_fft=1024, **librosa_seed_kwargs(7), **gl)
     assert got.dtype == dtype and got.shape == want.shape
     tolerance = 1e-4 if dtype == np.float32 else 1e-9
     np.testing.assert_allclose(got, want, rtol=0, atol=tolerance * np.abs(want).max())

@@ -1,5 +1,5 @@
 """What the mel_to_stft spec cannot say: on real Mel spectrograms (where the NNLS minimiser is not
-unique, so solutions differ), the objective opforge reaches is no worse than librosa 0.11's, both
+unique, so solutions differ), the objective opforge reaches is no worse than librosa's, both
 measured with the same float64 filter bank; a given filter bank (librosa's, TensorFlow's); batch
 axes; eager against tf.function and the static shapes with an unknown batch; the issue's bad
 inputs in a child process."""

@@ -1,4 +1,4 @@
-"""What the mfcc_to_mel spec cannot say: librosa 0.11's inverse of its own MFCCs of a voice-like
+"""What the mfcc_to_mel spec cannot say: librosa's inverse of its own MFCCs of a voice-like
 signal, to 1e-5 relative, for every DCT type, norm and lifter, in both dtypes; the float64
 gradient; batch axes; eager against tf.function and the static shapes with an unknown batch; the
 issue's bad inputs in a child process."""

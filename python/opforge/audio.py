@@ -1,7 +1,7 @@
 """Audio from MFCCs: the inverse of librosa's and of TensorFlow's MFCC pipelines, in TensorFlow.
 
 - `mfcc_to_audio`, `mfcc_to_mel` and `mel_to_audio` mirror `librosa.feature.inverse` (librosa
-  0.11): same argument names, defaults and chaining (mfcc_to_mel -> mel_to_stft -> griffinlim
+  1.0, as 0.11): same argument names, defaults and chaining (mfcc_to_mel -> mel_to_stft -> griffinlim
   with the same n_fft, hop, window and centring), time on the last axis, leading batch axes
   allowed. They run the C++ ops `Opforge>MfccToMel`, `Opforge>MelToStft` and
   `Opforge>GriffinLim` (`opforge.ops.mfcc_to_mel`, `mel_to_stft`, `griffin_lim`).
@@ -52,7 +52,8 @@ def mel_to_audio(M, sr: float = 22050, n_fft: int = 2048, hop_length: Optional[i
 
     opforge adds librosa.griffinlim's `momentum` and `init` ("random" or None: phases of 1), and
     `seed`: random initial phases drawn as `numpy.random.RandomState(seed).random(S.shape)`
-    (so the result equals librosa's with `random_state=seed`); None draws a fresh seed per call.
+    (so the result equals librosa 1.0's with `rng=numpy.random.RandomState(seed)`, librosa 0.11's
+    with `random_state=seed`); None draws a fresh seed per call.
     Not differentiable.
     """
     with tf.name_scope(name or "mel_to_audio"):

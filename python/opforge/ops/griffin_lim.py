@@ -43,7 +43,7 @@ def griffin_lim(S, n_iter: int = 32, hop_length: Optional[int] = None, win_lengt
 
     Mirrors `librosa.griffinlim(S, n_iter=32, hop_length=None, win_length=None, n_fft=None,
     window="hann", center=True, length=None, pad_mode="constant", momentum=0.99, init="random",
-    random_state=None)` (librosa 0.11): the same iterations (Perraudin et al. 2013), with
+    rng=None)` (librosa 1.0; `random_state=None` in 0.11): the same iterations (Perraudin et al. 2013), with
     librosa's STFT and ISTFT (window of `win_length` samples centred in `n_fft`, hop
     `hop_length`, centred frames padded with `pad_mode`, the ISTFT's window-sum normalisation,
     `length`), and the same result to rounding for the same initial phases.
@@ -65,9 +65,10 @@ def griffin_lim(S, n_iter: int = 32, hop_length: Optional[int] = None, win_lengt
         float32; the kernel reads back its shortest decimal (0.99 exactly, as librosa uses it).
       init: "random" (phases uniform in [0, 2 pi)) or None (phases 0, librosa's init=None).
       seed: the random phases are numpy's `RandomState(seed).random(S.shape)` exactly, so the
-        result equals librosa's with `random_state=seed` (seed in [0, 2^32 - 1]); None (librosa's
-        random_state=None): a fresh seed per call, nondeterministic (opforge's name for
-        random_state, which librosa also lets be a RandomState or Generator).
+        result equals librosa 1.0's with `rng=numpy.random.RandomState(seed)` and librosa 0.11's
+        with `random_state=seed` (seed in [0, 2^32 - 1]; librosa 1.0's `rng=seed` draws from a
+        PCG64 generator instead, other phases); None (librosa's rng=None): a fresh seed per call,
+        nondeterministic.
       phases: initial phases in radians, S's shape (cast to S's dtype): opforge addition,
         librosa starts only from random or zero phases. Overrides init="random".
 
@@ -139,10 +140,23 @@ tf.no_gradient("Opforge>GriffinLim")
 # --- the reference --------------------------------------------------------------------------------
 
 
+def librosa_seed_kwargs(seed) -> dict:
+    """librosa.griffinlim's keyword for the initial phases opforge's `seed` draws, numpy's
+    `RandomState(seed)`: `rng=RandomState(seed)` in librosa >= 1.0 (whose `rng=seed` would be a
+    PCG64 `default_rng(seed)`, other phases), `random_state=seed` in librosa 0.11. None: fresh."""
+    import librosa
+
+    if seed is None:
+        return {}
+    if int(librosa.__version__.split(".")[0]) >= 1:
+        return {"rng": np.random.RandomState(seed)}
+    return {"random_state": seed}
+
+
 def librosa_reference(S, n_iter=32, hop_length=None, win_length=None, n_fft=None, window="hann", center=True,
                       length=None, pad_mode="constant", momentum=0.99, init="random", seed=None):
     """librosa.griffinlim on the float64 magnitudes (leading axes as librosa's multichannel
-    input, random_state=seed), in S's dtype."""
+    input, the phases of `seed`), in S's dtype."""
     import librosa
 
     S = tf.convert_to_tensor(S)
@@ -153,13 +167,13 @@ def librosa_reference(S, n_iter=32, hop_length=None, win_length=None, n_fft=None
         probe = librosa.griffinlim(np.ones(x.shape[-2:]), **dict(kwargs, n_iter=0, init=None))
         out = np.zeros((*x.shape[:-2], probe.shape[-1]))
     else:
-        out = librosa.griffinlim(x, random_state=seed, **kwargs)
+        out = librosa.griffinlim(x, **librosa_seed_kwargs(seed), **kwargs)
     return tf.constant(out.astype(S.dtype.as_numpy_dtype))
 
 
 def _griffinlim_from(S, angles, n_iter=32, hop_length=None, win_length=None, n_fft=None, window="hann",
                      center=True, length=None, pad_mode="constant", momentum=0.99, init=None):
-    """librosa.griffinlim's loop (librosa 0.11, librosa/core/spectrum.py) from given initial
+    """librosa.griffinlim's loop (librosa 1.0 and 0.11, librosa/core/spectrum.py) from given initial
     angles (complex, |angles| = 1), with librosa's own stft and istft: librosa has no argument
     for initial phases."""
     import librosa
@@ -232,7 +246,8 @@ def _speed(shape, n_iter: int = 32) -> SpeedCase:
             import librosa
 
             return tf.numpy_function(
-                lambda a: librosa.griffinlim(a, n_iter=n_iter, random_state=0).astype(np.float32), [x], tf.float32)
+                lambda a: librosa.griffinlim(a, n_iter=n_iter, **librosa_seed_kwargs(0)).astype(np.float32), [x],
+                tf.float32)
 
         return SpeedRun(f"float32 {s}, {n_iter} iterations (librosa through tf.numpy_function)",
                         {"opforge": lambda: griffin_lim(x, n_iter=n_iter, seed=0), "librosa": via_librosa})

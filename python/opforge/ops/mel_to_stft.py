@@ -34,7 +34,7 @@ def mel_to_stft(M, sr: float = 22050, n_fft: int = 2048, power: float = 2.0, fmi
     """A Mel spectrogram back to an STFT magnitude, by non-negative least squares.
 
     Mirrors `librosa.feature.inverse.mel_to_stft(M, sr=22050, n_fft=2048, power=2.0, fmin=0.0,
-    fmax=None, htk=False, norm="slaney")` (librosa 0.11; its **kwargs for `librosa.filters.mel`
+    fmax=None, htk=False, norm="slaney")` (librosa 1.0, as 0.11; its **kwargs for `librosa.filters.mel`
     are named here): for every frame b of M,
 
         s = argmin_{s >= 0} || filters @ s - b ||^2,     result = s ** (1 / power)

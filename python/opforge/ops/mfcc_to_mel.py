@@ -33,7 +33,7 @@ def mfcc_to_mel(mfcc, n_mels: int = 128, dct_type: int = 2, norm: Optional[str] 
     """Mel-frequency cepstral coefficients back to a Mel power spectrogram.
 
     Mirrors `librosa.feature.inverse.mfcc_to_mel(mfcc, n_mels=128, dct_type=2, norm="ortho",
-    ref=1.0, lifter=0)` (librosa 0.11): the same arguments, defaults and results (to float64
+    ref=1.0, lifter=0)` (librosa 1.0, as 0.11): the same arguments, defaults and results (to float64
     rounding): inverse liftering when `lifter` > 0, the inverse DCT along the coefficient axis
     (`scipy.fft.idct(mfcc, type=dct_type, norm=norm, n=n_mels)`: types 2 and 3, `norm` "ortho"
     or None) zero-padded from n_mfcc to `n_mels` coefficients, then `librosa.db_to_power(x,
