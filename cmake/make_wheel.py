@@ -51,9 +51,9 @@ def retag(built: Path, out_dir: Path, tf_version: str) -> Path:
                 text = re.sub(r"^Version: .*$", f"Version: {new_version}", text, count=1, flags=re.M)
                 # The extras name the one TensorFlow release this binary loads into.
                 text = re.sub(r'^(Requires-Dist: tensorflow-cpu)[^;\n]*;',
-                              rf'\1{pin}; ', text, flags=re.M)
+                              rf'\1{pin};', text, flags=re.M)
                 text = re.sub(r'^(Requires-Dist: tensorflow\[and-cuda\])[^;\n]*;',
-                              rf'\1{pin}; ', text, flags=re.M)
+                              rf'\1{pin};', text, flags=re.M)
                 data = text.encode()
             out = zipfile.ZipInfo(path, date_time=info.date_time)
             out.external_attr = info.external_attr
