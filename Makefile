@@ -89,8 +89,11 @@ cuda-test: deps
 	  cmake --build build/cuda --target opforge_cuda_test && build/cuda/opforge_cuda_test; \
 	else echo "cuda-test: no nvcc, CUDA kernels not compiled"; fi
 
+# pytest in PYTEST_WORKERS processes (pytest-xdist), each test file in one of them (module
+# fixtures such as a trained model are made once); PYTEST_WORKERS=0 runs them in this process.
+PYTEST_WORKERS ?= 2
 pytest: build
-	$(VPY) -m pytest tests -q -ra
+	$(VPY) -m pytest tests -q -ra $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile)
 
 test: core-test cuda-test pytest
 
