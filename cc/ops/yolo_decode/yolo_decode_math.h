@@ -24,19 +24,36 @@ OPFORGE_HOST_DEVICE inline A Sigmoid(A x) {
   return A(1) / (A(1) + Exp(-x));
 }
 
+// The largest finite value of an element type: where box coordinates saturate.
+inline double LargestFinite(DType dtype) {
+  switch (dtype) {
+    case DType::kHalf:
+      return 65504.0;
+    case DType::kBFloat16:
+      return 3.3895313892515355e38;  // 0x1.fep127
+    case DType::kFloat:
+      return 3.4028234663852886e38;  // FLT_MAX
+    default:
+      return 1.7976931348623157e308;  // DBL_MAX
+  }
+}
+
 // What every box of one call shares, in A.
 template <typename A>
 struct Geometry {
   A stride_x, stride_y;  // input_w / W, input_h / H
   A input_w, input_h;    // the divisors of normalized boxes
   A scale, offset;       // scale_x_y and (scale_x_y - 1) / 2
-  A max_log_scale;       // kYoloMaxLogScale
+  A max_log_scale;       // the clamp of tw, th (+inf: none)
+  A largest;             // the output type's largest finite value: box coordinates saturate there
+  A finite_max;          // A's own largest finite value (v > finite_max: v is +inf)
   YoloBoxFormat format;
   bool normalized;
 };
 
+// `output` is the element type T the boxes are written in (A for float and double).
 template <typename A>
-Geometry<A> MakeGeometry(const YoloDecodeParams& p) {
+Geometry<A> MakeGeometry(const YoloDecodeParams& p, DType output) {
   Geometry<A> g;
   g.input_h = static_cast<A>(p.input_size[0]);
   g.input_w = static_cast<A>(p.input_size[1]);
@@ -44,52 +61,105 @@ Geometry<A> MakeGeometry(const YoloDecodeParams& p) {
   g.stride_x = g.input_w / static_cast<A>(p.width);
   g.scale = static_cast<A>(p.scale_x_y);
   g.offset = (g.scale - A(1)) / A(2);
-  g.max_log_scale = static_cast<A>(kYoloMaxLogScale);
+  g.max_log_scale = static_cast<A>(p.max_log_scale);
+  // Exact in A: half's and bfloat16's maxima are floats, and they are computed in float.
+  g.largest = static_cast<A>(LargestFinite(output));
+  g.finite_max = static_cast<A>(LargestFinite(sizeof(A) == 4 ? DType::kFloat : DType::kDouble));
   g.format = p.format;
   g.normalized = p.normalized;
   return g;
 }
 
-// tw above the bound scales by the bound (NaN stays NaN: the comparison is false).
+// tw above the bound scales by the bound (NaN stays NaN: the comparison is false). With the
+// default bound +inf this is t itself, so exp gets the raw value.
 template <typename A>
 OPFORGE_HOST_DEVICE inline A ClampLogScale(A t, A bound) {
   return t > bound ? bound : t;
 }
 
-// The box from sigmoid(tx), sigmoid(ty), exp(min(tw, bound)) and exp(min(th, bound)) in cell
-// (cx, cy) with anchor (aw, ah), in the output format.
+// Whether a box coordinate lies beyond +-largest (inf included; NaN does not).
 template <typename A>
-OPFORGE_HOST_DEVICE inline void DecodeBoxFrom(const Geometry<A>& g, A sx, A sy, A ew, A eh, A cx,
-                                              A cy, A aw, A ah, A out[4]) {
+OPFORGE_HOST_DEVICE inline bool Saturates(A v, A largest) {
+  return v > largest || v < -largest;
+}
+
+// v clamped to [-largest, largest] (NaN stays NaN).
+template <typename A>
+OPFORGE_HOST_DEVICE inline A Saturate(A v, A largest) {
+  return v > largest ? largest : (v < -largest ? -largest : v);
+}
+
+// A box's width (or height) in the output's units before saturation, exp(t) * anchor (divided
+// by `divisor` when normalized), from e = exp(t), t already clamped at max_log_scale: the plain
+// formula, bit for bit. Where it overflows A (e = exp(t) is inf from t = 88.7 in float, or
+// e * anchor is) though t is finite, the size may yet be finite: an anchor below 1 (normalised
+// anchors), or the division of a normalized box (exp(86) * 30 px / 416 px is 4e36 in float). It
+// is then exp(t / 2) * anchor / divisor * exp(t / 2), every intermediate finite, within a few
+// ulps of the exact value; an inf after that is a size beyond A itself, which saturates.
+template <typename A>
+OPFORGE_HOST_DEVICE inline A BoxSize(const Geometry<A>& g, A e, A t, A anchor, A divisor) {
+  A v = e * anchor;
+  if (g.normalized) v = v / divisor;
+  if (v > g.finite_max && t <= g.finite_max) {  // +inf from a finite t: rare, off the hot path
+    const A h = Exp(t / A(2));                  // t / 2 is exact
+    v = h * anchor;
+    if (g.normalized) v = v / divisor;
+    v = v * h;
+  }
+  return v;
+}
+
+// The box before saturation, in the output format: the plain formula (and the sizes bw, bh it
+// used, in the output's units), from sigmoid(tx), sigmoid(ty), exp(min(tw, bound)),
+// exp(min(th, bound)) and the raw tw, th, in cell (cx, cy) with anchor (aw, ah).
+template <typename A>
+struct RawBox {
+  A out[4];
+  A bw, bh;
+};
+
+template <typename A>
+OPFORGE_HOST_DEVICE inline RawBox<A> RawBoxFrom(const Geometry<A>& g, A sx, A sy, A ew, A eh, A tw,
+                                                A th, A cx, A cy, A aw, A ah) {
+  RawBox<A> r;
   A bx = (g.scale * sx - g.offset + cx) * g.stride_x;
   A by = (g.scale * sy - g.offset + cy) * g.stride_y;
-  A bw = ew * aw;
-  A bh = eh * ah;
   if (g.normalized) {
     bx = bx / g.input_w;
-    bw = bw / g.input_w;
     by = by / g.input_h;
-    bh = bh / g.input_h;
   }
+  const A bw = BoxSize(g, ew, ClampLogScale(tw, g.max_log_scale), aw, g.input_w);
+  const A bh = BoxSize(g, eh, ClampLogScale(th, g.max_log_scale), ah, g.input_h);
+  r.bw = bw;
+  r.bh = bh;
   if (g.format == YoloBoxFormat::kCenterXywh) {
-    out[0] = bx;
-    out[1] = by;
-    out[2] = bw;
-    out[3] = bh;
-    return;
+    r.out[0] = bx;
+    r.out[1] = by;
+    r.out[2] = bw;
+    r.out[3] = bh;
+    return r;
   }
   const A hw = bw / A(2), hh = bh / A(2);
   if (g.format == YoloBoxFormat::kXyxy) {
-    out[0] = bx - hw;
-    out[1] = by - hh;
-    out[2] = bx + hw;
-    out[3] = by + hh;
+    r.out[0] = bx - hw;
+    r.out[1] = by - hh;
+    r.out[2] = bx + hw;
+    r.out[3] = by + hh;
   } else {
-    out[0] = by - hh;
-    out[1] = bx - hw;
-    out[2] = by + hh;
-    out[3] = bx + hw;
+    r.out[0] = by - hh;
+    r.out[1] = bx - hw;
+    r.out[2] = by + hh;
+    r.out[3] = bx + hw;
   }
+  return r;
+}
+
+// The box as written: RawBoxFrom, each coordinate saturated at the output type's largest value.
+template <typename A>
+OPFORGE_HOST_DEVICE inline void DecodeBoxFrom(const Geometry<A>& g, A sx, A sy, A ew, A eh, A tw,
+                                              A th, A cx, A cy, A aw, A ah, A out[4]) {
+  const RawBox<A> r = RawBoxFrom(g, sx, sy, ew, eh, tw, th, cx, cy, aw, ah);
+  for (int k = 0; k < 4; ++k) out[k] = Saturate(r.out[k], g.largest);
 }
 
 // The box of raw (tx, ty, tw, th) in cell (cx, cy) with anchor (aw, ah), in the output format.
@@ -97,50 +167,67 @@ template <typename A>
 OPFORGE_HOST_DEVICE inline void DecodeBox(const Geometry<A>& g, const A t[4], A cx, A cy, A aw,
                                           A ah, A out[4]) {
   DecodeBoxFrom(g, Sigmoid(t[0]), Sigmoid(t[1]), Exp(ClampLogScale(t[2], g.max_log_scale)),
-                Exp(ClampLogScale(t[3], g.max_log_scale)), cx, cy, aw, ah, out);
+                Exp(ClampLogScale(t[3], g.max_log_scale)), t[2], t[3], cx, cy, aw, ah, out);
 }
 
-// d(tx, ty, tw, th) from the gradient gb of the box, given sigmoid(tx), sigmoid(ty),
-// exp(min(tw, bound)), exp(min(th, bound)) and the raw tw, th (for the bound).
+// d(tx, ty, tw, th) from the gradient gb of the box DecodeBoxFrom wrote (same arguments).
 template <typename A>
 OPFORGE_HOST_DEVICE inline void DecodeBoxGradFrom(const Geometry<A>& g, A sx, A sy, A ew, A eh,
-                                                  A tw, A th, A aw, A ah, const A gb[4], A dt[4]) {
-  A gx, gy, gw, gh;  // d bx, d by, d bw, d bh (of the normalised values when normalized)
+                                                  A tw, A th, A cx, A cy, A aw, A ah, const A gb[4],
+                                                  A dt[4]) {
+  // A saturated coordinate is constant: its gradient does not reach t.
+  const RawBox<A> r = RawBoxFrom(g, sx, sy, ew, eh, tw, th, cx, cy, aw, ah);
+  A gs[4];
+  bool sat[4];
+  for (int k = 0; k < 4; ++k) {
+    sat[k] = Saturates(r.out[k], g.largest);
+    gs[k] = sat[k] ? A(0) : gb[k];
+  }
+  // d bx, d by (of the normalised centre when normalized), d bw, d bh (of the sizes as output);
+  // w_fixed (h_fixed): every coordinate that bw (bh) moves saturated.
+  A gx, gy, gw, gh;
+  bool w_fixed, h_fixed;
   if (g.format == YoloBoxFormat::kCenterXywh) {
-    gx = gb[0];
-    gy = gb[1];
-    gw = gb[2];
-    gh = gb[3];
+    gx = gs[0];
+    gy = gs[1];
+    gw = gs[2];
+    gh = gs[3];
+    w_fixed = sat[2];
+    h_fixed = sat[3];
   } else if (g.format == YoloBoxFormat::kXyxy) {
-    gx = gb[0] + gb[2];
-    gy = gb[1] + gb[3];
-    gw = (gb[2] - gb[0]) / A(2);
-    gh = (gb[3] - gb[1]) / A(2);
+    gx = gs[0] + gs[2];
+    gy = gs[1] + gs[3];
+    gw = (gs[2] - gs[0]) / A(2);
+    gh = (gs[3] - gs[1]) / A(2);
+    w_fixed = sat[0] && sat[2];
+    h_fixed = sat[1] && sat[3];
   } else {
-    gy = gb[0] + gb[2];
-    gx = gb[1] + gb[3];
-    gh = (gb[2] - gb[0]) / A(2);
-    gw = (gb[3] - gb[1]) / A(2);
+    gy = gs[0] + gs[2];
+    gx = gs[1] + gs[3];
+    gh = (gs[2] - gs[0]) / A(2);
+    gw = (gs[3] - gs[1]) / A(2);
+    h_fixed = sat[0] && sat[2];
+    w_fixed = sat[1] && sat[3];
   }
   if (g.normalized) {
     gx = gx / g.input_w;
-    gw = gw / g.input_w;
     gy = gy / g.input_h;
-    gh = gh / g.input_h;
   }
   dt[0] = gx * g.stride_x * g.scale * (sx * (A(1) - sx));
   dt[1] = gy * g.stride_y * g.scale * (sy * (A(1) - sy));
-  // Above the bound the box no longer moves with t: no gradient.
-  dt[2] = tw > g.max_log_scale ? A(0) : gw * (ew * aw);
-  dt[3] = th > g.max_log_scale ? A(0) : gh * (eh * ah);
+  // d bw / d tw = bw (bw = exp(tw) * aw [/ input_w]). Above the bound the box no longer moves
+  // with t, nor where it saturated (where bw may be inf, and 0 * inf would be NaN): no gradient.
+  // A coordinate that did not saturate is finite, so then bw is too.
+  dt[2] = tw > g.max_log_scale || w_fixed ? A(0) : gw * r.bw;
+  dt[3] = th > g.max_log_scale || h_fixed ? A(0) : gh * r.bh;
 }
 
 // d(tx, ty, tw, th) from the gradient gb of the box DecodeBox returned.
 template <typename A>
-OPFORGE_HOST_DEVICE inline void DecodeBoxGrad(const Geometry<A>& g, const A t[4], A aw, A ah,
-                                              const A gb[4], A dt[4]) {
+OPFORGE_HOST_DEVICE inline void DecodeBoxGrad(const Geometry<A>& g, const A t[4], A cx, A cy, A aw,
+                                              A ah, const A gb[4], A dt[4]) {
   DecodeBoxGradFrom(g, Sigmoid(t[0]), Sigmoid(t[1]), Exp(ClampLogScale(t[2], g.max_log_scale)),
-                    Exp(ClampLogScale(t[3], g.max_log_scale)), t[2], t[3], aw, ah, gb, dt);
+                    Exp(ClampLogScale(t[3], g.max_log_scale)), t[2], t[3], cx, cy, aw, ah, gb, dt);
 }
 
 // Whether class score v replaces the best so far (NumPy's argmax: the first maximum, NaN wins).
