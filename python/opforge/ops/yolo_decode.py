@@ -91,13 +91,12 @@ def check_constant_anchors(op: str, anchors: tf.Tensor, argument: str = "anchors
     """Where `anchors` (as the op gets them, in the features' dtype) are known now, the check the
     kernel runs on their values (CheckYoloAnchors, with its message), so that a bad anchor of a
     tf.function or a Keras layer is named when the graph is built, not when it first runs."""
+    if anchors.shape.rank != 2 or anchors.shape[1] != 2:
+        return  # a shape error (an empty [0, 2^62] too, which NumPy cannot hold): the core names it
     value = tf.get_static_value(anchors)
     if value is None:
         return
-    rows = np.asarray(value, np.float64)
-    if rows.ndim != 2 or rows.shape[1] != 2:
-        return  # a shape error: the core names it
-    for k, (w, h) in enumerate(rows):
+    for k, (w, h) in enumerate(np.asarray(value, np.float64)):
         if not (w > 0 and h > 0 and math.isfinite(w) and math.isfinite(h)):
             raise invalid_argument(op, f"{argument}[{k}]", "a finite, positive (width, height)", f"[{w:g}, {h:g}]")
 
