@@ -125,6 +125,13 @@ def test_max_log_scale_round_trips_and_old_configs_load(tmp_path):
                                                            box_format="center_xywh").boxes.numpy())
     assert opforge.layers.YoloDecode(TINY_ANCHORS[:3], 3, 64, max_log_scale=float("inf")).get_config()[
         "max_log_scale"] is None
+    features = keras.Input((4, 4, 24))
+    decoder = keras.Model(features, layer(features))
+    decoder.save(tmp_path / "decoder.keras")
+    reloaded = keras.models.load_model(tmp_path / "decoder.keras")
+    assert reloaded.layers[-1].max_log_scale == bound
+    for a, b in zip(decoder(f), reloaded(f)):
+        assert bits_equal(a.numpy(), b.numpy())
 
     post = opforge.layers.YoloPostprocess(TINY_ANCHORS, TINY_MASKS, 3, 64, score_threshold=0.05, max_log_scale=2.0)
     assert post.get_config()["max_log_scale"] == 2.0
