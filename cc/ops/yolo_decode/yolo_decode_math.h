@@ -111,7 +111,8 @@ OPFORGE_HOST_DEVICE inline A BoxSize(const Geometry<A>& g, A e, A t, A anchor, A
 
 // The box before saturation, in the output format: the plain formula (and the sizes bw, bh it
 // used, in the output's units), from sigmoid(tx), sigmoid(ty), exp(min(tw, bound)),
-// exp(min(th, bound)) and the raw tw, th, in cell (cx, cy) with anchor (aw, ah).
+// exp(min(th, bound)) and the raw tw, th, in cell (cx, cy) with anchor (aw, ah). RawBoxFrom
+// below adds float's rescue from inf - inf.
 template <typename A>
 struct RawBox {
   A out[4];
@@ -119,8 +120,8 @@ struct RawBox {
 };
 
 template <typename A>
-OPFORGE_HOST_DEVICE inline RawBox<A> RawBoxFrom(const Geometry<A>& g, A sx, A sy, A ew, A eh, A tw,
-                                                A th, A cx, A cy, A aw, A ah) {
+OPFORGE_HOST_DEVICE inline RawBox<A> PlainBoxFrom(const Geometry<A>& g, A sx, A sy, A ew, A eh,
+                                                  A tw, A th, A cx, A cy, A aw, A ah) {
   RawBox<A> r;
   A bx = (g.scale * sx - g.offset + cx) * g.stride_x;
   A by = (g.scale * sy - g.offset + cy) * g.stride_y;
@@ -150,6 +151,51 @@ OPFORGE_HOST_DEVICE inline RawBox<A> RawBoxFrom(const Geometry<A>& g, A sx, A sy
     r.out[1] = bx - hw;
     r.out[2] = by + hh;
     r.out[3] = bx + hw;
+  }
+  return r;
+}
+
+// d beyond float's range as +-inf (a plain conversion would be undefined there).
+OPFORGE_HOST_DEVICE inline float ToFloatOrInf(double d, float finite_max) {
+  const float inf = finite_max * 2.0f;  // overflows to +inf (IEEE arithmetic, not a conversion)
+  return d > static_cast<double>(finite_max)    ? inf
+         : d < -static_cast<double>(finite_max) ? -inf
+                                                : static_cast<float>(d);
+}
+
+// PlainBoxFrom; in float, where that made a NaN of non-NaN values, the box in double. A centre
+// beyond float's range (scale_x_y times the input size past 3.4e38) plus or minus a size beyond
+// it is inf - inf; in double neither the centre (at most 3.4e38 * 2^63) nor the sum overflows,
+// so each corner is the formula's, then +-inf beyond float's range (and saturated as such):
+// finite features give finite boxes for every attr. Sane attrs never take it: four NaN tests.
+template <typename A>
+OPFORGE_HOST_DEVICE inline RawBox<A> RawBoxFrom(const Geometry<A>& g, A sx, A sy, A ew, A eh, A tw,
+                                                A th, A cx, A cy, A aw, A ah) {
+  RawBox<A> r = PlainBoxFrom(g, sx, sy, ew, eh, tw, th, cx, cy, aw, ah);
+  if constexpr (sizeof(A) == sizeof(float)) {
+    const bool nan_out = r.out[0] != r.out[0] || r.out[1] != r.out[1] || r.out[2] != r.out[2] ||
+                         r.out[3] != r.out[3];
+    if (nan_out && sx == sx && sy == sy && tw == tw && th == th && aw == aw && ah == ah) {
+      Geometry<double> d;
+      d.stride_x = g.stride_x;
+      d.stride_y = g.stride_y;
+      d.input_w = g.input_w;
+      d.input_h = g.input_h;
+      d.scale = g.scale;
+      d.offset = g.offset;
+      d.max_log_scale = g.max_log_scale;
+      d.largest = g.largest;
+      d.finite_max = 1.7976931348623157e308;  // DBL_MAX
+      d.format = g.format;
+      d.normalized = g.normalized;
+      const double dtw = ClampLogScale<double>(tw, d.max_log_scale);
+      const double dth = ClampLogScale<double>(th, d.max_log_scale);
+      const RawBox<double> w =
+          PlainBoxFrom<double>(d, sx, sy, Exp(dtw), Exp(dth), tw, th, cx, cy, aw, ah);
+      for (int k = 0; k < 4; ++k) r.out[k] = ToFloatOrInf(w.out[k], g.finite_max);
+      r.bw = ToFloatOrInf(w.bw, g.finite_max);
+      r.bh = ToFloatOrInf(w.bh, g.finite_max);
+    }
   }
   return r;
 }

@@ -837,6 +837,43 @@ TYPED_TEST(YoloDecodeKernelTest, HugeFeaturesGiveFiniteOutputs) {
   }
 }
 
+// The same where the centres themselves pass float's range (a scale_x_y of 1e30 times a 2^40
+// px input, what the fuzzer found): in float a centre of inf minus a size of inf was NaN; the box
+// is then computed in double, and saturates. The sizes are the formula's, the gradient finite.
+TYPED_TEST(YoloDecodeKernelTest, FiniteWhereTheCentresPassFloatsRange) {
+  using T = TypeParam;
+  using L = std::numeric_limits<T>;
+  const std::vector<T> values = {L::max(),        L::lowest(),       T(0), Narrow<T>(-3.0),
+                                 Narrow<T>(89.0), Narrow<T>(1000.0), T(1)};
+  std::mt19937_64 rng(18);
+  for (const char* format : {"xyxy", "yxyx", "center_xywh"}) {
+    for (bool normalized : {false, true}) {
+      const Case c = {1,      3,          2,     2,    1, int64_t{1} << 40, int64_t{1} << 40,
+                      format, normalized, 1e30f, false};
+      YoloDecodeParams p;
+      OPFORGE_ASSERT_OK(ParamsOf(c, &p));
+      std::vector<T> f(static_cast<size_t>(NumFeatures(c)));
+      std::uniform_int_distribution<size_t> pick(0, values.size() - 1);
+      for (auto& x : f) x = values[pick(rng)];
+      const auto anchors = RandomAnchors<T>(rng, c.anchors);
+      const Outputs<T> o = RunForward(p, f, anchors);
+      for (size_t i = 0; i < o.boxes.size(); ++i) {
+        ASSERT_TRUE(std::isfinite(Wide(o.boxes[i]))) << Describe(c) << " element " << i;
+      }
+      const std::vector<T> g(o.boxes.size(), T(1));
+      std::vector<T> df(f.size());
+      YoloDecodeBackward<T>(p, g.data(), nullptr, nullptr, f.data(), anchors.data(), df.data(),
+                            SerialParallel());
+      for (size_t box = 0; box < o.boxes.size() / 4; ++box) {
+        for (int k = 0; k < 4; ++k) {
+          EXPECT_FALSE(std::isnan(Wide(df[box * 6 + static_cast<size_t>(k)])))
+              << Describe(c) << " box " << box << " d t" << k;
+        }
+      }
+    }
+  }
+}
+
 // A NaN in one box's features makes only that box's outputs NaN (those that read it).
 TYPED_TEST(YoloDecodeKernelTest, NanStaysInItsBox) {
   using T = TypeParam;
