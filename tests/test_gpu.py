@@ -1064,6 +1064,45 @@ def test_host_memory_inputs(gpu_device):
     _fail(failures)
 
 
+def test_yolo_decode_anchors_are_host_memory(gpu_device):
+    """yolo_decode's anchors are a HostMemory input on the GPU (checked there, then copied to
+    the device on the op's stream, with no wait for the device): given as a list, as a tensor
+    made on the device, and computed in a graph on the device, the forward and the gradient are
+    the same bits; a NaN or non-positive anchor made on the device is the CPU's error."""
+    with tf.device("/CPU:0"):
+        features = _values((2, 5, 4, 3 * 7), tf.float32, 5, specials=False)
+    rows = [[10.0, 13.0], [16.0, 30.0], [33.0, 23.0]]
+    with tf.device(gpu_device):
+        (fd,) = _on_device(gpu_device, [features])
+        on_device = tf.identity(tf.constant(rows))
+        _assert_on(gpu_device, [on_device])
+
+        def decode_and_grad(f, a):
+            with tf.GradientTape() as tape:
+                tape.watch(f)
+                out = opforge.ops.yolo_decode(f, a, 2, (160, 128))
+                loss = tf.reduce_sum(out.boxes) + tf.reduce_sum(out.class_scores)
+            return list(out) + [tape.gradient(loss, f)]
+
+        results = {"list": decode_and_grad(fd, rows), "on the device": decode_and_grad(fd, on_device),
+                   "computed in a graph": tf.function(lambda f, a: decode_and_grad(f, a * 2.0 / 2.0))(fd, on_device)}
+        _assert_on(gpu_device, results)
+        failures = []
+        want = [t.numpy() for t in results["list"]]
+        for how, got in results.items():
+            for k, (g, w) in enumerate(zip(got, want)):
+                problem = same_bits(g.numpy(), w)
+                if problem:
+                    failures.append(f"anchors as {how}, output {k}:\n{problem}")
+        for bad, given in (([16.0, float("nan")], "[16, nan]"), ([0.0, 30.0], "[0, 30]")):
+            anchors = tf.identity(tf.constant([rows[0], bad, rows[2]]))
+            with pytest.raises(tf.errors.InvalidArgumentError) as info:
+                tf.function(lambda f, a: opforge.ops.yolo_decode(f, a, 2, (160, 128)).boxes)(fd, anchors)
+            if f"YoloDecode: anchors[1] must be a finite, positive (width, height), got {given}" not in info.value.message:
+                failures.append(f"bad anchors {bad} on the GPU: {info.value.message}")
+    _fail(failures)
+
+
 def test_int32_tensors_in_device_memory(gpu_device):
     """Int32 inputs and outputs that are not HostMemory live in device memory on the GPU:
     yolo_targets' classes made by a device op, yolo_decode's class indices read by device ops

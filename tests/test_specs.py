@@ -256,6 +256,13 @@ def test_inf_and_nan_give_the_exact_gradient(spec):
             tensors = special.tensors(tf.float64)
             wrt = [i for i, s in enumerate(case.inputs) if s.differentiable]
             grads = []
+            if where[0] == "input":
+                try:
+                    spec.call(spec.op, case, tensors)
+                except tf.errors.InvalidArgumentError as exc:
+                    # An input that must be finite (anchors): refused with a message naming it.
+                    assert NAMED_ERROR.search(exc.message) and "finite" in exc.message, (where, exc.message)
+                    continue
             for fn in (spec.op, reference):
                 with tf.GradientTape() as tape:
                     for i in wrt:

@@ -100,3 +100,60 @@ def test_yolo_postprocess_rejects_bad_arguments(kwargs, fragment):
     with pytest.raises(ValueError, match=fragment):
         opforge.layers.YoloPostprocess(**args)
 
+
+
+def test_max_log_scale_round_trips_and_old_configs_load(tmp_path):
+    """max_log_scale in both layers: in get_config, through from_config and a .keras file, with
+    the op's boxes; a config saved before the argument existed (no key) loads as None (no
+    clamp), the op's default."""
+    bound = opforge.ops.YOLO_MAX_LOG_SCALE
+    f = tf.constant(np.random.default_rng(5).normal(0, 4, (1, 4, 4, 24)), tf.float32)
+    layer = opforge.layers.YoloDecode(TINY_ANCHORS[:3], 3, 64, box_format="center_xywh", max_log_scale=bound)
+    config = layer.get_config()
+    assert config["max_log_scale"] == bound
+    again = opforge.layers.YoloDecode.from_config(config)
+    want = yolo_decode(f, np.array(TINY_ANCHORS[:3], np.float32), 3, 64, box_format="center_xywh",
+                       max_log_scale=bound)
+    for a, b, c in zip(layer(f), again(f), want):
+        assert bits_equal(a.numpy(), b.numpy()) and bits_equal(a.numpy(), c.numpy())
+    assert layer(f)[0].numpy()[..., 2:].max() <= 62.5 * 58 * (1 + 1e-6)  # clamped at 62.5 anchors
+    old = dict(config)
+    del old["max_log_scale"]
+    unclamped = opforge.layers.YoloDecode.from_config(old)
+    assert unclamped.max_log_scale is None
+    assert bits_equal(unclamped(f)[0].numpy(), yolo_decode(f, np.array(TINY_ANCHORS[:3], np.float32), 3, 64,
+                                                           box_format="center_xywh").boxes.numpy())
+    assert opforge.layers.YoloDecode(TINY_ANCHORS[:3], 3, 64, max_log_scale=float("inf")).get_config()[
+        "max_log_scale"] is None
+    features = keras.Input((4, 4, 24))
+    decoder = keras.Model(features, layer(features))
+    decoder.save(tmp_path / "decoder.keras")
+    reloaded = keras.models.load_model(tmp_path / "decoder.keras")
+    assert reloaded.layers[-1].max_log_scale == bound
+    for a, b in zip(decoder(f), reloaded(f)):
+        assert bits_equal(a.numpy(), b.numpy())
+
+    post = opforge.layers.YoloPostprocess(TINY_ANCHORS, TINY_MASKS, 3, 64, score_threshold=0.05, max_log_scale=2.0)
+    assert post.get_config()["max_log_scale"] == 2.0
+    old = post.get_config()
+    del old["max_log_scale"]
+    assert opforge.layers.YoloPostprocess.from_config(old).max_log_scale is None
+    inputs = keras.Input((4, 4, 24))
+    small = keras.Input((2, 2, 24))
+    model = keras.Model([small, inputs], post([small, inputs]))
+    path = tmp_path / "clamped.keras"
+    model.save(path)
+    loaded = keras.models.load_model(path)
+    assert loaded.layers[-1].max_log_scale == 2.0
+    maps = [tf.random.normal((1, 2, 2, 24), seed=6) * 4, f]
+    for a, b in zip(model(maps), loaded(maps)):
+        assert bits_equal(a.numpy(), b.numpy())
+
+
+@pytest.mark.parametrize("value,fragment", [(float("nan"), "got nan"), (float("-inf"), "got -inf"),
+                                            ("big", "or a number")])
+def test_yolo_layers_reject_a_bad_max_log_scale(value, fragment):
+    with pytest.raises(ValueError, match=f"max_log_scale must be .*{fragment}"):
+        opforge.layers.YoloDecode(TINY_ANCHORS[:3], 3, 64, max_log_scale=value)
+    with pytest.raises(ValueError, match=f"max_log_scale must be .*{fragment}"):
+        opforge.layers.YoloPostprocess(TINY_ANCHORS, TINY_MASKS, 3, 64, max_log_scale=value)

@@ -158,6 +158,34 @@ def test_loss_terms_against_numpy_on_a_hand_made_case():
     np.testing.assert_allclose([terms["xy"], terms["wh"], terms["obj"], terms["class"]], [xy, wh, obj, cls], rtol=1e-9)
 
 
+def test_loss_decodes_without_clamp_by_default_and_with_max_log_scale_when_given():
+    """The wh term of an assigned box whose tw is far past log(62.5): by default the decode is
+    exp(tw) * anchor_w (yolov3-tf2's), the term is (tw - log(true_w / anchor_w))^2 and pulls tw
+    back with the gradient 2 (tw - ...); with max_log_scale the box stops at 62.5 anchors and
+    tw gets no gradient from it. Both `ops` agree; a bad max_log_scale is a ValueError."""
+    f = np.zeros((1, 2, 2, 1, 6))
+    f[0, 1, 0, 0, 2] = 9.0  # tw of the assigned anchor
+    anchors = np.array([[0.2, 0.3]])
+    y = np.zeros((1, 2, 2, 1, 6))
+    y[0, 1, 0, 0] = [0.1, 0.6, 0.3, 0.9, 1, 0]  # width 0.2 = the anchor's: log(0.2 / 0.2) = 0
+    x = tf.constant(f.reshape(1, 2, 2, 6))
+    for ops in ("opforge", "tf"):
+        grads = {}
+        for bound in (None, opforge.ops.YOLO_MAX_LOG_SCALE):
+            loss = M.YoloLoss(anchors, [[0]], 1, ops=ops, max_log_scale=bound)
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                wh = loss.terms([tf.constant(y)], [x])["wh"][0]
+            grads[bound] = tape.gradient(wh, x).numpy().reshape(2, 2, 6)[1, 0, 2]
+            weight = 2 - 0.2 * 0.3
+            t = 9.0 if bound is None else float(np.float32(bound))
+            assert float(wh) == pytest.approx(weight * t ** 2, rel=1e-6), (ops, bound)
+        assert grads[None] == pytest.approx(2 * (2 - 0.06) * 9.0, rel=1e-6), ops
+        assert grads[opforge.ops.YOLO_MAX_LOG_SCALE] == 0.0, ops
+    with pytest.raises(ValueError, match="max_log_scale must be .*got nan"):
+        M.YoloLoss(anchors, [[0]], 1, max_log_scale=float("nan"))
+
+
 def test_detector_runs_and_pads():
     model = M.YoloV3Tiny(3, 64)
     det = M.detector(model, 3, 64, score_threshold=0.0, max_detections=7)

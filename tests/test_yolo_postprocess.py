@@ -8,7 +8,7 @@ import tensorflow as tf
 
 import opforge
 from opforge.ops.combined_non_max_suppression import combined_non_max_suppression
-from opforge.ops.yolo_decode import YOLOV3_SPEED_ANCHORS, YOLOV3_SPEED_MASKS, yolo_decode
+from opforge.ops.yolo_decode import YOLO_MAX_LOG_SCALE, YOLOV3_SPEED_ANCHORS, YOLOV3_SPEED_MASKS, yolo_decode
 from opforge.ops.yolo_postprocess import tf_yolo_postprocess, yolo_like_heads, yolo_postprocess
 from opforge.spec import bits_equal
 
@@ -17,10 +17,11 @@ MASKS = ((3, 4, 5), (0, 1, 2))
 
 
 def unfused(maps, anchors, masks, num_classes, input_size, max_detections=100, max_detections_per_class=100,
-            iou_threshold=0.5, score_threshold=0.5, soft_nms_sigma=0.0, clip_boxes=True):
+            iou_threshold=0.5, score_threshold=0.5, soft_nms_sigma=0.0, clip_boxes=True, max_log_scale=None):
     boxes, scores = [], []
     for f, m in zip(maps, masks):
-        out = yolo_decode(f, anchors[list(m)], num_classes, input_size, box_format="xyxy", normalized=True)
+        out = yolo_decode(f, anchors[list(m)], num_classes, input_size, box_format="xyxy", normalized=True,
+                          max_log_scale=max_log_scale)
         boxes.append(out.boxes)
         scores.append(out.class_scores)
     return combined_non_max_suppression(tf.concat(boxes, 1)[:, :, None, :], tf.concat(scores, 1),
@@ -28,11 +29,11 @@ def unfused(maps, anchors, masks, num_classes, input_size, max_detections=100, m
                                         clip_boxes=clip_boxes, soft_nms_sigma=soft_nms_sigma)
 
 
-def heads(batch, c, seed, obj_mean, dtype=tf.float32, specials=False):
+def heads(batch, c, seed, obj_mean, dtype=tf.float32, specials=False, box_scale=1.5):
     rng = np.random.default_rng(seed)
     maps = []
     for g in (5, 10):
-        f = rng.normal(0, 1.5, (batch, g, g, 3, 5 + c))
+        f = rng.normal(0, box_scale, (batch, g, g, 3, 5 + c))
         f[..., 4] = rng.normal(obj_mean, 3, (batch, g, g, 3))
         f[..., 5:] = rng.normal(-1, 2.5, (batch, g, g, 3, c))
         if specials:
@@ -110,3 +111,43 @@ def test_layer_uses_the_fused_op():
     graph = tf.function(lambda a, b: layer([a, b])).get_concrete_function(*maps).graph
     assert "Opforge>YoloPostprocess" in {op.type for op in graph.get_operations()}
     assert_same(layer(maps), unfused(maps, ANCHORS, MASKS, 4, 128, score_threshold=0.1), "layer")
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.float16, tf.bfloat16])
+@pytest.mark.parametrize("max_log_scale", [None, YOLO_MAX_LOG_SCALE, 1.0])
+def test_max_log_scale_is_the_decode_s(dtype, max_log_scale):
+    """tw, th ~ N(0, 4): boxes far past log(62.5), saturated ones in half, clamped ones where
+    max_log_scale is given; the fused op gives the unfused path's bits, and the clamp changes
+    the detections (it bites)."""
+    maps = heads(2, 3, 21, 0.0, dtype, box_scale=4.0)
+    kw = dict(max_detections=40, max_detections_per_class=40, score_threshold=0.05, clip_boxes=False)
+    got = yolo_postprocess(maps, ANCHORS, MASKS, 3, (96, 128), max_log_scale=max_log_scale, **kw)
+    assert_same(got, unfused(maps, ANCHORS, MASKS, 3, (96, 128), max_log_scale=max_log_scale, **kw),
+                f"{dtype.name} max_log_scale {max_log_scale}")
+    assert np.isfinite(np.asarray(tf.cast(got.nmsed_boxes, tf.float64))).all()
+    if max_log_scale is not None:
+        default = yolo_postprocess(maps, ANCHORS, MASKS, 3, (96, 128), **kw)
+        assert not bits_equal(got.nmsed_boxes.numpy(), default.nmsed_boxes.numpy())
+
+
+def test_bad_anchors_and_max_log_scale_name_the_argument():
+    maps = heads(1, 2, 23, -1.0)
+    bad = ANCHORS.copy()
+    bad[4, 1] = np.nan
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"YoloPostprocess: anchors\[4\] must be a finite, positive \(width, height\), got \[62, nan\]"):
+        yolo_postprocess(maps, bad, MASKS, 2, 96)
+    bad[4, 1] = 0.0
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"anchors\[4\] must be .* got \[62, 0\]"):
+        yolo_postprocess(maps, bad, MASKS, 2, 96)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"YoloPostprocess: max_log_scale must be .*got -inf"):
+        yolo_postprocess(maps, ANCHORS, MASKS, 2, 96, max_log_scale=-np.inf)
+    # The kernel's own check (anchors a graph tensor): the scale and the row, before any work.
+    from opforge.ops._common import lib
+    tables = [tf.constant(ANCHORS[list(m)], tf.float32) for m in MASKS]
+    tables[1] = tf.tensor_scatter_nd_update(tables[1], [[2, 0]], [np.inf])
+    scalars = [tf.constant(10), tf.constant(10), tf.constant(0.5), tf.constant(0.5), tf.constant(0.0)]
+    for batch in (1, 0):
+        with pytest.raises(tf.errors.InvalidArgumentError,
+                           match=r"YoloPostprocess: anchors\[1\]\[2\] must be a finite, positive .*got \[inf, 23\]"):
+            lib().opforge_yolo_postprocess([m[:batch] for m in maps], tables, *scalars, num_classes=2, input_size=[96, 96])

@@ -120,6 +120,9 @@ class TfCall {
 
   std::vector<std::vector<int64_t>> shapes;  // of every input
   std::vector<int64_t> values;               // of the op's kValuesInput, if it has one
+  // The kernel's element type T: for a Validate that reads the values of a host-memory input
+  // (registered .HostMemory(...), so on the host on a GPU too) through an untyped pointer.
+  DType dtype = DType::kFloat;
   std::vector<const void*> inputs;
   std::vector<OutputSpec> declared;
   std::vector<void*> outputs;  // indexed by output index
@@ -161,6 +164,7 @@ class TfKernel final : public tensorflow::OpKernel {
 
   void Compute(tensorflow::OpKernelContext* context) override {
     TfCall call;
+    call.dtype = DTypeOf<T>::value;
     const int num_inputs = context->num_inputs();
     call.shapes.reserve(static_cast<size_t>(num_inputs));
     call.inputs.reserve(static_cast<size_t>(num_inputs));

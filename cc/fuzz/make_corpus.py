@@ -253,13 +253,14 @@ seed('resize_bilinear', 'grad_to_1x1', [1, 2, extra(1)] + shape([1, 4, 4, 2]) + 
 
 
 # --- yolo_decode -------------------------------------------------------------------------------
-def yolo_attrs(classes, fmt=None, scale=0):
-    # num_classes: 1 + byte % 4 (or IntOr), input_size: 32 * (1 + byte % 16) each.
+def yolo_attrs(classes, fmt=None, scale=0, max_log_scale=0):
+    # num_classes: 1 + byte % 4 (or IntOr), input_size: 32 * (1 + byte % 16) each; scale_x_y
+    # FloatOr (1, 1.05, 2); max_log_scale FloatOr (+inf: the default, log(62.5), 1.5).
     b = ([classes - 1] + dflt()) if 1 <= classes <= 4 else ([0] + int_or(classes))
     b += lst([[12] + dflt(), [12] + dflt()])  # 416 x 416
     if fmt is not None:
         b += [fmt]
-    return b + float_or(scale)
+    return b + float_or(scale) + float_or(max_log_scale)
 
 
 for mode in range(2):
@@ -277,6 +278,29 @@ seed('yolo_decode', 'm1_absent_grads', [1, 2, FLAGS] + yolo_attrs(4, 2) + i(1) +
      + i(3) + dflt() + dflt() + dflt() + [0x80, 0x00, 0x80])
 seed('yolo_decode', 'm0_80_classes', [0, 0, FLAGS] + yolo_attrs(80, 0) + i(1) + i(2) + i(2)
      + i(3) + dflt() + dflt() + dflt())
+# max_log_scale given (torchvision's log(62.5), and 1.5), forward and gradient, and a bad one (NaN
+# and -inf: Float's specials).
+for mode in range(2):
+    for bound in (1, 2):
+        b = [mode, 2 if bound == 1 else 3, extra(2 * (bound == 2))] + yolo_attrs(2, bound - 1, 0, bound)
+        b += i(1) + i(3) + i(3) + i(2) + dflt() + dflt() + dflt() + ([0x00] * 3 if mode else [])
+        seed('yolo_decode', f'm{mode}_max_log_scale{bound}', b)
+for name, special in (('nan', 0x84), ('minus_inf', 0x83)):
+    seed('yolo_decode', f'm0_max_log_scale_{name}',
+         [0, 2, FLAGS] + yolo_attrs(2, 0)[:-1] + [0x60, special] + i(1) + i(2) + i(2) + i(2)
+         + dflt() + dflt() + dflt())
+# Centres past float's range (scale_x_y 1e30 as raw float bits, input 2^40 x 2^40) with sizes past
+# it too (tw = th = 1e20): inf - inf in float, computed in double (what the fuzzer found).
+seed('yolo_decode', 'm0_centres_past_float',
+     [0, 2, FLAGS] + [0] + dflt() + lst([[0] + int_or(1 << 40), [0] + int_or(1 << 40)]) + [0]
+     + [0x60, 0xF0] + list(struct.pack('<f', 1e30)) + float_or(0)
+     + i(1) + i(3) + i(2) + i(2) + dflt() + dflt() + [80, 80, 0xA8, 0xA8, 80, 80] * 12)
+# One box whose width saturates in every dtype: tx = ty = 0, tw = 1e20 (SpecialValues[8]),
+# th = -10, objectness and class 0; the anchors from the stream, made acceptable.
+for dtype in range(4):
+    seed('yolo_decode', f'm0_t{dtype}_saturated',
+         [0, dtype, FLAGS] + yolo_attrs(1, 2) + i(1) + i(1) + i(1) + i(1) + dflt() + dflt()
+         + [80, 80, 0xA0 + 8, 0, 80, 80])
 
 
 # --- yolo_postprocess --------------------------------------------------------------------------

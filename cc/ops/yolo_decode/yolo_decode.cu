@@ -4,6 +4,10 @@
 // from the CPU's (glibc's, and Eigen's vectorised exp for the class sigmoids): a few ulps of the
 // compute type. The class argmax is taken, as on the CPU, on the class scores rounded to the
 // element type (the first maximum, or the first NaN).
+#include <cstdint>
+#include <string>
+#include <vector>
+
 #include "common/cuda_util.cuh"
 #include "ops/yolo_decode/yolo_decode.h"
 #include "ops/yolo_decode/yolo_decode_math.h"
@@ -88,6 +92,9 @@ __global__ void BackwardKernel(yolo::Geometry<typename cuda::Num<T>::C> g, Shape
   for (Index box = cuda::GridStart<Index>(), step = cuda::GridStep<Index>(); box < s.boxes;
        box = cuda::GridNext(box, step, s.boxes)) {
     const Index a = box % s.anchors;
+    const Index cell = box / s.anchors;
+    const Index cx = cell % s.width;
+    const Index cy = (cell / s.width) % s.height;
     const T* f = features + box * per_anchor;
     T* df = grad_features + box * per_anchor;
     const C t[4] = {N::To(f[0]), N::To(f[1]), N::To(f[2]), N::To(f[3])};
@@ -96,7 +103,8 @@ __global__ void BackwardKernel(yolo::Geometry<typename cuda::Num<T>::C> g, Shape
       for (int k = 0; k < 4; ++k) gb[k] = N::To(grad_boxes[box * 4 + k]);
     }
     C dt[4];
-    yolo::DecodeBoxGrad(g, t, N::To(anchors[2 * a]), N::To(anchors[2 * a + 1]), gb, dt);
+    yolo::DecodeBoxGrad(g, t, static_cast<C>(cx), static_cast<C>(cy), N::To(anchors[2 * a]),
+                        N::To(anchors[2 * a + 1]), gb, dt);
     for (int k = 0; k < 4; ++k) df[k] = N::From(dt[k]);
 
     // The winning class, as the forward chose it (on the rounded class scores), where the
@@ -126,16 +134,49 @@ __global__ void BackwardKernel(yolo::Geometry<typename cuda::Num<T>::C> g, Shape
   }
 }
 
+// The anchors' bytes: 2 A elements.
+int64_t AnchorBytes(DType dtype, const YoloDecodeParams& p) {
+  return 2 * p.anchors * (dtype == DType::kDouble ? 8 : dtype == DType::kFloat ? 4 : 2);
+}
+
+// Enqueues the copy of the host anchors into `scratch` on `stream`; *device points at them
+// there. The copy goes through a pageable buffer of ours: cudaMemcpyAsync from pageable
+// memory returns once the bytes are staged, so neither that buffer nor the caller's tensor (which
+// TensorFlow may have put in pinned memory, where the copy would still read it later) needs to
+// outlive the call, and nothing waits for the device.
+Status AnchorsToDevice(const char* op, DType dtype, const YoloDecodeParams& p, const void* anchors,
+                       void* scratch, int64_t scratch_bytes, cudaStream_t stream,
+                       const void** device) {
+  const int64_t bytes = AnchorBytes(dtype, p);
+  if (scratch == nullptr || scratch_bytes < bytes ||
+      reinterpret_cast<uintptr_t>(scratch) % alignof(double) != 0) {
+    return Status::Internal(std::string(op) + ": needs " + std::to_string(bytes) +
+                            " bytes of scratch memory aligned to 8 for the anchors, got " +
+                            std::to_string(scratch_bytes));
+  }
+  const auto* from = static_cast<const unsigned char*>(anchors);
+  const std::vector<unsigned char> staged(from, from + bytes);
+  const cudaError_t err = cudaMemcpyAsync(scratch, staged.data(), static_cast<size_t>(bytes),
+                                          cudaMemcpyHostToDevice, stream);
+  if (err != cudaSuccess) {
+    return Status::Internal(
+        std::string(op) + ": copying the anchors to the device failed: " + cudaGetErrorString(err));
+  }
+  *device = scratch;
+  return Status::Ok();
+}
+
 template <typename T>
-Status Forward(const YoloDecodeParams& p, const void* features, const void* anchors, void* boxes,
-               void* scores, int32_t* class_indices, void* class_scores, cudaStream_t stream) {
+Status Forward(DType dtype, const YoloDecodeParams& p, const void* features, const void* anchors,
+               void* boxes, void* scores, int32_t* class_indices, void* class_scores,
+               cudaStream_t stream) {
   using C = typename cuda::Num<T>::C;
   if (boxes == nullptr && scores == nullptr && class_scores == nullptr) return Status::Ok();
   return cuda::DispatchIndex(LargestIndex(p), [&](auto tag) {
     using Index = typename decltype(tag)::type;
     const Shape<Index> s = ShapeOf<Index>(p);
     ForwardKernel<T, Index><<<cuda::Blocks(s.boxes), cuda::kThreads, 0, stream>>>(
-        yolo::MakeGeometry<C>(p), s, static_cast<const T*>(features),
+        yolo::MakeGeometry<C>(p, dtype), s, static_cast<const T*>(features),
         static_cast<const T*>(anchors), static_cast<T*>(boxes), static_cast<T*>(scores),
         class_indices, static_cast<T*>(class_scores));
     return cuda::LaunchStatus("YoloDecode");
@@ -143,15 +184,15 @@ Status Forward(const YoloDecodeParams& p, const void* features, const void* anch
 }
 
 template <typename T>
-Status Backward(const YoloDecodeParams& p, const void* grad_boxes, const void* grad_scores,
-                const void* grad_class_scores, const void* features, const void* anchors,
-                void* grad_features, cudaStream_t stream) {
+Status Backward(DType dtype, const YoloDecodeParams& p, const void* grad_boxes,
+                const void* grad_scores, const void* grad_class_scores, const void* features,
+                const void* anchors, void* grad_features, cudaStream_t stream) {
   using C = typename cuda::Num<T>::C;
   return cuda::DispatchIndex(LargestIndex(p), [&](auto tag) {
     using Index = typename decltype(tag)::type;
     const Shape<Index> s = ShapeOf<Index>(p);
     BackwardKernel<T, Index><<<cuda::Blocks(s.boxes), cuda::kThreads, 0, stream>>>(
-        yolo::MakeGeometry<C>(p), s, static_cast<const T*>(grad_boxes),
+        yolo::MakeGeometry<C>(p, dtype), s, static_cast<const T*>(grad_boxes),
         static_cast<const T*>(grad_scores), static_cast<const T*>(grad_class_scores),
         static_cast<const T*>(features), static_cast<const T*>(anchors),
         static_cast<T*>(grad_features));
@@ -161,26 +202,38 @@ Status Backward(const YoloDecodeParams& p, const void* grad_boxes, const void* g
 
 }  // namespace
 
+int64_t YoloDecodeGpuScratchBytes(DType dtype, const YoloDecodeParams& params) {
+  return AnchorBytes(dtype, params);
+}
+
 Status YoloDecodeForwardGpu(DType dtype, const YoloDecodeParams& params, const void* features,
                             const void* anchors, void* boxes, void* scores, int32_t* class_indices,
-                            void* class_scores, void* stream) {
-  if (params.batch * params.boxes_per_image() == 0) return Status::Ok();
+                            void* class_scores, void* scratch, int64_t scratch_bytes,
+                            void* stream) {
   auto s = static_cast<cudaStream_t>(stream);
-  return cuda::DispatchDType<false>(dtype, "YoloDecode", [&](auto tag) {
-    return Forward<typename decltype(tag)::type>(params, features, anchors, boxes, scores,
-                                                 class_indices, class_scores, s);
+  if (params.batch * params.boxes_per_image() == 0) return Status::Ok();
+  return cuda::DispatchDType<false>(dtype, "YoloDecode", [&](auto tag) -> Status {
+    const void* device_anchors = nullptr;
+    OPFORGE_RETURN_IF_ERROR(AnchorsToDevice("YoloDecode", dtype, params, anchors, scratch,
+                                            scratch_bytes, s, &device_anchors));
+    return Forward<typename decltype(tag)::type>(dtype, params, features, device_anchors, boxes,
+                                                 scores, class_indices, class_scores, s);
   });
 }
 
 Status YoloDecodeBackwardGpu(DType dtype, const YoloDecodeParams& params, const void* grad_boxes,
                              const void* grad_scores, const void* grad_class_scores,
                              const void* features, const void* anchors, void* grad_features,
-                             void* stream) {
-  if (params.batch * params.boxes_per_image() == 0) return Status::Ok();
+                             void* scratch, int64_t scratch_bytes, void* stream) {
   auto s = static_cast<cudaStream_t>(stream);
-  return cuda::DispatchDType<false>(dtype, "YoloDecodeGrad", [&](auto tag) {
-    return Backward<typename decltype(tag)::type>(
-        params, grad_boxes, grad_scores, grad_class_scores, features, anchors, grad_features, s);
+  if (params.batch * params.boxes_per_image() == 0) return Status::Ok();
+  return cuda::DispatchDType<false>(dtype, "YoloDecodeGrad", [&](auto tag) -> Status {
+    const void* device_anchors = nullptr;
+    OPFORGE_RETURN_IF_ERROR(AnchorsToDevice("YoloDecodeGrad", dtype, params, anchors, scratch,
+                                            scratch_bytes, s, &device_anchors));
+    return Backward<typename decltype(tag)::type>(dtype, params, grad_boxes, grad_scores,
+                                                  grad_class_scores, features, device_anchors,
+                                                  grad_features, s);
   });
 }
 

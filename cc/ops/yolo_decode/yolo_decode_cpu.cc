@@ -57,6 +57,29 @@ Status ValidateYoloDecodeAttrs(YoloDecodeParams* params) {
   if (!std::isfinite(p.scale_x_y) || p.scale_x_y < 1.0f) {
     return InvalidArgument(kOp, "scale_x_y", "a finite value >= 1", p.scale_x_y);
   }
+  // +inf is the default (no clamp); any finite bound clamps (a negative one shrinks every box
+  // below its anchor, odd but well defined). NaN and -inf have no meaning as a bound.
+  if (std::isnan(p.max_log_scale) || p.max_log_scale == -std::numeric_limits<float>::infinity()) {
+    return InvalidArgument(kOp, "max_log_scale", "a finite value or +inf (no clamp)",
+                           p.max_log_scale);
+  }
+  return Status::Ok();
+}
+
+template <typename T>
+Status CheckYoloAnchors(const char* op, const char* argument, const T* anchors, int64_t count) {
+  for (int64_t k = 0; k < count; ++k) {
+    // In double: half and bfloat16 compare and print as numbers (exactly).
+    const double w = static_cast<double>(anchors[2 * k]),
+                 h = static_cast<double>(anchors[2 * k + 1]);
+    if (!(w > 0.0 && h > 0.0 && std::isfinite(w) && std::isfinite(h))) {
+      std::ostringstream where, given;
+      where << argument << "[" << k << "]";
+      given << "[" << w << ", " << h << "]";
+      return InvalidArgument(op, where.str().c_str(), "a finite, positive (width, height)",
+                             given.str());
+    }
+  }
   return Status::Ok();
 }
 
@@ -152,6 +175,23 @@ Status ValidateYoloDecodeGrad(const std::vector<int64_t>& grad_boxes,
   return Status::Ok();
 }
 
+Status CheckYoloAnchors(const char* op, const char* argument, DType dtype, const void* anchors,
+                        int64_t count) {
+  switch (dtype) {
+    case DType::kHalf:
+      return CheckYoloAnchors(op, argument, static_cast<const Eigen::half*>(anchors), count);
+    case DType::kBFloat16:
+      return CheckYoloAnchors(op, argument, static_cast<const Eigen::bfloat16*>(anchors), count);
+    case DType::kFloat:
+      return CheckYoloAnchors(op, argument, static_cast<const float*>(anchors), count);
+    case DType::kDouble:
+      return CheckYoloAnchors(op, argument, static_cast<const double*>(anchors), count);
+    default:
+      return Status::Invalid(std::string(op) + ": anchors of dtype " + DTypeName(dtype) +
+                             " (a float dtype expected)");
+  }
+}
+
 namespace default_build {
 #include "ops/yolo_decode/yolo_decode_kernels.inc"
 }  // namespace default_build
@@ -203,7 +243,8 @@ void YoloDecodeSelected(const YoloDecodeParams& p, const T* features, const T* a
   template void YoloDecodeBackward<T>(const YoloDecodeParams&, const T*, const T*, const T*, \
                                       const T*, const T*, T*, const Parallel&);              \
   template void YoloDecodeSelected<T>(const YoloDecodeParams&, const T*, const T*, int64_t,  \
-                                      const int64_t*, int64_t, T*, T*);
+                                      const int64_t*, int64_t, T*, T*);                      \
+  template Status CheckYoloAnchors<T>(const char*, const char*, const T*, int64_t);
 OPFORGE_FLOAT_TYPES(OPFORGE_INSTANTIATE_YOLO_DECODE_)
 #undef OPFORGE_INSTANTIATE_YOLO_DECODE_
 

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -61,6 +62,8 @@ std::vector<Case> Cases() {
       {4, 3, 2, 1, 7, 96, 64, "xyxy", true, 1.2f, true},
       {2, 1, 1, 3, 2, 32, 48, "yxyx", false, 1.0f, false},
       {1, 52, 52, 3, 4, 416, 416, "center_xywh", true, 1.0f, false},
+      // torchvision's clamp of tw, th (the others: none, the default).
+      {2, 4, 4, 3, 5, 128, 128, "xyxy", true, 1.0f, false, static_cast<float>(kYoloMaxLogScale)},
   };
 }
 
@@ -145,7 +148,7 @@ Inputs<T> RandomInputs(const Case& c, uint64_t seed) {
   const int64_t boxes = NumBoxes(c);
   Inputs<T> in;
   in.features = test::RandomVector<T>(rng, boxes * (5 + c.classes), test::SpecialValues<T>());
-  // Some logits far out, where exp under- or overflows and the clamp bites.
+  // Some logits far out, where exp under- or overflows and boxes saturate.
   std::uniform_int_distribution<int> percent(0, 99);
   std::uniform_real_distribution<double> far(-120.0, 120.0);
   for (auto& x : in.features) {
@@ -268,9 +271,10 @@ TYPED_TEST_SUITE(YoloDecodeCudaTest, test::FloatTypes, TypeNames);
 template <typename T>
 void GpuForward(const YoloDecodeParams& p, const Inputs<T>& in, cudaStream_t stream,
                 Outputs<T>* gpu) {
-  DeviceBuffer df, da, db, ds, di, dc;
+  DeviceBuffer df, scratch, db, ds, di, dc;
   ASSERT_NO_FATAL_FAILURE(UploadOn(stream, in.features, &df));
-  ASSERT_NO_FATAL_FAILURE(UploadOn(stream, in.anchors, &da));
+  const int64_t scratch_bytes = YoloDecodeGpuScratchBytes(DTypeOf<T>::value, p);
+  OPFORGE_ASSERT_CUDA(scratch.Allocate(static_cast<size_t>(scratch_bytes)));
   const std::pair<DeviceBuffer*, size_t> outputs[] = {{&db, gpu->boxes.size() * sizeof(T)},
                                                       {&ds, gpu->scores.size() * sizeof(T)},
                                                       {&di, gpu->indices.size() * sizeof(int32_t)},
@@ -279,9 +283,10 @@ void GpuForward(const YoloDecodeParams& p, const Inputs<T>& in, cudaStream_t str
     OPFORGE_ASSERT_CUDA(buffer->Allocate(bytes));
     if (bytes > 0) OPFORGE_ASSERT_CUDA(cudaMemsetAsync(buffer->get(), 0xFF, bytes, stream));
   }
-  OPFORGE_ASSERT_OK(YoloDecodeForwardGpu(DTypeOf<T>::value, p, df.get(), da.get(), db.get(),
-                                         ds.get(), static_cast<int32_t*>(di.get()), dc.get(),
-                                         stream));
+  // The anchors from host memory (the binding registers them HostMemory).
+  OPFORGE_ASSERT_OK(YoloDecodeForwardGpu(DTypeOf<T>::value, p, df.get(), in.anchors.data(),
+                                         db.get(), ds.get(), static_cast<int32_t*>(di.get()),
+                                         dc.get(), scratch.get(), scratch_bytes, stream));
   ASSERT_NO_FATAL_FAILURE(DownloadOn(stream, db, &gpu->boxes));
   ASSERT_NO_FATAL_FAILURE(DownloadOn(stream, ds, &gpu->scores));
   ASSERT_NO_FATAL_FAILURE(DownloadOn(stream, di, &gpu->indices));
@@ -292,9 +297,10 @@ void GpuForward(const YoloDecodeParams& p, const Inputs<T>& in, cudaStream_t str
 template <typename T>
 void GpuBackward(const YoloDecodeParams& p, const Inputs<T>& in, bool boxes, bool scores,
                  bool classes, cudaStream_t stream, std::vector<T>* gpu) {
-  DeviceBuffer df, da, dgb, dgs, dgc, dout;
+  DeviceBuffer df, scratch, dgb, dgs, dgc, dout;
   ASSERT_NO_FATAL_FAILURE(UploadOn(stream, in.features, &df));
-  ASSERT_NO_FATAL_FAILURE(UploadOn(stream, in.anchors, &da));
+  const int64_t scratch_bytes = YoloDecodeGpuScratchBytes(DTypeOf<T>::value, p);
+  OPFORGE_ASSERT_CUDA(scratch.Allocate(static_cast<size_t>(scratch_bytes)));
   if (boxes) {
     ASSERT_NO_FATAL_FAILURE(UploadOn(stream, in.grad_boxes, &dgb));
   }
@@ -308,7 +314,8 @@ void GpuBackward(const YoloDecodeParams& p, const Inputs<T>& in, bool boxes, boo
   OPFORGE_ASSERT_CUDA(dout.Allocate(gpu->size() * sizeof(T)));
   OPFORGE_ASSERT_CUDA(cudaMemsetAsync(dout.get(), 0xFF, gpu->size() * sizeof(T), stream));
   OPFORGE_ASSERT_OK(YoloDecodeBackwardGpu(DTypeOf<T>::value, p, dgb.get(), dgs.get(), dgc.get(),
-                                          df.get(), da.get(), dout.get(), stream));
+                                          df.get(), in.anchors.data(), dout.get(), scratch.get(),
+                                          scratch_bytes, stream));
   ASSERT_NO_FATAL_FAILURE(DownloadOn(stream, dout, gpu));
 }
 
@@ -417,21 +424,23 @@ TYPED_TEST(YoloDecodeCudaTest, NullOutputsAreSkipped) {
   const YoloDecodeParams p = ParamsOf(c);
   const Inputs<T> in = RandomInputs<T>(c, 77);
   const Outputs<T> cpu = CpuForward(p, in);
-  DeviceBuffer df, da, db, ds, di;
+  DeviceBuffer df, scratch, db, ds, di;
   ASSERT_NO_FATAL_FAILURE(UploadOn(stream.get(), in.features, &df));
-  ASSERT_NO_FATAL_FAILURE(UploadOn(stream.get(), in.anchors, &da));
+  const int64_t scratch_bytes = YoloDecodeGpuScratchBytes(DTypeOf<T>::value, p);
+  OPFORGE_ASSERT_CUDA(scratch.Allocate(static_cast<size_t>(scratch_bytes)));
   OPFORGE_ASSERT_CUDA(ds.Allocate(cpu.scores.size() * sizeof(T)));
   OPFORGE_ASSERT_CUDA(di.Allocate(cpu.indices.size() * sizeof(int32_t)));
-  Status s = YoloDecodeForwardGpu(DTypeOf<T>::value, p, df.get(), da.get(), nullptr, ds.get(),
-                                  static_cast<int32_t*>(di.get()), nullptr, stream.get());
+  Status s = YoloDecodeForwardGpu(DTypeOf<T>::value, p, df.get(), in.anchors.data(), nullptr,
+                                  ds.get(), static_cast<int32_t*>(di.get()), nullptr, scratch.get(),
+                                  scratch_bytes, stream.get());
   ASSERT_TRUE(s.ok()) << s.message();
   ASSERT_NO_FATAL_FAILURE(SyncStream(stream.get()));
   Outputs<T> gpu(p);
   ASSERT_NO_FATAL_FAILURE(DownloadOn(stream.get(), ds, &gpu.scores));
   EXPECT_TRUE(AllAgree(gpu.scores, cpu.scores));
   OPFORGE_ASSERT_CUDA(db.Allocate(cpu.boxes.size() * sizeof(T)));
-  s = YoloDecodeForwardGpu(DTypeOf<T>::value, p, df.get(), da.get(), db.get(), nullptr, nullptr,
-                           nullptr, stream.get());
+  s = YoloDecodeForwardGpu(DTypeOf<T>::value, p, df.get(), in.anchors.data(), db.get(), nullptr,
+                           nullptr, nullptr, scratch.get(), scratch_bytes, stream.get());
   ASSERT_TRUE(s.ok()) << s.message();
   ASSERT_NO_FATAL_FAILURE(SyncStream(stream.get()));
   ASSERT_NO_FATAL_FAILURE(DownloadOn(stream.get(), db, &gpu.boxes));
@@ -540,19 +549,57 @@ TEST(YoloDecodeCuda, EmptyIsANoOpAndBadDTypeIsAnError) {
   OPFORGE_SKIP_WITHOUT_CUDA();
   YoloDecodeParams p = ParamsOf({0, 3, 3, 2, 4, 96, 96, "xyxy", false, 1.0f, false});
   EXPECT_TRUE(YoloDecodeForwardGpu(DType::kFloat, p, nullptr, nullptr, nullptr, nullptr, nullptr,
-                                   nullptr, nullptr)
+                                   nullptr, nullptr, 0, nullptr)
                   .ok());
   EXPECT_TRUE(YoloDecodeBackwardGpu(DType::kFloat, p, nullptr, nullptr, nullptr, nullptr, nullptr,
-                                    nullptr, nullptr)
+                                    nullptr, nullptr, 0, nullptr)
                   .ok());
   p.batch = 1;
   const Status s = YoloDecodeForwardGpu(DType::kInt32, p, nullptr, nullptr, nullptr, nullptr,
-                                        nullptr, nullptr, nullptr);
+                                        nullptr, nullptr, nullptr, 0, nullptr);
   EXPECT_FALSE(s.ok());
   EXPECT_TRUE(test::NamesWord(s.message(), "YoloDecode")) << s.message();
   EXPECT_FALSE(YoloDecodeBackwardGpu(DType::kInt64, p, nullptr, nullptr, nullptr, nullptr, nullptr,
-                                     nullptr, nullptr)
+                                     nullptr, nullptr, 0, nullptr)
                    .ok());
+}
+
+// The anchors come from host memory and are staged when the call returns: the caller's buffer
+// may change or go at once (TensorFlow frees a host input after Compute). Too little scratch
+// for them is an error that says how much is needed.
+TYPED_TEST(YoloDecodeCudaTest, AnchorsAreStagedFromHostMemory) {
+  OPFORGE_SKIP_WITHOUT_CUDA();
+  TestStream stream;
+  OPFORGE_ASSERT_CUDA(stream.Create());
+  using T = TypeParam;
+  const Case c = Cases()[1];
+  const YoloDecodeParams p = ParamsOf(c);
+  const Inputs<T> in = RandomInputs<T>(c, 78);
+  const Outputs<T> cpu = CpuForward(p, in);
+  DeviceBuffer df, scratch, db;
+  ASSERT_NO_FATAL_FAILURE(UploadOn(stream.get(), in.features, &df));
+  const int64_t scratch_bytes = YoloDecodeGpuScratchBytes(DTypeOf<T>::value, p);
+  EXPECT_EQ(scratch_bytes, 2 * c.anchors * static_cast<int64_t>(sizeof(T)));
+  OPFORGE_ASSERT_CUDA(scratch.Allocate(static_cast<size_t>(scratch_bytes)));
+  OPFORGE_ASSERT_CUDA(db.Allocate(cpu.boxes.size() * sizeof(T)));
+  {
+    std::vector<T> anchors = in.anchors;
+    const Status s =
+        YoloDecodeForwardGpu(DTypeOf<T>::value, p, df.get(), anchors.data(), db.get(), nullptr,
+                             nullptr, nullptr, scratch.get(), scratch_bytes, stream.get());
+    ASSERT_TRUE(s.ok()) << s.message();
+    std::fill(anchors.begin(), anchors.end(), T(0.0f));  // before the kernel may have run
+  }
+  ASSERT_NO_FATAL_FAILURE(SyncStream(stream.get()));
+  Outputs<T> gpu(p);
+  ASSERT_NO_FATAL_FAILURE(DownloadOn(stream.get(), db, &gpu.boxes));
+  EXPECT_TRUE(AllAgree(gpu.boxes, cpu.boxes, BoxMagnitudes(c, in)));
+  const Status s =
+      YoloDecodeForwardGpu(DTypeOf<T>::value, p, df.get(), in.anchors.data(), db.get(), nullptr,
+                           nullptr, nullptr, scratch.get(), scratch_bytes - 1, stream.get());
+  EXPECT_EQ(s.code(), Status::Code::kInternal);
+  EXPECT_TRUE(test::Contains(s.message(), std::to_string(scratch_bytes) + " bytes of scratch"))
+      << s.message();
 }
 
 }  // namespace

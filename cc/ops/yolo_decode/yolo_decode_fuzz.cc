@@ -1,10 +1,13 @@
 // libFuzzer harness of the YoloDecode core (forward and gradient), as yolo_decode_tf.cc calls it
 // (see fuzz/fuzz_util.h). Bytes: mode (0 YoloDecode, 1 YoloDecodeGrad), dtype (half, bfloat16,
 // float, double), flags (extra bit 0: 5-D features; extra bit 1: normalized); attrs: num_classes
-// Int, input_size List(2), box_format Enum, scale_x_y Float; features [B, H, W, A * (5 + C)] (or
-// 5-D, or any shape) from Dims B, H, W, A; anchors ShapeOr([A, 2]); gradient: each of grad_boxes,
-// grad_scores, grad_class_scores one byte (< 0x80 its full shape, < 0xC0 [0], else AnyShape);
-// then the values. Checks class_indices in [0, num_classes).
+// Int, input_size List(2), box_format Enum, scale_x_y Float, max_log_scale Float; features
+// [B, H, W, A * (5 + C)] (or 5-D, or any shape) from Dims B, H, W, A; anchors ShapeOr([A, 2]);
+// gradient: each of grad_boxes, grad_scores, grad_class_scores one byte (< 0x80 its full shape,
+// < 0xC0 [0], else AnyShape); then the values, and the anchors' byte (yolo_fuzz.h's
+// AcceptableAnchors), which the binding's CheckYoloAnchors then sees. Checks class_indices in
+// [0, num_classes), and that finite features give finite boxes (saturation, yolo_decode.h).
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -27,6 +30,7 @@ void Fuzz(Input& in, int mode, const FuzzFlags& flags) {
   Note("box_format", attrs.box_format);
   Note("normalized", attrs.normalized);
   Note("scale_x_y", attrs.scale_x_y);
+  Note("max_log_scale", attrs.max_log_scale);
   // The kernel's constructor (the YoloDecode message for both kernels).
   if (!Passed(ValidateYoloDecodeAttrs(&attrs), {"YoloDecode"})) return;
   std::vector<int64_t> features, anchors;
@@ -88,6 +92,9 @@ void Fuzz(Input& in, int mode, const FuzzFlags& flags) {
   tgb.Fill(in);
   tgs.Fill(in);
   tgc.Fill(in);
+  AcceptableAnchors(in, &a);
+  // The binding's value check (host memory on both devices), before any work.
+  if (!Passed(CheckYoloAnchors(op, "anchors", a.data(), p.anchors), {op})) return;
   outs.Run(flags, [&](const Parallel& parallel) {
     if (mode == 0) {
       YoloDecodeForward<T>(p, f.data(), a.data(), outs.Get<T>(0), outs.Get<T>(1),
@@ -103,6 +110,20 @@ void Fuzz(Input& in, int mode, const FuzzFlags& flags) {
       if (idx[i] < 0 || idx[i] >= p.num_classes) {
         Fail("class_indices[%lld] = %d, outside [0, %lld)", (long long)i, idx[i],
              (long long)p.num_classes);
+      }
+    }
+    // A box reads its tx, ty, tw, th: where they are finite (and the anchors are), so is it.
+    const T* boxes = outs.Get<T>(0);
+    const int64_t per_anchor = p.channels_per_anchor();
+    for (int64_t i = 0; i < outs.Count(0); ++i) {
+      const int64_t box = i / 4;
+      bool finite = true;
+      for (int k = 0; k < 4; ++k) {
+        finite = finite && std::isfinite(static_cast<double>(f[box * per_anchor + k]));
+      }
+      if (finite && !std::isfinite(static_cast<double>(boxes[i]))) {
+        Fail("boxes[%lld] = %g from finite features (saturation)", (long long)i,
+             static_cast<double>(boxes[i]));
       }
     }
   }

@@ -1,7 +1,10 @@
 // Tests of the YoloDecode core: validation messages; the forward kernel against a naive
 // double-precision reference written here from the header's formulas (every box format,
 // normalized or not, scale_x_y 1 and 1.05, 4-D and 5-D features, non-square grids and inputs,
-// all four element types); the clamp of tw and th; finite outputs for huge finite features; a
+// all four element types, max_log_scale off and on); the exact exp(tw) * anchor_w by default up
+// to T's largest box; the clamp of tw and th when max_log_scale is given; saturation at T's
+// largest finite value (values and zero gradients); the anchors' check; finite outputs for huge
+// finite features; a
 // NaN confined to its box; the argmax's ties (on the rounded class scores); the gradient against
 // central finite differences in double, for boxes, scores and class_scores separately, and the
 // narrower types against the double gradient; identical bits for every thread count and every
@@ -63,6 +66,8 @@ std::vector<Case> Cases() {
         const Dims& d = dims[i % dims.size()];
         cases.push_back({d.batch, d.height, d.width, d.anchors, d.classes, d.input_h, d.input_w,
                          format, normalized, scale, (i % 2) == 1});
+        // Every fourth with a clamp that bites on features in [-4, 4].
+        if (i % 4 == 3) cases.back().max_log_scale = 1.5f;
         ++i;
       }
     }
@@ -102,8 +107,9 @@ Ref RefForward(const Case& c, const std::vector<double>& f, const std::vector<do
               (scale * Sig(t[0]) - (scale - 1.0) / 2.0 + static_cast<double>(cx)) * stride_x;
           double by =
               (scale * Sig(t[1]) - (scale - 1.0) / 2.0 + static_cast<double>(cy)) * stride_y;
-          double bw = std::exp(std::min(t[2], kYoloMaxLogScale)) * anchors[2 * a];
-          double bh = std::exp(std::min(t[3], kYoloMaxLogScale)) * anchors[2 * a + 1];
+          const double bound = c.max_log_scale;  // +inf: no clamp
+          double bw = std::exp(std::min(t[2], bound)) * anchors[2 * a];
+          double bh = std::exp(std::min(t[3], bound)) * anchors[2 * a + 1];
           if (c.normalized) {
             bx /= static_cast<double>(c.input_w);
             bw /= static_cast<double>(c.input_w);
@@ -396,6 +402,78 @@ TEST(YoloDecodeValidate, RefusesGridsWhoseOutputsCannotExist) {
   OPFORGE_ASSERT_OK(ValidateYoloDecode({0, int64_t{1} << 20, 3, 14}, {2, 2}, &p));
 }
 
+// max_log_scale: +inf (the default, no clamp) or any finite bound; NaN and -inf are errors.
+TEST(YoloDecodeValidate, MaxLogScaleIsFiniteOrPlusInfinity) {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float ok : {inf, static_cast<float>(kYoloMaxLogScale), 0.0f, -3.0f, 1e30f}) {
+    YoloDecodeParams p = Attrs(2);
+    p.max_log_scale = ok;
+    OPFORGE_ASSERT_OK(ValidateYoloDecodeAttrs(&p));
+  }
+  EXPECT_EQ(YoloDecodeParams().max_log_scale, inf);  // the default
+  struct Bad {
+    float value;
+    const char* given;
+  };
+  for (const Bad& b :
+       {Bad{std::numeric_limits<float>::quiet_NaN(), "got nan"}, Bad{-inf, "got -inf"}}) {
+    YoloDecodeParams p = Attrs(2);
+    p.max_log_scale = b.value;
+    const Status s = ValidateYoloDecode({1, 2, 2, 14}, {2, 2}, &p);
+    ASSERT_FALSE(s.ok()) << b.given;
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+    EXPECT_TRUE(NamesWord(s.message(), "YoloDecode")) << s.message();
+    EXPECT_TRUE(NamesWord(s.message(), "max_log_scale")) << s.message();
+    EXPECT_TRUE(Contains(s.message(), "+inf")) << s.message();  // what is expected
+    EXPECT_TRUE(Contains(s.message(), b.given)) << s.message();
+    const Status g = ValidateYoloDecodeGrad({}, {}, {}, {1, 2, 2, 14}, {2, 2}, &p);
+    EXPECT_TRUE(NamesWord(g.message(), "YoloDecodeGrad")) << g.message();
+    EXPECT_TRUE(NamesWord(g.message(), "max_log_scale")) << g.message();
+  }
+}
+
+// Anchors: every value finite and positive; the first bad row is named, with its values.
+template <typename T>
+class YoloAnchorsTest : public ::testing::Test {};
+TYPED_TEST_SUITE(YoloAnchorsTest, test::FloatTypes, TypeNames);
+
+TYPED_TEST(YoloAnchorsTest, NamesTheFirstBadRow) {
+  using T = TypeParam;
+  const std::vector<T> good = {T(10), T(13), T(16), T(30), T(0.25f), T(61)};
+  OPFORGE_ASSERT_OK(CheckYoloAnchors("YoloDecode", "anchors", good.data(), 3));
+  OPFORGE_ASSERT_OK(CheckYoloAnchors("YoloDecode", "anchors", DTypeOf<T>::value, good.data(), 3));
+  using L = std::numeric_limits<T>;
+  struct Bad {
+    T value;
+    const char* given;
+  };
+  const std::vector<Bad> bad = {{T(0), "[16, 0]"},
+                                {T(-2), "[16, -2]"},
+                                {L::quiet_NaN(), "[16, nan]"},
+                                {L::infinity(), "[16, inf]"},
+                                {-L::infinity(), "[16, -inf]"}};
+  for (const Bad& b : bad) {
+    std::vector<T> anchors = good;
+    anchors[3] = b.value;
+    anchors[5] = L::quiet_NaN();  // a later bad row: the first one is reported
+    for (const Status& s :
+         {CheckYoloAnchors("YoloDecode", "anchors", anchors.data(), 3),
+          CheckYoloAnchors("YoloDecode", "anchors", DTypeOf<T>::value, anchors.data(), 3)}) {
+      ASSERT_FALSE(s.ok()) << b.given;
+      EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+      EXPECT_TRUE(NamesWord(s.message(), "YoloDecode")) << s.message();
+      EXPECT_TRUE(Contains(s.message(), "anchors[1] must be")) << s.message();
+      EXPECT_TRUE(Contains(s.message(), "finite, positive")) << s.message();
+      EXPECT_TRUE(Contains(s.message(), b.given)) << s.message();
+    }
+    // The width too.
+    anchors = good;
+    anchors[0] = b.value;
+    const Status s = CheckYoloAnchors("YoloPostprocess", "anchors[2]", anchors.data(), 3);
+    EXPECT_TRUE(Contains(s.message(), "YoloPostprocess: anchors[2][0] must be")) << s.message();
+  }
+}
+
 TEST(YoloDecodeValidate, GradNamesTheArgument) {
   const std::vector<int64_t> f = {2, 3, 4, 2 * 7}, a = {2, 2};
   YoloDecodeParams p = Attrs(2);
@@ -503,17 +581,64 @@ TYPED_TEST(YoloDecodeKernelTest, NullOutputsAreSkipped) {
   YoloDecodeBackward<T>(empty, nullptr, nullptr, nullptr, nullptr, anchors.data(), nullptr, serial);
 }
 
-// tw, th above kYoloMaxLogScale scale the anchor by exp(kYoloMaxLogScale) = 62.5, no more.
-TYPED_TEST(YoloDecodeKernelTest, LogScaleIsClamped) {
+// By default (max_log_scale +inf) bw = exp(tw) * anchor_w as written, at every tw whose box T
+// holds: up to tw = 706 in double (715 normalized), 85 in float, up to T's largest value in half
+// (anchors of 1000 px too) and bfloat16, and where the compute type's exp(tw) or exp(tw) *
+// anchor_w alone overflows though the box does not (an anchor below 1, a normalized box); no
+// clamp, and d bw / d tw = bw.
+TYPED_TEST(YoloDecodeKernelTest, ExactFormulaByDefault) {
   using T = TypeParam;
-  const Case c = {1, 1, 1, 1, 1, 416, 416, "center_xywh", false, 1.0f, false};
+  const double largest = Wide(std::numeric_limits<T>::max());
+  for (const bool normalized : {false, true}) {
+    for (const double aw : {30.0, 1000.0, 0.5}) {
+      const Case c = {1, 1, 1, 1, 1, 416, 416, "center_xywh", normalized, 1.0f, false};
+      YoloDecodeParams p;
+      OPFORGE_ASSERT_OK(ParamsOf(c, &p));
+      const double div = normalized ? 416.0 : 1.0;
+      const std::vector<T> anchors = {Narrow<T>(aw), Narrow<T>(20)};
+      // tw from -10 to just below where bw reaches T's largest value (exp's and the product's
+      // rounding stay below it there).
+      const double top = std::log(largest) + std::log(div / aw) - 0.01;  // largest / aw: inf
+      for (int i = 0; i <= 60; ++i) {
+        const T tw = Narrow<T>(-10.0 + (top + 10.0) * i / 60.0);
+        if (Wide(tw) > top) continue;  // rounded up past the top
+        const std::vector<T> f = {T(0), T(0), tw, T(1), T(0), T(0)};
+        const Outputs<T> o = RunForward(p, f, anchors);
+        const double want = std::exp(Wide(tw)) * Wide(anchors[0]) / div;
+        const auto where = [&] {
+          std::ostringstream s;
+          s << "aw " << aw << " normalized " << normalized << " tw " << Wide(tw);
+          return s.str();
+        };
+        ASSERT_TRUE(std::isfinite(Wide(o.boxes[2]))) << where();
+        EXPECT_NEAR(Wide(o.boxes[2]), want, Rtol<T>() * want + Atol<T>()) << where();
+        EXPECT_NEAR(Wide(o.boxes[3]), std::exp(1.0) * 20 / div, Rtol<T>() * 20 * std::exp(1.0));
+        const std::vector<T> g = {T(0), T(0), T(1), T(0)};
+        std::vector<T> df(f.size());
+        YoloDecodeBackward<T>(p, g.data(), nullptr, nullptr, f.data(), anchors.data(), df.data(),
+                              SerialParallel());
+        EXPECT_NEAR(Wide(df[2]), want, 2 * Rtol<T>() * want + Atol<T>()) << where();
+        EXPECT_EQ(Wide(df[3]), 0.0);
+      }
+    }
+  }
+}
+
+// max_log_scale given (kYoloMaxLogScale, torchvision's): tw, th above it scale the anchor by
+// exp(bound) = 62.5, no more, and their gradient is 0; below it the formula is unchanged.
+TYPED_TEST(YoloDecodeKernelTest, LogScaleIsClampedWhenGiven) {
+  using T = TypeParam;
+  Case c = {1, 1, 1, 1, 1, 416, 416, "center_xywh", false, 1.0f, false};
+  c.max_log_scale = static_cast<float>(kYoloMaxLogScale);
   YoloDecodeParams p;
   OPFORGE_ASSERT_OK(ParamsOf(c, &p));
   const double aw = 30, ah = 20;
   const std::vector<T> anchors = {Narrow<T>(aw), Narrow<T>(ah)};
   const double big = std::min(1e30, Wide(std::numeric_limits<T>::max()));
-  const double clamped_w = std::exp(kYoloMaxLogScale) * aw;  // 1875
-  const double clamped_h = std::exp(kYoloMaxLogScale) * ah;  // 1250
+  // The attr is a float: the bound is float(log(62.5)), also for double.
+  const double bound = static_cast<float>(kYoloMaxLogScale);
+  const double clamped_w = std::exp(bound) * aw;  // 1875
+  const double clamped_h = std::exp(bound) * ah;  // 1250
   std::vector<T> clamped;
   for (double t : {4.0, 10.0, big, std::numeric_limits<double>::infinity()}) {
     const std::vector<T> f = {T(0), T(0), Narrow<T>(t), Narrow<T>(t), T(0), T(0)};
@@ -545,6 +670,140 @@ TYPED_TEST(YoloDecodeKernelTest, LogScaleIsClamped) {
       EXPECT_EQ(Wide(df[3]), 0.0) << "t = " << t;
     }
   }
+  // Without the bound the same t = 10 gives exp(10) * aw.
+  p.max_log_scale = std::numeric_limits<float>::infinity();
+  const std::vector<T> f = {T(0), T(0), Narrow<T>(10), Narrow<T>(1), T(0), T(0)};
+  const double w = Wide(RunForward(p, f, anchors).boxes[2]);
+  EXPECT_NEAR(w, std::min(std::exp(10.0) * aw, Wide(std::numeric_limits<T>::max())),
+              Rtol<T>() * std::exp(10.0) * aw);
+}
+
+// A coordinate past T's largest finite value M (or inf from exp's overflow) is written as +-M
+// exactly, and its gradient is 0; the coordinates that did not saturate keep their values and
+// gradients. Every format, normalized or not; tw just past the overflow, 1e4, T's max and +inf.
+TYPED_TEST(YoloDecodeKernelTest, SaturatesAtTheLargestFiniteValue) {
+  using T = TypeParam;
+  const double largest = Wide(std::numeric_limits<T>::max());
+  const double aw = 30, ah = 20;
+  const std::vector<T> anchors = {Narrow<T>(aw), Narrow<T>(ah)};
+  for (const char* format : {"xyxy", "yxyx", "center_xywh"}) {
+    for (bool normalized : {false, true}) {
+      const Case c = {1, 1, 1, 1, 1, 416, 320, format, normalized, 1.0f, false};
+      YoloDecodeParams p;
+      OPFORGE_ASSERT_OK(ParamsOf(c, &p));
+      const bool center = c.format == "center_xywh";
+      // The x coordinates (those bw moves) of the format: x1, x2, or w.
+      const std::vector<int> xs = center               ? std::vector<int>{2}
+                                  : c.format == "xyxy" ? std::vector<int>{0, 2}
+                                                       : std::vector<int>{1, 3};
+      const double div = normalized ? 320.0 : 1.0;
+      const double past = std::log(2 * largest * div / aw) + 1;  // bw / 2 / div > M
+      for (double t : {past, 1e4, largest, std::numeric_limits<double>::infinity()}) {
+        const std::vector<T> f = {
+            Narrow<T>(0.3), Narrow<T>(-0.2), Narrow<T>(t), Narrow<T>(0.5), T(0), T(0)};
+        const Outputs<T> o = RunForward(p, f, anchors);
+        const Ref r = RefForward(c, Widen(f), Widen(anchors));
+        for (int k = 0; k < 4; ++k) {
+          const double got = Wide(o.boxes[static_cast<size_t>(k)]);
+          if (std::find(xs.begin(), xs.end(), k) != xs.end()) {
+            // x1 = -M, x2 = +M, w = +M.
+            const double want = (!center && k < 2) ? -largest : largest;
+            EXPECT_EQ(got, want) << c.format << " normalized " << normalized << " t " << t;
+          } else {
+            EXPECT_NEAR(got, r.boxes[static_cast<size_t>(k)],
+                        Rtol<T>() * r.box_mag[static_cast<size_t>(k)] + Atol<T>())
+                << c.format << " coordinate " << k << " t " << t;
+          }
+        }
+        // Every coordinate gets gradient 1: tw (and tx, where both x coordinates saturated)
+        // get none; ty, th keep theirs.
+        const std::vector<T> g = {T(1), T(1), T(1), T(1)};
+        std::vector<T> df(f.size());
+        YoloDecodeBackward<T>(p, g.data(), nullptr, nullptr, f.data(), anchors.data(), df.data(),
+                              SerialParallel());
+        EXPECT_EQ(Wide(df[2]), 0.0) << c.format << " t " << t;
+        if (center) {
+          EXPECT_NE(Wide(df[0]), 0.0) << c.format << " t " << t;
+          EXPECT_NE(Wide(df[3]), 0.0) << c.format << " t " << t;  // d h / d th
+        } else {
+          EXPECT_EQ(Wide(df[0]), 0.0) << c.format << " t " << t;
+        }
+        EXPECT_NE(Wide(df[1]), 0.0) << c.format << " t " << t;
+        for (int k = 0; k < 4; ++k) EXPECT_TRUE(std::isfinite(Wide(df[static_cast<size_t>(k)])));
+        // YoloDecodeSelected (YoloPostprocess's decode) saturates the same way, bit for bit.
+        const int64_t one = 0;
+        std::vector<T> boxes(4), class_scores(1);
+        YoloDecodeSelected<T>(p, f.data(), anchors.data(), 0, &one, 1, boxes.data(),
+                              class_scores.data());
+        EXPECT_TRUE(SameBits(boxes, o.boxes));
+      }
+    }
+  }
+}
+
+// Where only the narrow output type overflows: a half box of a 1000-pixel anchor at tw = 5
+// (148413 in float) and a bfloat16 box between bfloat16's and float's largest values are
+// written as the type's largest value, not rounded to inf.
+TEST(YoloDecodeSaturation, NarrowTypesSaturateWhereFloatDoesNot) {
+  {
+    const Case c = {1, 1, 1, 1, 1, 416, 416, "center_xywh", false, 1.0f, false};
+    YoloDecodeParams p;
+    OPFORGE_ASSERT_OK(ParamsOf(c, &p));
+    using H = Eigen::half;
+    const std::vector<H> anchors = {H(1000.0f), H(10.0f)};
+    const std::vector<H> f = {H(0.0f), H(0.0f), H(5.0f), H(4.0f), H(0.0f), H(0.0f)};
+    const Outputs<H> o = RunForward(p, f, anchors);
+    EXPECT_EQ(Wide(o.boxes[2]), 65504.0);  // exp(5) * 1000 = 148413
+    EXPECT_NEAR(Wide(o.boxes[3]), std::exp(4.0) * 10, 1e-3 * std::exp(4.0) * 10);
+    const std::vector<H> g = {H(1.0f), H(1.0f), H(1.0f), H(1.0f)};
+    std::vector<H> df(f.size());
+    YoloDecodeBackward<H>(p, g.data(), nullptr, nullptr, f.data(), anchors.data(), df.data(),
+                          SerialParallel());
+    EXPECT_EQ(Wide(df[2]), 0.0);
+    EXPECT_NEAR(Wide(df[3]), std::exp(4.0) * 10, 2e-3 * std::exp(4.0) * 10);
+  }
+  {
+    const Case c = {1, 1, 1, 1, 1, 416, 416, "center_xywh", false, 1.0f, false};
+    YoloDecodeParams p;
+    OPFORGE_ASSERT_OK(ParamsOf(c, &p));
+    using B = Eigen::bfloat16;
+    const B tw(87.5f), aw(3.390625f);  // both exact in bfloat16
+    const float in_float = std::exp(static_cast<float>(tw)) * static_cast<float>(aw);
+    const float bf16_max = static_cast<float>(std::numeric_limits<B>::max());
+    ASSERT_GT(in_float, bf16_max);  // finite in float, above bfloat16's largest value, ...
+    ASSERT_TRUE(std::isinf(static_cast<float>(B(in_float))));  // ... which rounds to inf
+    const std::vector<B> anchors = {aw, B(10.0f)};
+    const std::vector<B> f = {B(0.0f), B(0.0f), tw, B(1.0f), B(0.0f), B(0.0f)};
+    const Outputs<B> o = RunForward(p, f, anchors);
+    EXPECT_EQ(static_cast<float>(o.boxes[2]), bf16_max);
+  }
+}
+
+// A box can saturate on one side only: a half xyxy box centred at x = 30000 px of width 80000
+// has x2 = 70000 (written 65504, no gradient) and x1 = -10000 (exact, with its gradient):
+// d x1 / d tw = -bw / 2 and d x1 / d tx = stride * sigmoid'(tx) reach t, x2's do not.
+TEST(YoloDecodeSaturation, OneSideOfABox) {
+  using H = Eigen::half;
+  const Case c = {1, 1, 1, 1, 1, 100, 60000, "xyxy", false, 1.0f, false};
+  YoloDecodeParams p;
+  OPFORGE_ASSERT_OK(ParamsOf(c, &p));
+  const std::vector<H> anchors = {H(1000.0f), H(10.0f)};
+  const H tw(static_cast<float>(std::log(80.0)));
+  const std::vector<H> f = {H(0.0f), H(0.0f), tw, H(0.0f), H(0.0f), H(0.0f)};
+  const Outputs<H> o = RunForward(p, f, anchors);
+  const double bw = std::exp(Wide(tw)) * 1000;
+  EXPECT_EQ(Wide(o.boxes[2]), 65504.0);
+  EXPECT_NEAR(Wide(o.boxes[0]), 30000 - bw / 2, 1e-3 * 30000);
+  std::vector<H> df(f.size());
+  const std::vector<H> g0 = {H(1.0f), H(0.0f), H(0.0f), H(0.0f)};  // d x1
+  YoloDecodeBackward<H>(p, g0.data(), nullptr, nullptr, f.data(), anchors.data(), df.data(),
+                        SerialParallel());
+  EXPECT_NEAR(Wide(df[0]), 60000 * 0.25, 1e-3 * 15000);  // stride * sigmoid'(0)
+  EXPECT_NEAR(Wide(df[2]), -bw / 2, 1e-3 * bw);
+  const std::vector<H> g2 = {H(0.0f), H(0.0f), H(1.0f), H(0.0f)};  // d x2: saturated
+  YoloDecodeBackward<H>(p, g2.data(), nullptr, nullptr, f.data(), anchors.data(), df.data(),
+                        SerialParallel());
+  for (int k = 0; k < 4; ++k) EXPECT_EQ(Wide(df[static_cast<size_t>(k)]), 0.0) << k;
 }
 
 // Huge finite features never give inf or NaN in boxes or scores.
@@ -574,6 +833,43 @@ TYPED_TEST(YoloDecodeKernelTest, HugeFeaturesGiveFiniteOutputs) {
         }
       }
       ASSERT_TRUE(ArgmaxConsistent(o, c.classes));
+    }
+  }
+}
+
+// The same where the centres themselves pass float's range (a scale_x_y of 1e30 times a 2^40
+// px input, what the fuzzer found): in float a centre of inf minus a size of inf was NaN; the box
+// is then computed in double, and saturates. The sizes are the formula's, the gradient finite.
+TYPED_TEST(YoloDecodeKernelTest, FiniteWhereTheCentresPassFloatsRange) {
+  using T = TypeParam;
+  using L = std::numeric_limits<T>;
+  const std::vector<T> values = {L::max(),        L::lowest(),       T(0), Narrow<T>(-3.0),
+                                 Narrow<T>(89.0), Narrow<T>(1000.0), T(1)};
+  std::mt19937_64 rng(18);
+  for (const char* format : {"xyxy", "yxyx", "center_xywh"}) {
+    for (bool normalized : {false, true}) {
+      const Case c = {1,      3,          2,     2,    1, int64_t{1} << 40, int64_t{1} << 40,
+                      format, normalized, 1e30f, false};
+      YoloDecodeParams p;
+      OPFORGE_ASSERT_OK(ParamsOf(c, &p));
+      std::vector<T> f(static_cast<size_t>(NumFeatures(c)));
+      std::uniform_int_distribution<size_t> pick(0, values.size() - 1);
+      for (auto& x : f) x = values[pick(rng)];
+      const auto anchors = RandomAnchors<T>(rng, c.anchors);
+      const Outputs<T> o = RunForward(p, f, anchors);
+      for (size_t i = 0; i < o.boxes.size(); ++i) {
+        ASSERT_TRUE(std::isfinite(Wide(o.boxes[i]))) << Describe(c) << " element " << i;
+      }
+      const std::vector<T> g(o.boxes.size(), T(1));
+      std::vector<T> df(f.size());
+      YoloDecodeBackward<T>(p, g.data(), nullptr, nullptr, f.data(), anchors.data(), df.data(),
+                            SerialParallel());
+      for (size_t box = 0; box < o.boxes.size() / 4; ++box) {
+        for (int k = 0; k < 4; ++k) {
+          EXPECT_FALSE(std::isnan(Wide(df[box * 6 + static_cast<size_t>(k)])))
+              << Describe(c) << " box " << box << " d t" << k;
+        }
+      }
     }
   }
 }
@@ -724,12 +1020,23 @@ TEST(YoloDecodeGradient, MatchesFiniteDifferences) {
       {1, 3, 3, 1, 5, 48, 72, "center_xywh", false, 1.05f, false},
       {2, 2, 2, 2, 2, 32, 32, "xyxy", true, 1.05f, false},
       {1, 2, 4, 2, 1, 128, 64, "center_xywh", true, 1.0f, true},
+      {1, 2, 2, 2, 2, 64, 64, "xyxy", false, 1.0f, false, 1.5f},  // clamped: kinks at 1.5
   };
   const double h = 1e-5;
-  for (const Case& c : cases) {
+  for (size_t ci = 0; ci < cases.size(); ++ci) {
+    const Case& c = cases[ci];
     YoloDecodeParams p;
     OPFORGE_ASSERT_OK(ParamsOf(c, &p));
-    const auto f = test::UniformVector<double>(rng, NumFeatures(c), -3.0, 3.0);
+    auto f = test::UniformVector<double>(rng, NumFeatures(c), -3.0, 3.0);
+    // Odd cases: tw, th up to 25, far past the old clamp at log(62.5), where the default now
+    // follows exp (boxes of 10^12 pixels: the differences stay relative).
+    if (ci % 2 == 1) {
+      std::uniform_real_distribution<double> large(4.0, 25.0);
+      for (int64_t box = 0; box < NumBoxes(c); ++box) {
+        f[static_cast<size_t>(box * (5 + c.classes) + 2)] = large(rng);
+        f[static_cast<size_t>(box * (5 + c.classes) + 3)] = large(rng);
+      }
+    }
     const auto anchors = RandomAnchors<double>(rng, c.anchors);
     const int64_t n = NumBoxes(c);
     const auto wb = test::UniformVector<double>(rng, n * 4, -1.0, 1.0);
@@ -756,7 +1063,16 @@ TEST(YoloDecodeGradient, MatchesFiniteDifferences) {
         double d = 0;
         for (size_t j = 0; j < w.size(); ++j) d += w[j] * (yp[j] - ym[j]);
         d /= 2 * h;
-        EXPECT_NEAR(grad[i], d, 1e-6 * (1 + std::abs(d)))
+        // The rounding of the outputs of feature i's box, over 2h: what the difference cannot
+        // resolve (tx of a box 10^10 wide moves its corners by less than their ulp).
+        const size_t box = i / static_cast<size_t>(5 + c.classes);
+        const size_t per_box = w.size() / static_cast<size_t>(n);
+        double noise = 0;
+        for (size_t j = box * per_box; j < (box + 1) * per_box; ++j) {
+          noise += std::abs(w[j]) * std::max(std::abs(yp[j]), std::abs(ym[j]));
+        }
+        noise *= 4 * std::numeric_limits<double>::epsilon() / (2 * h);
+        EXPECT_NEAR(grad[i], d, 1e-6 * (1 + std::abs(d)) + noise)
             << Describe(c) << " d " << name << " / d features[" << i << "]";
       }
     }

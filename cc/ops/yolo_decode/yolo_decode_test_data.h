@@ -8,6 +8,7 @@
 #define OPFORGE_OPS_YOLO_DECODE_YOLO_DECODE_TEST_DATA_H_
 
 #include <cstdint>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -26,6 +27,7 @@ struct Case {
   bool normalized;
   float scale_x_y;
   bool five_d;
+  float max_log_scale = std::numeric_limits<float>::infinity();  // the op's default: no clamp
 };
 
 inline std::string Describe(const Case& c) {
@@ -33,7 +35,7 @@ inline std::string Describe(const Case& c) {
   s << "[" << c.batch << ", " << c.height << ", " << c.width << ", " << c.anchors << " x (5 + "
     << c.classes << ")]" << (c.five_d ? " 5-D" : " 4-D") << " input " << c.input_h << "x"
     << c.input_w << " " << c.format << (c.normalized ? " normalized" : "")
-    << " scale_x_y=" << c.scale_x_y;
+    << " scale_x_y=" << c.scale_x_y << " max_log_scale=" << c.max_log_scale;
   return s.str();
 }
 
@@ -54,6 +56,7 @@ inline Status ParamsOf(const Case& c, YoloDecodeParams* p) {
   p->box_format = c.format;
   p->normalized = c.normalized;
   p->scale_x_y = c.scale_x_y;
+  p->max_log_scale = c.max_log_scale;
   return ValidateYoloDecode(FeatureShape(c), {c.anchors, 2}, p);
 }
 

@@ -27,6 +27,7 @@ absl::Status ReadAttrs(Context* c, YoloDecodeParams* p) {
   TF_RETURN_IF_ERROR(c->GetAttr("box_format", &p->box_format));
   TF_RETURN_IF_ERROR(c->GetAttr("normalized", &p->normalized));
   TF_RETURN_IF_ERROR(c->GetAttr("scale_x_y", &p->scale_x_y));
+  TF_RETURN_IF_ERROR(c->GetAttr("max_log_scale", &p->max_log_scale));
   return absl::OkStatus();
 }
 
@@ -109,6 +110,7 @@ absl::Status DecodeGradShape(InferenceContext* c) {
       .Attr("box_format: string = 'xyxy'") \
       .Attr("normalized: bool = false")    \
       .Attr("scale_x_y: float = 1.0")      \
+      .Attr("max_log_scale: float = inf")  \
       .Attr("T: {half, bfloat16, float, double} = DT_FLOAT")
 
 REGISTER_OP("Opforge>YoloDecode")
@@ -121,7 +123,9 @@ REGISTER_OP("Opforge>YoloDecode")
     .OPFORGE_YOLO_DECODE_ATTRS_.SetShapeFn(DecodeShape)
     .Doc(
         "YOLO-v3 head features [B, H, W, A*(5+C)] to boxes [B, N, 4], scores [B, N], "
-        "class_indices [B, N] and class_scores [B, N, C], N = H*W*A.");
+        "class_indices [B, N] and class_scores [B, N, C], N = H*W*A; bw = exp(min(tw, "
+        "max_log_scale)) * anchor_w (max_log_scale +inf: exp(tw) * anchor_w), box coordinates "
+        "saturated at T's largest finite value.");
 
 REGISTER_OP("Opforge>YoloDecodeGrad")
     .Input("grad_boxes: T")
@@ -144,12 +148,22 @@ struct YoloDecodeAttrs {
     if (!s.ok()) return Status::Ok();  // TfKernel reports the reader's error
     return ValidateYoloDecodeAttrs(&attrs);
   }
+  // anchors are host memory on both devices (registered HostMemory: 2A values, where a
+  // device-side check would make every call wait for the device), so their values are checked
+  // here, before any work, even for an empty batch. The GPU path copies them to the scratch.
+  static Status CheckAnchors(const char* op, const TfCall& call, int index, const Params& p) {
+    return CheckYoloAnchors(op, "anchors", call.dtype, call.in(index), p.anchors);
+  }
+  int64_t GpuScratchBytes(DType dtype, const Params& p) const {
+    return YoloDecodeGpuScratchBytes(dtype, p);
+  }
 };
 
 struct YoloDecodeOp : YoloDecodeAttrs {
   Status Validate(TfCall& call, Params* p) const {
     *p = attrs;
     OPFORGE_RETURN_IF_ERROR(ValidateYoloDecode(call.shape(0), call.shape(1), p));
+    OPFORGE_RETURN_IF_ERROR(CheckAnchors("YoloDecode", call, 1, *p));
     const int64_t n = p->boxes_per_image();
     call.Output(0, {p->batch, n, 4});
     call.Output(1, {p->batch, n});
@@ -164,15 +178,23 @@ struct YoloDecodeOp : YoloDecodeAttrs {
   }
   Status Gpu(DType dtype, const Params& p, const TfCall& call, void* stream) const {
     return YoloDecodeForwardGpu(dtype, p, call.in(0), call.in(1), call.out(0), call.out(1),
-                                call.out<int32_t>(2), call.out(3), stream);
+                                call.out<int32_t>(2), call.out(3), call.scratch, call.scratch_bytes,
+                                stream);
   }
 };
 
 struct YoloDecodeGradOp : YoloDecodeAttrs {
+  // The attrs' messages under this op's name (the core names YoloDecode, whose attrs they are).
+  Status Init(AttrReader& reader) {
+    const Status s = YoloDecodeAttrs::Init(reader);
+    if (s.ok()) return s;
+    return Status::Invalid("YoloDecodeGrad" + s.message().substr(std::string("YoloDecode").size()));
+  }
   Status Validate(TfCall& call, Params* p) const {
     *p = attrs;
     OPFORGE_RETURN_IF_ERROR(ValidateYoloDecodeGrad(call.shape(0), call.shape(1), call.shape(2),
                                                    call.shape(3), call.shape(4), p));
+    OPFORGE_RETURN_IF_ERROR(CheckAnchors("YoloDecodeGrad", call, 4, *p));
     call.Output(0, call.shape(3));
     return Status::Ok();
   }
@@ -183,14 +205,14 @@ struct YoloDecodeGradOp : YoloDecodeAttrs {
   }
   Status Gpu(DType dtype, const Params& p, const TfCall& call, void* stream) const {
     return YoloDecodeBackwardGpu(dtype, p, call.in(0), call.in(1), call.in(2), call.in(3),
-                                 call.in(4), call.out(0), stream);
+                                 call.in(4), call.out(0), call.scratch, call.scratch_bytes, stream);
   }
 };
 
-OPFORGE_REGISTER_KERNELS(Name("Opforge>YoloDecode"), YoloDecodeOp, OPFORGE_FLOAT_TYPES,
-                         OPFORGE_FLOAT_TYPES)
-OPFORGE_REGISTER_KERNELS(Name("Opforge>YoloDecodeGrad"), YoloDecodeGradOp, OPFORGE_FLOAT_TYPES,
-                         OPFORGE_FLOAT_TYPES)
+OPFORGE_REGISTER_KERNELS(Name("Opforge>YoloDecode").HostMemory("anchors"), YoloDecodeOp,
+                         OPFORGE_FLOAT_TYPES, OPFORGE_FLOAT_TYPES)
+OPFORGE_REGISTER_KERNELS(Name("Opforge>YoloDecodeGrad").HostMemory("anchors"), YoloDecodeGradOp,
+                         OPFORGE_FLOAT_TYPES, OPFORGE_FLOAT_TYPES)
 
 }  // namespace
 }  // namespace opforge

@@ -18,6 +18,7 @@
 #define OPFORGE_OPS_YOLO_POSTPROCESS_YOLO_POSTPROCESS_H_
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "common/parallel.h"
@@ -34,11 +35,12 @@
 namespace opforge {
 
 struct YoloPostprocessParams {
-  // Attrs (num_classes, input_size and scale_x_y as YoloDecode's; box_format is "xyxy" and
-  // normalized true, fixed).
+  // Attrs (num_classes, input_size, scale_x_y and max_log_scale as YoloDecode's; box_format is
+  // "xyxy" and normalized true, fixed).
   int64_t num_classes = 0;
   std::vector<int64_t> input_size;
   float scale_x_y = 1.0f;
+  float max_log_scale = std::numeric_limits<float>::infinity();
   // The NMS: its attrs and scalar inputs; batch, q (1) and num_classes are filled by
   // ValidateYoloPostprocess, num_boxes is each image's number of decoded boxes.
   CombinedNmsParams nms;
@@ -50,8 +52,8 @@ struct YoloPostprocessParams {
   int64_t boxes_per_image() const;
 };
 
-// The attributes alone (num_classes, input_size, scale_x_y): YoloDecode's checks, with messages
-// that name this op. The shape function, the kernel and the fuzz harness call it.
+// The attributes alone (num_classes, input_size, scale_x_y, max_log_scale): YoloDecode's checks,
+// with messages that name this op. The shape function, the kernel and the fuzz harness call it.
 Status ValidateYoloPostprocessAttrs(const YoloPostprocessParams& params);
 
 // features: one [B, H, W, A*(5+C)] or [B, H, W, A, 5+C] per scale, the same B; anchors: one

@@ -64,6 +64,7 @@ Status ValidateYoloPostprocessAttrs(const YoloPostprocessParams& p) {
   d.num_classes = p.num_classes;
   d.input_size = p.input_size;
   d.scale_x_y = p.scale_x_y;
+  d.max_log_scale = p.max_log_scale;
   Status s = ValidateYoloDecodeAttrs(&d);
   if (s.ok()) return s;
   return Status::Invalid(kOp + s.message().substr(std::string("YoloDecode").size()));
@@ -90,6 +91,7 @@ Status ValidateYoloPostprocess(const std::vector<std::vector<int64_t>>& features
     d.box_format = "xyxy";
     d.normalized = true;
     d.scale_x_y = p.scale_x_y;
+    d.max_log_scale = p.max_log_scale;
     OPFORGE_RETURN_IF_ERROR(OfScale(ValidateYoloDecode(features[s], anchors[s], &d), s));
     if (d.batch != p.scales[0].batch) {
       return InvalidArgument(

@@ -5,7 +5,8 @@
 // bit 1: clip_boxes off, bit 2: 5-D features); num_scales 1 + Byte % 3; attrs as YoloDecode's
 // (no box_format); batch Dim; per scale: yolo_fuzz.h's YoloShapes; the five scalars' shapes
 // ShapeOr([]) and values (Int, Int, Float, Float, Float); then the values of the maps and
-// anchors (objectness logits drawn around the score threshold's logit one time in two).
+// anchors (objectness logits drawn around the score threshold's logit one time in two), and per
+// scale the anchors' byte (yolo_fuzz.h's AcceptableAnchors) before the binding's check.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -32,12 +33,14 @@ void Fuzz(Input& in, int /*mode: one entry point*/, const FuzzFlags& flags) {
   attrs.num_classes = d.num_classes;
   attrs.input_size = d.input_size;
   attrs.scale_x_y = d.scale_x_y;
+  attrs.max_log_scale = d.max_log_scale;
   attrs.nms.pad_per_class = (flags.extra & 1) != 0;
   attrs.nms.clip_boxes = (flags.extra & 2) == 0;
   Note("num_scales", k);
   Note("num_classes", attrs.num_classes);
   Note("input_size", attrs.input_size);
   Note("scale_x_y", attrs.scale_x_y);
+  Note("max_log_scale", attrs.max_log_scale);
   Note("pad_per_class", attrs.nms.pad_per_class);
   Note("clip_boxes", attrs.nms.clip_boxes);
   // The kernel's constructor.
@@ -110,6 +113,12 @@ void Fuzz(Input& in, int /*mode: one entry point*/, const FuzzFlags& flags) {
     }
   }
   for (int s = 0; s < k; ++s) {
+    AcceptableAnchors(in, &a[s]);
+    // The binding's value check of each scale's anchors, before any work.
+    const std::string name = "anchors[" + std::to_string(s) + "]";
+    if (!Passed(CheckYoloAnchors(kOp, name.c_str(), a[s].data(), p.scales[s].anchors), {kOp})) {
+      return;
+    }
     fp.push_back(f[s].data());
     ap.push_back(a[s].data());
   }

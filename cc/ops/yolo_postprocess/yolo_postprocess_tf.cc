@@ -27,6 +27,7 @@ absl::Status ReadAttrs(Context* c, YoloPostprocessParams* p, int64_t* num_scales
   TF_RETURN_IF_ERROR(c->GetAttr("input_size", &input_size));
   p->input_size = input_size;
   TF_RETURN_IF_ERROR(c->GetAttr("scale_x_y", &p->scale_x_y));
+  TF_RETURN_IF_ERROR(c->GetAttr("max_log_scale", &p->max_log_scale));
   TF_RETURN_IF_ERROR(c->GetAttr("pad_per_class", &p->nms.pad_per_class));
   TF_RETURN_IF_ERROR(c->GetAttr("clip_boxes", &p->nms.clip_boxes));
   TF_RETURN_IF_ERROR(c->GetAttr("num_scales", num_scales));
@@ -106,6 +107,7 @@ REGISTER_OP("Opforge>YoloPostprocess")
     .Attr("num_classes: int")
     .Attr("input_size: list(int)")
     .Attr("scale_x_y: float = 1.0")
+    .Attr("max_log_scale: float = inf")
     .Attr("pad_per_class: bool = false")
     .Attr("clip_boxes: bool = true")
     .Attr("T: {half, bfloat16, float} = DT_FLOAT")
@@ -136,6 +138,10 @@ struct YoloPostprocessOp {
     }
     for (int i = 0; i < 5; ++i) scalars.push_back(call.shape(2 * k + i));
     OPFORGE_RETURN_IF_ERROR(ValidateYoloPostprocess(features, anchors, scalars, p));
+    for (int s = 0; s < k; ++s) {  // CPU only: the anchors are in host memory
+      OPFORGE_RETURN_IF_ERROR(CheckYoloAnchors(kOp, ("anchors[" + std::to_string(s) + "]").c_str(),
+                                               call.dtype, call.in(k + s), p->scales[s].anchors));
+    }
     nms_binding::ReadScalars(call, 2 * k, &p->nms);
     OPFORGE_RETURN_IF_ERROR(ValidateYoloPostprocessValues(*p));
     nms_binding::DeclareOutputs(call, p->batch, p->nms.max_detections());

@@ -5,7 +5,7 @@
 //    classifies it, records the smallest bad flat row index with atomicMin and stores the row's
 //    best anchor (-1 for padding and bad rows). The host then reads back that index and the
 //    anchors, waits for the stream, and reports the first bad anchor or row with the CPU's own
-//    message (CheckYoloTargetsAnchors, YoloTargetsRowError): the same error on both devices.
+//    message (CheckYoloAnchors, YoloTargetsRowError): the same error on both devices.
 // 2. Every output is zeroed (cudaMemsetAsync).
 // 3. Assign, one kernel per scale, one thread per row: a row whose best anchor is in the
 //    scale's mask writes its six values only if no later row of its image has the same best
@@ -161,7 +161,7 @@ Status Run(const YoloTargetsParams& p, const T* boxes, const int32_t* classes, c
                                        host_anchors.size() * sizeof(T), cudaMemcpyDeviceToHost,
                                        stream));
     OPFORGE_YOLO_CUDA_(cudaStreamSynchronize(stream));
-    OPFORGE_RETURN_IF_ERROR(CheckYoloTargetsAnchors(p, host_anchors.data()));
+    OPFORGE_RETURN_IF_ERROR(CheckYoloAnchors(kOp, "anchors", host_anchors.data(), p.num_anchors));
     if (bad_row != kNoBadRow) {
       T b[4];
       int32_t cls = 0;

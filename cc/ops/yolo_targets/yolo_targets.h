@@ -24,6 +24,7 @@
 #include "common/dtype.h"
 #include "common/parallel.h"
 #include "common/status.h"
+#include "ops/yolo_decode/yolo_decode.h"
 
 namespace opforge {
 
@@ -68,16 +69,13 @@ Status ValidateYoloTargetsAttrs(const YoloTargetsParams& params);
 Status ValidateYoloTargets(const std::vector<int64_t>& boxes, const std::vector<int64_t>& classes,
                            const std::vector<int64_t>& anchors, YoloTargetsParams* params);
 
-// The values (host memory): every row of boxes and classes as described above, anchors finite
-// and positive. The first bad row (in image, then row order) is reported.
+// The values (host memory): anchors finite and positive (CheckYoloAnchors of yolo_decode.h, the
+// check YoloDecode runs too; the CUDA path copies the anchors back to run it), then every row of
+// boxes and classes as described above. The first bad row (in image, then row order) is
+// reported.
 template <typename T>
 Status CheckYoloTargetsData(const YoloTargetsParams& params, const T* boxes, const int32_t* classes,
                             const T* anchors);
-
-// The anchors part of CheckYoloTargetsData (host memory; the CUDA path copies them back to
-// reuse it): every one finite and positive, the first bad one reported.
-template <typename T>
-Status CheckYoloTargetsAnchors(const YoloTargetsParams& params, const T* anchors);
 
 // Writes every scale's y_true (outputs[s], fully overwritten). Parallel over images.
 template <typename T>

@@ -137,24 +137,9 @@ Status YoloTargetsRowError(const YoloTargetsParams& p, int64_t image, int64_t ro
 }
 
 template <typename T>
-Status CheckYoloTargetsAnchors(const YoloTargetsParams& p, const T* anchors) {
-  for (int64_t k = 0; k < p.num_anchors; ++k) {
-    const T w = anchors[2 * k], h = anchors[2 * k + 1];
-    if (!(w > T(0) && h > T(0) && std::isfinite(w) && std::isfinite(h))) {
-      std::ostringstream where, given;
-      where << "anchors[" << k << "]";
-      given << "[" << w << ", " << h << "]";
-      return InvalidArgument(kOp, where.str().c_str(), "a finite, positive (width, height)",
-                             given.str());
-    }
-  }
-  return Status::Ok();
-}
-
-template <typename T>
 Status CheckYoloTargetsData(const YoloTargetsParams& p, const T* boxes, const int32_t* classes,
                             const T* anchors) {
-  OPFORGE_RETURN_IF_ERROR(CheckYoloTargetsAnchors(p, anchors));
+  OPFORGE_RETURN_IF_ERROR(CheckYoloAnchors(kOp, "anchors", anchors, p.num_anchors));
   const int64_t rows = p.batch * p.max_boxes;
   for (int64_t r = 0; r < rows; ++r) {
     const T* b = boxes + 4 * r;
@@ -216,7 +201,6 @@ void YoloTargets(const YoloTargetsParams& p, const T* boxes, const int32_t* clas
 #define OPFORGE_INSTANTIATE_YOLO_TARGETS_(T, ...)                                             \
   template Status CheckYoloTargetsData<T>(const YoloTargetsParams&, const T*, const int32_t*, \
                                           const T*);                                          \
-  template Status CheckYoloTargetsAnchors<T>(const YoloTargetsParams&, const T*);             \
   template void YoloTargets<T>(const YoloTargetsParams&, const T*, const int32_t*, const T*,  \
                                const std::vector<T*>&, const Parallel&);
 OPFORGE_YOLO_TARGETS_TYPES(OPFORGE_INSTANTIATE_YOLO_TARGETS_)

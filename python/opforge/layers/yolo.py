@@ -2,7 +2,8 @@
 to detections, on the `Opforge>YoloDecode` and `Opforge>CombinedNonMaxSuppression` ops."""
 from __future__ import annotations
 
-from typing import Any, Dict, Sequence
+import math
+from typing import Any, Dict, Optional, Sequence
 
 import keras
 import numpy as np
@@ -27,6 +28,14 @@ def _anchors(layer: str, anchors) -> np.ndarray:
     return a
 
 
+def _max_log_scale(value) -> Optional[float]:
+    """The layer's max_log_scale (already accepted by the op): None for no clamp, +inf included,
+    so that configs hold None or a finite number (JSON has no infinity)."""
+    if value is None or float(value) == math.inf:
+        return None
+    return float(value)
+
+
 def _input_size(layer: str, input_size):
     if isinstance(input_size, (int, np.integer)) and not isinstance(input_size, bool):
         return [int(input_size), int(input_size)]
@@ -48,31 +57,37 @@ class YoloDecode(keras.layers.Layer):
 
     Returns the tuple (boxes [B, N, 4], scores [B, N], class_indices [B, N] int32,
     class_scores [B, N, C]), N = H*W*A. `anchors` are [A, 2] (width, height) in input pixels;
-    the other arguments are those of `opforge.ops.yolo_decode`. Gradients flow to the features
-    (train through the boxes with an IoU loss). The op has no XLA kernel: `supports_jit = False`.
+    the other arguments are those of `opforge.ops.yolo_decode`: by default (max_log_scale None)
+    box sizes are exp(tw) * anchor_w as written; `max_log_scale=YOLO_MAX_LOG_SCALE` clamps tw, th
+    as torchvision does. Gradients flow to the features (train through the boxes with an IoU
+    loss). The op has no XLA kernel: `supports_jit = False`.
     """
 
     def __init__(self, anchors, num_classes: int, input_size, box_format: str = "xyxy",
-                 normalized: bool = False, scale_x_y: float = 1.0, **kwargs: Any) -> None:
+                 normalized: bool = False, scale_x_y: float = 1.0, max_log_scale: Optional[float] = None,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.anchors = _anchors("YoloDecode", anchors)
         self.input_size = _input_size("YoloDecode", input_size)
         a = self.anchors.shape[0]
         check_with_op(
             f"opforge.layers.YoloDecode(num_classes={num_classes!r}, input_size={input_size!r}, "
-            f"box_format={box_format!r}, normalized={normalized!r}, scale_x_y={scale_x_y!r})",
+            f"box_format={box_format!r}, normalized={normalized!r}, scale_x_y={scale_x_y!r}, "
+            f"max_log_scale={max_log_scale!r})",
             lambda: yolo_decode(tf.zeros([0, 1, 1, a * (5 + max(int(num_classes), 0)) if isinstance(
                 num_classes, (int, np.integer)) else 5]), self.anchors, num_classes, self.input_size,
-                box_format, normalized, scale_x_y))
+                box_format, normalized, scale_x_y, max_log_scale))
         self.num_classes = int(num_classes)
         self.box_format = box_format
         self.normalized = bool(normalized)
         self.scale_x_y = float(scale_x_y)
+        self.max_log_scale = _max_log_scale(max_log_scale)
         self.supports_jit = False
 
     def call(self, features):
         out = yolo_decode(features, tf.constant(self.anchors, features.dtype), self.num_classes,
-                          self.input_size, self.box_format, self.normalized, self.scale_x_y)
+                          self.input_size, self.box_format, self.normalized, self.scale_x_y,
+                          self.max_log_scale)
         return tuple(out)
 
     def compute_output_spec(self, features):
@@ -84,9 +99,12 @@ class YoloDecode(keras.layers.Layer):
 
     def get_config(self) -> Dict[str, Any]:
         config = super().get_config()
+        # Configs saved before max_log_scale existed lack the key: from_config gives them the
+        # default (None: no clamp).
         config.update(anchors=self.anchors.tolist(), num_classes=self.num_classes,
                       input_size=list(self.input_size), box_format=self.box_format,
-                      normalized=self.normalized, scale_x_y=self.scale_x_y)
+                      normalized=self.normalized, scale_x_y=self.scale_x_y,
+                      max_log_scale=self.max_log_scale)
         return config
 
 
@@ -106,6 +124,8 @@ class YoloPostprocess(keras.layers.Layer):
       max_detections: detections returned per image.
       max_detections_per_class: kept per class by NMS.
       iou_threshold, score_threshold, soft_nms_sigma: those of the NMS.
+      max_log_scale: None (the default): box sizes exp(tw) * anchor_w as written; a number
+        clamps tw, th there first (`opforge.ops.YOLO_MAX_LOG_SCALE`: torchvision's clamp).
 
     Returns the tuple (boxes [B, max_detections, 4] as normalised (x1, y1, x2, y2) clipped to
     [0, 1], scores [B, max_detections], classes [B, max_detections] (float32),
@@ -115,7 +135,8 @@ class YoloPostprocess(keras.layers.Layer):
 
     def __init__(self, anchors, anchor_masks, num_classes: int, input_size, max_detections: int = 100,
                  max_detections_per_class: int = 100, iou_threshold: float = 0.5,
-                 score_threshold: float = 0.5, soft_nms_sigma: float = 0.0, **kwargs: Any) -> None:
+                 score_threshold: float = 0.5, soft_nms_sigma: float = 0.0,
+                 max_log_scale: Optional[float] = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.anchors = _anchors("YoloPostprocess", anchors)
         self.input_size = _input_size("YoloPostprocess", input_size)
@@ -131,11 +152,12 @@ class YoloPostprocess(keras.layers.Layer):
         desc = (f"opforge.layers.YoloPostprocess(num_classes={num_classes!r}, input_size={input_size!r}, "
                 f"max_detections={max_detections!r}, max_detections_per_class={max_detections_per_class!r}, "
                 f"iou_threshold={iou_threshold!r}, score_threshold={score_threshold!r}, "
-                f"soft_nms_sigma={soft_nms_sigma!r})")
+                f"soft_nms_sigma={soft_nms_sigma!r}, max_log_scale={max_log_scale!r})")
         a = len(masks[0])
         check_with_op(desc, lambda: yolo_decode(
             tf.zeros([0, 1, 1, a * (5 + max(int(num_classes), 0)) if isinstance(num_classes, (int, np.integer))
-                      else 5]), self.anchors[masks[0]], num_classes, self.input_size))
+                      else 5]), self.anchors[masks[0]], num_classes, self.input_size,
+            max_log_scale=max_log_scale))
         check_with_op(desc, lambda: combined_non_max_suppression(
             tf.zeros([0, 1, 1, 4]), tf.zeros([0, 1, 1]), max_detections_per_class, max_detections,
             iou_threshold, score_threshold, soft_nms_sigma=soft_nms_sigma))
@@ -145,6 +167,7 @@ class YoloPostprocess(keras.layers.Layer):
         self.iou_threshold = float(iou_threshold)
         self.score_threshold = float(score_threshold)
         self.soft_nms_sigma = float(soft_nms_sigma)
+        self.max_log_scale = _max_log_scale(max_log_scale)
         self.supports_jit = False
 
     def call(self, head_outputs):
@@ -156,7 +179,7 @@ class YoloPostprocess(keras.layers.Layer):
             maps, self.anchors, self.anchor_masks, self.num_classes, self.input_size,
             max_detections=self.max_detections, max_detections_per_class=self.max_detections_per_class,
             iou_threshold=self.iou_threshold, score_threshold=self.score_threshold,
-            soft_nms_sigma=self.soft_nms_sigma))
+            soft_nms_sigma=self.soft_nms_sigma, max_log_scale=self.max_log_scale))
 
     def compute_output_spec(self, head_outputs):
         maps = list(head_outputs) if isinstance(head_outputs, (list, tuple)) else [head_outputs]
@@ -173,5 +196,5 @@ class YoloPostprocess(keras.layers.Layer):
                       max_detections=self.max_detections,
                       max_detections_per_class=self.max_detections_per_class,
                       iou_threshold=self.iou_threshold, score_threshold=self.score_threshold,
-                      soft_nms_sigma=self.soft_nms_sigma)
+                      soft_nms_sigma=self.soft_nms_sigma, max_log_scale=self.max_log_scale)
         return config

@@ -147,7 +147,7 @@ def _unfused(layer, maps):
     boxes, scores = [], []
     for f, m in zip(maps, layer.anchor_masks):
         out = yolo_decode(f, tf.constant(layer.anchors[m], f.dtype), layer.num_classes, layer.input_size,
-                          box_format="xyxy", normalized=True)
+                          box_format="xyxy", normalized=True, max_log_scale=layer.max_log_scale)
         boxes.append(out.boxes)
         scores.append(out.class_scores)
     return tuple(combined_non_max_suppression(

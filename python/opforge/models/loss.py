@@ -3,11 +3,12 @@ same decode written with TensorFlow ops, for parity checks."""
 from __future__ import annotations
 
 import importlib
-from typing import Dict, Sequence
+from typing import Dict, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
 
+from opforge.layers._checks import check_with_op
 from opforge.ops import yolo_decode
 
 __all__ = ["YoloLoss"]
@@ -29,10 +30,14 @@ class YoloLoss:
     The boxes come from `yolo_decode` (its gradient trains through them); objectness and class
     cross-entropies are computed from the logits (stable). `anchors` are normalised (w, h), as
     `yolo_targets` takes them (the YOLOV3 constants divided by the input size).
+    `max_log_scale` is the decode's (see `yolo_decode`), for both `ops`: None (the default)
+    decodes exp(tw) * anchor_w as yolov3-tf2 does, so every term's gradient reaches tw and th; a
+    number (`YOLO_MAX_LOG_SCALE`) clamps tw, th there first, as torchvision does, and a tw or th
+    above it then gets no gradient from the boxes (the xy, wh and ignore terms all read them).
     """
 
     def __init__(self, anchors, anchor_masks: Sequence[Sequence[int]], num_classes: int,
-                 ignore_thresh: float = 0.5, ops: str = "opforge") -> None:
+                 ignore_thresh: float = 0.5, ops: str = "opforge", max_log_scale: Optional[float] = None) -> None:
         if ops not in ("opforge", "tf"):
             raise ValueError(f"opforge.models.YoloLoss: ops must be 'opforge' or 'tf', got {ops!r}")
         self.anchors = np.asarray(anchors, np.float64)  # cast to the features' dtype where used
@@ -40,6 +45,10 @@ class YoloLoss:
         self.num_classes = int(num_classes)
         self.ignore_thresh = float(ignore_thresh)
         self.ops = ops
+        # The core's check (NaN and -inf are errors), now rather than at the first step.
+        check_with_op(f"opforge.models.YoloLoss(max_log_scale={max_log_scale!r})", lambda: yolo_decode(
+            tf.zeros([0, 1, 1, 6]), [[1.0, 1.0]], 1, (1, 1), max_log_scale=max_log_scale))
+        self.max_log_scale = max_log_scale
         self._decode = yolo_decode if ops == "opforge" else _decode_module.tf_yolo_decode
 
     def __call__(self, y_true_list, head_outputs) -> tf.Tensor:
@@ -76,7 +85,7 @@ class YoloLoss:
         f = tf.reshape(features, tf.stack([b, gh, gw, na, 5 + self.num_classes]))
         # Boxes normalised to [0, 1] (input_size 1 with normalised anchors), centre and size.
         decoded = self._decode(features, tf.constant(anchors, dtype), self.num_classes, (1, 1),
-                               box_format="center_xywh")
+                               box_format="center_xywh", max_log_scale=self.max_log_scale)
         box = tf.reshape(decoded.boxes, tf.stack([b, gh, gw, na, 4]))
         pred_xy, pred_wh = box[..., 0:2], box[..., 2:4]
         y_true = tf.cast(y_true, dtype)

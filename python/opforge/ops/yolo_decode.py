@@ -10,16 +10,20 @@ from typing import Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib, python_int, to_tensor
+from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib, python_int, short_repr, to_tensor
 from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun
 from opforge.timing import numpy_copy
 
 __all__ = ["yolo_decode", "YoloDecodeResult", "YOLO_MAX_LOG_SCALE", "BOX_FORMATS"]
 OP_NAMES = ("Opforge>YoloDecode", "Opforge>YoloDecodeGrad")
 
-# tw and th are clamped at log(1000 / 16) (a box at most 62.5 times its anchor), so that finite
-# features always give finite boxes; the gradient is 0 above it.
+# log(1000 / 16), torchvision's clamp of tw and th (a box at most 62.5 times its anchor): the
+# value to pass as `max_log_scale` for torchvision's boxes, and for what `yolo_decode` computed
+# before it took the argument. By default (None) tw and th are not clamped: exp(tw) * anchor_w,
+# as Darknet and yolov3-tf2 write it.
 YOLO_MAX_LOG_SCALE = math.log(1000.0 / 16.0)
+# A float32 attr: a bound beyond float32's range would silently become +-inf.
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 BOX_FORMATS = ("xyxy", "yxyx", "center_xywh")
 
 YoloDecodeResult = collections.namedtuple(
@@ -34,7 +38,30 @@ def _int(op: str, name: str, value) -> int:
     return python_int(op, name, value, "an int")
 
 
-def decode_attrs(op: str, num_classes, input_size, box_format, normalized, scale_x_y) -> dict:
+def max_log_scale_attr(op: str, max_log_scale) -> float:
+    """The op's float attr for `max_log_scale`: None is +inf (no clamp); a number is checked for
+    its Python type and the float32 range here, its value by the core (NaN and -inf are errors)."""
+    if max_log_scale is None:
+        return math.inf
+    if isinstance(max_log_scale, np.ndarray) and max_log_scale.ndim == 0:
+        max_log_scale = max_log_scale.item()
+    if isinstance(max_log_scale, (bool, np.bool_)) or not isinstance(max_log_scale, numbers.Real):
+        raise invalid_argument(op, "max_log_scale", "None (no clamp) or a number, e.g. YOLO_MAX_LOG_SCALE",
+                               short_repr(max_log_scale))
+    try:
+        value = float(max_log_scale)
+    except OverflowError:
+        value = math.inf if max_log_scale > 0 else -math.inf  # an int beyond any float: named below
+    if (math.isinf(value) and not isinstance(max_log_scale, (float, np.floating))) or (
+            math.isfinite(value) and abs(value) > _FLOAT32_MAX):
+        # 10**400 or 1e39: beyond the float32 attr, which would make it +-inf.
+        raise invalid_argument(op, "max_log_scale", "a finite value within the float32 range or +inf (no clamp)",
+                               short_repr(max_log_scale))
+    return value
+
+
+def decode_attrs(op: str, num_classes, input_size, box_format, normalized, scale_x_y,
+                 max_log_scale=None) -> dict:
     """The attrs of the C++ op from the wrapper's arguments, checked for Python types (the core
     checks the values)."""
     num_classes = _int(op, "num_classes", num_classes)
@@ -56,7 +83,22 @@ def decode_attrs(op: str, num_classes, input_size, box_format, normalized, scale
     if abs(float(scale_x_y)) > 3.4e38:
         raise invalid_argument(op, "scale_x_y", "a finite value >= 1", repr(scale_x_y))
     return dict(num_classes=num_classes, input_size=size, box_format=box_format,
-                normalized=normalized, scale_x_y=float(scale_x_y))
+                normalized=normalized, scale_x_y=float(scale_x_y),
+                max_log_scale=max_log_scale_attr(op, max_log_scale))
+
+
+def check_constant_anchors(op: str, anchors: tf.Tensor, argument: str = "anchors") -> None:
+    """Where `anchors` (as the op gets them, in the features' dtype) are known now, the check the
+    kernel runs on their values (CheckYoloAnchors, with its message), so that a bad anchor of a
+    tf.function or a Keras layer is named when the graph is built, not when it first runs."""
+    if anchors.shape.rank != 2 or anchors.shape[1] != 2:
+        return  # a shape error (an empty [0, 2^62] too, which NumPy cannot hold): the core names it
+    value = tf.get_static_value(anchors)
+    if value is None:
+        return
+    for k, (w, h) in enumerate(np.asarray(value, np.float64)):
+        if not (w > 0 and h > 0 and math.isfinite(w) and math.isfinite(h)):
+            raise invalid_argument(op, f"{argument}[{k}]", "a finite, positive (width, height)", f"[{w:g}, {h:g}]")
 
 
 def yolo_decode(
@@ -67,6 +109,7 @@ def yolo_decode(
     box_format: str = "xyxy",
     normalized: bool = False,
     scale_x_y: float = 1.0,
+    max_log_scale: Optional[float] = None,
     name: Optional[str] = None,
 ) -> YoloDecodeResult:
     """Decodes one YOLO-v3 head output into boxes and class scores.
@@ -75,16 +118,25 @@ def yolo_decode(
       features: [B, H, W, A*(5+C)] (or [B, H, W, A, 5+C]) float16, bfloat16, float32 or float64;
         for anchor a the channels a*(5+C)+k hold tx, ty, tw, th (k=0..3), the objectness logit
         (k=4) and the class logits (the Darknet / yolov3-tf2 layout).
-      anchors: [A, 2] (width, height) in input pixels; cast to the dtype of features.
+      anchors: [A, 2] (width, height) in input pixels, finite and positive; cast to the dtype
+        of features.
       num_classes: C.
       input_size: [height, width] of the network input (an int for a square input); the strides
         are input_h / H and input_w / W.
       box_format: "xyxy", "yxyx" (what the tf.image NMS ops take) or "center_xywh".
       normalized: divide x by input_w and y by input_h (boxes in [0, 1]).
       scale_x_y: YOLO-v4's grid sensitivity (1: YOLO-v3).
+      max_log_scale: None (the default): bw = exp(tw) * anchor_w as written. A number clamps tw
+        and th there first, bw = exp(min(tw, max_log_scale)) * anchor_w, with no gradient above
+        it: `YOLO_MAX_LOG_SCALE` = log(1000 / 16) is torchvision's clamp (boxes at most 62.5
+        times their anchor), what this op did before it took the argument. A float32 attr.
 
     For the cell in column cx, row cy: bx = (scale_x_y * sigmoid(tx) - (scale_x_y - 1) / 2 + cx)
-    * stride_x (same for by), bw = exp(min(tw, YOLO_MAX_LOG_SCALE)) * anchor_w (same for bh).
+    * stride_x (same for by), bw = exp(tw) * anchor_w (same for bh), the plain formula of Darknet
+    and yolov3-tf2. Only where a box coordinate (after `normalized`) would pass the largest
+    finite value of the dtype (65504 for half, ~3.4e38 for float32; exp(tw) overflows float32 at
+    tw = 88.7) is it saturated at that value, with a zero gradient there (the derivative of the
+    saturated function); finite features thus always give finite boxes. NaN stays NaN.
 
     Returns:
       A YoloDecodeResult (boxes [B, N, 4], scores [B, N], class_indices [B, N] int32,
@@ -97,21 +149,24 @@ def yolo_decode(
 
     Raises:
       InvalidArgumentError: features neither [B, H, W, A*(5+C)] nor [B, H, W, A, 5+C] for the A
-        rows of anchors; a bad num_classes, input_size, box_format or scale_x_y.
+        rows of anchors; an anchor that is NaN, infinite or not positive (here when the anchors
+        are constant, else when the op runs); a bad num_classes, input_size, box_format,
+        scale_x_y or max_log_scale (NaN, -inf).
     """
-    attrs = decode_attrs(_OP, num_classes, input_size, box_format, normalized, scale_x_y)
+    attrs = decode_attrs(_OP, num_classes, input_size, box_format, normalized, scale_x_y, max_log_scale)
     features = to_tensor(_OP, "features", features)
     check_dtype(_OP, "features", features, FLOAT_DTYPES)
     anchors = to_tensor(_OP, "anchors", anchors)
     if not (anchors.dtype.is_floating or anchors.dtype.is_integer):
         raise invalid_argument(_OP, "anchors", "a float or integer tensor", anchors.dtype.name)
     anchors = tf.cast(anchors, features.dtype)
+    check_constant_anchors(_OP, anchors)
     return YoloDecodeResult(*lib().opforge_yolo_decode(features, anchors, name=name, **attrs))
 
 
 def _attrs_of(op) -> dict:
     return {k: op.get_attr(k) for k in ("num_classes", "input_size", "box_format", "normalized",
-                                        "scale_x_y")}
+                                        "scale_x_y", "max_log_scale")}
 
 
 @tf.RegisterGradient("Opforge>YoloDecode")
@@ -134,11 +189,21 @@ def _sigmoid(x):
         return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype)
 
 
+def _bound(max_log_scale):
+    """The clamp as the op applies it (a float32 attr), or None."""
+    return None if max_log_scale is None or max_log_scale == math.inf else float(np.float32(max_log_scale))
+
+
 def numpy_yolo_decode(features, anchors, num_classes, input_size, box_format="xyxy",
-                      normalized=False, scale_x_y=1.0):
+                      normalized=False, scale_x_y=1.0, max_log_scale=None):
     """An independent NumPy reference, computed in float32 for half, bfloat16 and float32 (as
-    the op does) and in float64 for float64; outputs in the dtype of features."""
-    out_dtype = features.dtype
+    the op does) and in float64 for float64, outputs in the dtype of features: the plain formula
+    bw = exp(tw) * anchor_w (/ input_w); where that overflows the compute type though tw is
+    finite, the size in extended precision (np.longdouble, whose range holds exp of any float32
+    and of float64 up to 11356) rounded once, so that a size the dtype holds is never lost to an
+    overflow of exp alone; every coordinate saturated at the dtype's largest finite value (NaN
+    stays NaN)."""
+    out_dtype = tf.as_dtype(features.dtype)
     f = np.asarray(tf.cast(features, tf.float64 if out_dtype == tf.float64 else tf.float32))
     a = np.asarray(tf.cast(anchors, f.dtype))
     ct = f.dtype.type
@@ -153,14 +218,23 @@ def numpy_yolo_decode(features, anchors, num_classes, input_size, box_format="xy
     offset = (scale - ct(1)) / ct(2)
     cx = np.arange(w, dtype=f.dtype)[None, None, :, None]
     cy = np.arange(h, dtype=f.dtype)[None, :, None, None]
-    bound = ct(YOLO_MAX_LOG_SCALE)
+    bound = _bound(max_log_scale)
+    largest = ct(out_dtype.max)
+    ld = np.longdouble
     with np.errstate(over="ignore", invalid="ignore"):
         bx = (scale * _sigmoid(f[..., 0]) - offset + cx) * stride_x
         by = (scale * _sigmoid(f[..., 1]) - offset + cy) * stride_y
-        bw = np.exp(np.where(f[..., 2] > bound, bound, f[..., 2])) * a[:, 0]
-        bh = np.exp(np.where(f[..., 3] > bound, bound, f[..., 3])) * a[:, 1]
+        twh = f[..., 2:4]
+        if bound is not None:
+            twh = np.where(twh > ct(bound), ct(bound), twh)
+        divisor = np.array([in_w, in_h] if normalized else [1, 1], f.dtype)
+        bwh = np.exp(twh) * a / divisor
+        overflow = np.isinf(bwh) & np.isfinite(twh)
+        exact = (np.exp(twh.astype(ld)) * a.astype(ld) / divisor.astype(ld)).astype(f.dtype)
+        bwh = np.where(overflow, exact, bwh)
         if normalized:
-            bx, bw, by, bh = bx / in_w, bw / in_w, by / in_h, bh / in_h
+            bx, by = bx / in_w, by / in_h
+        bw, bh = bwh[..., 0], bwh[..., 1]
         hw, hh = bw / ct(2), bh / ct(2)
         if box_format == "xyxy":
             boxes = np.stack([bx - hw, by - hh, bx + hw, by + hh], -1)
@@ -168,6 +242,7 @@ def numpy_yolo_decode(features, anchors, num_classes, input_size, box_format="xy
             boxes = np.stack([by - hh, bx - hw, by + hh, bx + hw], -1)
         else:
             boxes = np.stack([bx, by, bw, bh], -1)
+        boxes = np.clip(boxes, -largest, largest)  # NaN stays NaN
         class_scores = _sigmoid(f[..., 4:5]) * _sigmoid(f[..., 5:])
     n = h * w * na
     boxes = tf.cast(boxes.reshape(b, n, 4), out_dtype)
@@ -179,10 +254,9 @@ def numpy_yolo_decode(features, anchors, num_classes, input_size, box_format="xy
                             class_scores)
 
 
-def tf_yolo_decode(features, anchors, num_classes, input_size, box_format="xyxy", normalized=False,
-                   scale_x_y=1.0):
-    """The same maths written with TensorFlow ops (the way yolov3-tf2's `yolo_boxes` and
-    `yolo_nms` do it): the rival of the speed benchmarks, and the decode of the `ops="tf"` models."""
+def _tf_parts(features, anchors, num_classes, input_size, normalized, scale_x_y, max_log_scale):
+    """yolov3-tf2's decode up to the box sizes, in TensorFlow ops: the centres (normalised when
+    asked), tw and th (clamped when asked), the anchors and the divisor of the sizes."""
     dtype = features.dtype
     if isinstance(input_size, int):
         input_size = (input_size, input_size)
@@ -198,20 +272,63 @@ def tf_yolo_decode(features, anchors, num_classes, input_size, box_format="xyxy"
     stride = size_xy / tf.cast(tf.stack([w, h]), dtype)
     scale = tf.cast(np.float32(scale_x_y), dtype)  # a float attr of the op, float64 maths or not
     bxy = (scale * tf.sigmoid(txy) - (scale - 1) / 2 + grid) * stride
-    bwh = tf.exp(tf.minimum(twh, tf.constant(YOLO_MAX_LOG_SCALE, dtype))) * anchors
+    bound = _bound(max_log_scale)
+    if bound is not None:
+        twh = tf.minimum(twh, tf.constant(bound, dtype))
+    divisor = size_xy if normalized else tf.ones([2], dtype)
     if normalized:
-        bxy, bwh = bxy / size_xy, bwh / size_xy
+        bxy = bxy / size_xy
+    class_scores = tf.reshape(tf.sigmoid(obj) * tf.sigmoid(cls), tf.stack([b, h * w * na, num_classes]))
+    return bxy, twh, anchors, divisor, class_scores, tf.stack([b, h * w * na, 4])
+
+
+def _corners(box_format, bxy, bwh):
     if box_format == "center_xywh":
-        boxes = tf.concat([bxy, bwh], -1)
-    else:
-        lo, hi = bxy - bwh / 2, bxy + bwh / 2
-        boxes = tf.concat([lo, hi], -1) if box_format == "xyxy" else tf.concat(
-            [lo[..., ::-1], hi[..., ::-1]], -1)
-    class_scores = tf.sigmoid(obj) * tf.sigmoid(cls)
-    n = h * w * na
-    class_scores = tf.reshape(class_scores, tf.stack([b, n, num_classes]))
-    return YoloDecodeResult(tf.reshape(boxes, tf.stack([b, n, 4])), tf.reduce_max(class_scores, -1),
+        return tf.concat([bxy, bwh], -1)
+    lo, hi = bxy - bwh / 2, bxy + bwh / 2
+    return tf.concat([lo, hi], -1) if box_format == "xyxy" else tf.concat([lo[..., ::-1], hi[..., ::-1]], -1)
+
+
+def _result(boxes, class_scores, boxes_shape):
+    return YoloDecodeResult(tf.reshape(boxes, boxes_shape), tf.reduce_max(class_scores, -1),
                             tf.argmax(class_scores, -1, output_type=tf.int32), class_scores)
+
+
+def tf_yolo_decode(features, anchors, num_classes, input_size, box_format="xyxy", normalized=False,
+                   scale_x_y=1.0, max_log_scale=None):
+    """The same maths written with TensorFlow ops the way yolov3-tf2's `yolo_boxes` and
+    `yolo_nms` do it, bw = exp(tw) * anchor_w (tw clamped first where max_log_scale is given):
+    the rival of the speed benchmarks, and the decode of the `ops="tf"` models. Unlike the op it
+    does not saturate: a box beyond the dtype's range is inf, and its gradient NaN."""
+    bxy, twh, anchors, divisor, class_scores, shape = _tf_parts(
+        features, anchors, num_classes, input_size, normalized, scale_x_y, max_log_scale)
+    bwh = tf.exp(twh) * anchors / divisor if normalized else tf.exp(twh) * anchors
+    return _result(_corners(box_format, bxy, bwh), class_scores, shape)
+
+
+def saturating_tf_yolo_decode(features, anchors, num_classes, input_size, box_format="xyxy",
+                              normalized=False, scale_x_y=1.0, max_log_scale=None):
+    """`tf_yolo_decode` with the op's saturation, in TensorFlow ops so that its autodiff gradient
+    is exact too (the spec's answer for inf and NaN inputs): a coordinate beyond the dtype's
+    largest finite value is that value, with no gradient; a size every coordinate of which
+    saturated is computed from tw = 0 for the gradient's sake (tf.where passes 0 * inf = NaN
+    otherwise)."""
+    bxy, twh, anchors, divisor, class_scores, shape = _tf_parts(
+        features, anchors, num_classes, input_size, normalized, scale_x_y, max_log_scale)
+    largest = tf.constant(features.dtype.max, features.dtype)
+    raw = tf.stop_gradient(_corners(box_format, bxy, tf.exp(twh) * anchors / divisor))
+    saturated = tf.abs(raw) > largest  # NaN: False
+    # Per size (w, h): every coordinate it moves saturated.
+    if box_format == "center_xywh":
+        dead = saturated[..., 2:4]
+    elif box_format == "xyxy":
+        dead = saturated[..., 0:2] & saturated[..., 2:4]
+    else:
+        dead = (saturated[..., 0:2] & saturated[..., 2:4])[..., ::-1]
+    safe = tf.where(dead, tf.zeros_like(twh), twh)
+    boxes = _corners(box_format, bxy, tf.exp(safe) * anchors / divisor)
+    boxes = tf.where(saturated, tf.sign(raw) * largest, boxes)
+    return _result(boxes, class_scores, shape)
 
 
 # --- spec ---------------------------------------------------------------------------------------
@@ -245,6 +362,15 @@ def _yolo_speed_inputs(size, seed=0):
         shapes = [(b,) + s[1:] for s in shapes]
     feats = [tf.random.normal(s, seed=seed + i) for i, s in enumerate(shapes)]
     return shapes, feats
+
+
+def _saturating_features():
+    """Features [1, 2, 3, 2 * 7] whose tw, th are far past every dtype's range (800 overflows
+    float64's exp, 1e4 every one) or far below it (box sizes 0), the rest ~N(0, 1)."""
+    f = np.random.default_rng(8).normal(size=(1, 2, 3, 2, 7))
+    f[..., 2] = np.array([800.0, 1e4, -800.0, 2.0, 1e4, 0.5]).reshape(1, 2, 3)[..., None]
+    f[..., 3] = np.array([-1.0, 800.0, 1e4, 800.0, -1e4, 3.0]).reshape(1, 2, 3)[..., None]
+    return f.reshape(1, 2, 3, 14)
 
 
 YOLOV3_SPEED_ANCHORS = np.array([(10, 13), (16, 30), (33, 23), (30, 61), (62, 45), (59, 119),
@@ -294,14 +420,19 @@ SPECS = (
         op=yolo_decode,
         reference=numpy_yolo_decode,
         reference_name="NumPy (the formulas, float32 / float64)",
-        exact_reference=tf_yolo_decode,
+        exact_reference=saturating_tf_yolo_decode,
         dtypes=FLOAT_DTYPES,
         cases=tuple(_case(i, *g) for i, g in enumerate(_GEOMETRIES)) + (
             _case(9, (1, 2, 2, 2 * 8), 2, 3, (40, 40), {}, specials=True),
-            # Large logits: the clamp and the saturating sigmoid.
-            Case("large logits", (Sample((1, 2, 3, 8), seed=7, scale=60.0),
-                                  Sample((1, 2), values=(12.0, 20.0), differentiable=False)),
-                 dict(num_classes=3, input_size=(64, 48))),
+            # Large logits: torchvision's clamp (max_log_scale given) and the saturating sigmoid.
+            Case("large logits, clamped", (Sample((1, 2, 3, 8), seed=7, scale=60.0),
+                                           Sample((1, 2), values=(12.0, 20.0), differentiable=False)),
+                 dict(num_classes=3, input_size=(64, 48), max_log_scale=YOLO_MAX_LOG_SCALE)),
+            # No clamp: sizes past every dtype's range saturate at its largest value.
+            Case("saturated boxes", (Sample((1, 2, 3, 2 * 7), values=_saturating_features(),
+                                            differentiable=False),
+                                     Sample((2, 2), values=((12.0, 20.0), (30.0, 61.0)), differentiable=False)),
+                 dict(num_classes=2, input_size=(64, 48), normalized=True)),
         ),
         # Boxes in pixels (up to a few hundred): a few float32 ulps; half and bfloat16 one ulp of
         # their own at that size; class_indices must match exactly (max_error counts 1 per class).
@@ -313,6 +444,17 @@ SPECS = (
                  dict(num_classes=2, input_size=(64, 96), box_format=fmt, normalized=norm,
                       scale_x_y=1.1))
             for k, (fmt, norm) in enumerate((("xyxy", False), ("yxyx", True), ("center_xywh", False)))
+        ) + (
+            # tw, th ~ N(0, 3): past the old clamp at log(62.5), where the gradient is now exp(tw)
+            # * anchor_w (normalised: boxes small enough for float64 differences at 1e-6).
+            Case("center_xywh normalized, no clamp",
+                 (Sample((1, 2, 3, 2 * 7), seed=44, scale=3.0),
+                  Sample((2, 2), values=((10.0, 14.0), (23.0, 27.0)), differentiable=False)),
+                 dict(num_classes=2, input_size=(64, 96), box_format="center_xywh", normalized=True)),
+            Case("xyxy normalized, clamped",
+                 (Sample((1, 2, 3, 2 * 7), seed=45, scale=3.0),
+                  Sample((2, 2), values=((10.0, 14.0), (23.0, 27.0)), differentiable=False)),
+                 dict(num_classes=2, input_size=(64, 96), normalized=True, max_log_scale=YOLO_MAX_LOG_SCALE)),
         ),
         gradient_tolerance=1e-6,
         gradient_delta=1e-6,
@@ -363,6 +505,30 @@ SPECS = (
             "scale_x_y below 1": BadInput(
                 "opforge.ops.yolo_decode(tf.ones([1, 2, 2, 21]), tf.ones([3, 2]), 2, 64, scale_x_y=0.5)",
                 ("scale_x_y", ">= 1", "0.5")),
+            "max_log_scale NaN": BadInput(
+                "opforge.ops.yolo_decode(tf.ones([1, 2, 2, 21]), tf.ones([3, 2]), 2, 64, max_log_scale=float('nan'))",
+                ("YoloDecode", "max_log_scale", "+inf (no clamp)", "got nan")),
+            "max_log_scale -inf": BadInput(
+                "opforge.ops.yolo_decode(tf.ones([1, 2, 2, 21]), tf.ones([3, 2]), 2, 64, max_log_scale=float('-inf'))",
+                ("YoloDecode", "max_log_scale", "got -inf")),
+            "max_log_scale string": BadInput(
+                "opforge.ops.yolo_decode(tf.ones([1, 2, 2, 21]), tf.ones([3, 2]), 2, 64, max_log_scale='4')",
+                ("YoloDecode", "max_log_scale", "None (no clamp) or a number", "'4'")),
+            "max_log_scale beyond float32": BadInput(
+                "opforge.ops.yolo_decode(tf.ones([1, 2, 2, 21]), tf.ones([3, 2]), 2, 64, max_log_scale=1e39)",
+                ("YoloDecode", "max_log_scale", "float32 range", "1e+39")),
+            "anchors NaN": BadInput(
+                "opforge.ops.yolo_decode(tf.ones([1, 2, 2, 14]), [[10.0, 13.0], [float('nan'), 30.0]], 2, 64)",
+                ("YoloDecode", "anchors[1]", "finite, positive", "[nan, 30]")),
+            "anchors not positive, at run time": BadInput(
+                "tf.function(lambda a: opforge.ops.yolo_decode(tf.ones([1, 2, 2, 14]), a, 2, 64))"
+                "(tf.constant([[10.0, 13.0], [16.0, 0.0]]))",
+                ("YoloDecode", "anchors[1]", "finite, positive", "[16, 0]")),
+            "grad anchors inf": BadInput(
+                "lib().opforge_yolo_decode_grad(tf.ones([1, 8, 4]), tf.ones([1, 8]), tf.ones([1, 8, 2]), "
+                "tf.ones([1, 2, 2, 14]), tf.constant([[10.0, 13.0], [float('inf'), 3.0]]), num_classes=2, "
+                "input_size=[64, 64])",
+                ("YoloDecodeGrad", "anchors[1]", "finite, positive", "[inf, 3]")),
             "features int": BadInput(
                 "opforge.ops.yolo_decode(tf.ones([1, 2, 2, 21], tf.int32), tf.ones([3, 2]), 2, 64)",
                 ("features", "int32")),

@@ -12,7 +12,8 @@ import tensorflow as tf
 from opforge.ops._common import check_dtype, invalid_argument, lib, short_repr, to_tensor
 from opforge.ops.combined_non_max_suppression import CombinedNonMaxSuppressionResult, _scalar
 from opforge.ops.combined_non_max_suppression import tf_reference as _tf_nms_reference
-from opforge.ops.yolo_decode import YOLOV3_SPEED_ANCHORS, YOLOV3_SPEED_MASKS, decode_attrs, numpy_yolo_decode, tf_yolo_decode
+from opforge.ops.yolo_decode import (YOLO_MAX_LOG_SCALE, YOLOV3_SPEED_ANCHORS, YOLOV3_SPEED_MASKS,
+                                    check_constant_anchors, decode_attrs, numpy_yolo_decode, tf_yolo_decode)
 from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun
 
 __all__ = ["yolo_postprocess", "tf_yolo_postprocess", "yolo_like_heads"]
@@ -25,7 +26,8 @@ _OP = "YoloPostprocess"
 
 
 def _anchor_tables(anchors, anchor_masks, scales: int):
-    """anchors [K, 2] and one mask per scale -> a list of [A, 2] arrays; errors name the argument."""
+    """anchors [K, 2] and one mask per scale -> the [K, 2] table and a list of [A, 2] arrays;
+    errors name the argument."""
     try:
         table = np.asarray(anchors, dtype=np.float64)
     except (TypeError, ValueError, OverflowError):
@@ -45,7 +47,7 @@ def _anchor_tables(anchors, anchor_masks, scales: int):
     if len(masks) != scales:
         raise invalid_argument(_OP, "anchor_masks", f"one list per head map ({scales})",
                                f"{len(masks)} lists")
-    return [table[m] for m in masks]
+    return table, [table[m] for m in masks]
 
 
 def yolo_postprocess(
@@ -61,13 +63,14 @@ def yolo_postprocess(
     soft_nms_sigma: float = 0.0,
     scale_x_y: float = 1.0,
     clip_boxes: bool = True,
+    max_log_scale: Optional[float] = None,
     name: Optional[str] = None,
 ) -> CombinedNonMaxSuppressionResult:
     """A YOLO head's raw output maps (one per scale) to final detections, in one op.
 
     The result is, bit for bit, that of
     `yolo_decode(features_s, anchors[anchor_masks[s]], num_classes, input_size, "xyxy",
-    normalized=True, scale_x_y)` for every scale, boxes and class_scores concatenated over the
+    normalized=True, scale_x_y, max_log_scale)` for every scale, boxes and class_scores concatenated over the
     scales (in the order given), then `combined_non_max_suppression(boxes[:, :, None],
     class_scores, max_detections_per_class, max_detections, iou_threshold, score_threshold,
     clip_boxes=clip_boxes, soft_nms_sigma=soft_nms_sigma)`. It is faster because a box's class
@@ -78,7 +81,7 @@ def yolo_postprocess(
     Args:
       head_outputs: a list of maps [B, H, W, A*(5+C)] (or [B, H, W, A, 5+C]), float16,
         bfloat16, float32 or float64 (float64 maps are decoded in float32), the same B.
-      anchors: [K, 2] (width, height) in input pixels.
+      anchors: [K, 2] (width, height) in input pixels, finite and positive.
       anchor_masks: per map, the indices of its anchors (YOLO-v3: [[6, 7, 8], [3, 4, 5],
         [0, 1, 2]] for the 13, 26 and 52 grids).
       num_classes: C.
@@ -87,6 +90,8 @@ def yolo_postprocess(
         clip_boxes: those of `combined_non_max_suppression` (max_total_size,
         max_output_size_per_class, ...).
       scale_x_y: YOLO-v4's grid sensitivity (1: YOLO-v3).
+      max_log_scale: None (the default): box sizes exp(tw) * anchor_w as written; a number
+        clamps tw, th there first (`YOLO_MAX_LOG_SCALE`: torchvision's clamp). See `yolo_decode`.
 
     Returns:
       A CombinedNonMaxSuppressionResult: nmsed_boxes [B, D, 4] as normalised (x1, y1, x2, y2),
@@ -105,8 +110,10 @@ def yolo_postprocess(
     if maps[0].dtype == tf.float64:
         maps = [tf.cast(m, tf.float32) for m in maps]
     dtype = maps[0].dtype
-    tables = [tf.constant(t, dtype) for t in _anchor_tables(anchors, anchor_masks, len(maps))]
-    attrs = decode_attrs(_OP, num_classes, input_size, "xyxy", True, scale_x_y)
+    table, per_map = _anchor_tables(anchors, anchor_masks, len(maps))
+    check_constant_anchors(_OP, tf.constant(table, dtype))  # as the op gets them: in its dtype
+    tables = [tf.constant(t, dtype) for t in per_map]
+    attrs = decode_attrs(_OP, num_classes, input_size, "xyxy", True, scale_x_y, max_log_scale)
     if not isinstance(clip_boxes, bool):
         raise invalid_argument(_OP, "clip_boxes", "a Python bool", repr(clip_boxes))
     out = lib().opforge_yolo_postprocess(
@@ -117,7 +124,7 @@ def yolo_postprocess(
         _scalar("score_threshold", score_threshold, tf.float32, _OP),
         _scalar("soft_nms_sigma", soft_nms_sigma, tf.float32, _OP),
         num_classes=attrs["num_classes"], input_size=attrs["input_size"], scale_x_y=attrs["scale_x_y"],
-        clip_boxes=clip_boxes, name=name)
+        max_log_scale=attrs["max_log_scale"], clip_boxes=clip_boxes, name=name)
     return CombinedNonMaxSuppressionResult(*out)
 
 
@@ -127,11 +134,11 @@ tf.no_gradient("Opforge>YoloPostprocess")
 # --- the reference and the rival ---------------------------------------------------------------
 
 
-def _concat_decoded(decode, maps, anchors, anchor_masks, num_classes, input_size, scale_x_y):
+def _concat_decoded(decode, maps, anchors, anchor_masks, num_classes, input_size, scale_x_y, max_log_scale=None):
     boxes, scores = [], []
     for f, m in zip(maps, anchor_masks):
         out = decode(f, np.asarray(anchors, np.float64)[list(m)], num_classes, input_size, box_format="xyxy",
-                     normalized=True, scale_x_y=scale_x_y)
+                     normalized=True, scale_x_y=scale_x_y, max_log_scale=max_log_scale)
         boxes.append(out.boxes)
         scores.append(out.class_scores)
     return tf.concat(boxes, 1)[:, :, None, :], tf.concat(scores, 1)
@@ -139,14 +146,14 @@ def _concat_decoded(decode, maps, anchors, anchor_masks, num_classes, input_size
 
 def tf_yolo_postprocess(head_outputs, anchors, anchor_masks, num_classes, input_size, max_detections=100,
                         max_detections_per_class=100, iou_threshold=0.5, score_threshold=0.5,
-                        soft_nms_sigma=0.0, scale_x_y=1.0, clip_boxes=True):
+                        soft_nms_sigma=0.0, scale_x_y=1.0, clip_boxes=True, max_log_scale=None):
     """The same with TensorFlow ops, as yolov3-tf2's `yolo_boxes` + `yolo_nms` write it:
     `tf_yolo_decode` per scale, concatenated, `tf.image.combined_non_max_suppression` (hard NMS
     only). The rival of the speed benchmarks and the post-processing of `ops="tf"` models."""
     if soft_nms_sigma:
         raise ValueError("tf_yolo_postprocess: tf.image.combined_non_max_suppression has no soft-NMS")
     boxes, scores = _concat_decoded(tf_yolo_decode, head_outputs, anchors, anchor_masks, num_classes, input_size,
-                                    scale_x_y)
+                                    scale_x_y, max_log_scale)
     r = tf.image.combined_non_max_suppression(boxes, scores, max_detections_per_class, max_detections,
                                               iou_threshold, score_threshold, clip_boxes=clip_boxes)
     return CombinedNonMaxSuppressionResult(*r)
@@ -154,12 +161,12 @@ def tf_yolo_postprocess(head_outputs, anchors, anchor_masks, num_classes, input_
 
 def numpy_tf_reference(*maps, anchors, anchor_masks, num_classes, input_size, max_detections=100,
                        max_detections_per_class=100, iou_threshold=0.5, score_threshold=0.5, soft_nms_sigma=0.0,
-                       scale_x_y=1.0, clip_boxes=True):
+                       scale_x_y=1.0, clip_boxes=True, max_log_scale=None):
     """The spec's reference: the NumPy decode (`numpy_yolo_decode`) of every map, concatenated,
     then TensorFlow's NMS (`combined_non_max_suppression.tf_reference`: tf.image's combined NMS,
     or its soft-NMS per class)."""
     boxes, scores = _concat_decoded(numpy_yolo_decode, maps, anchors, anchor_masks, num_classes, input_size,
-                                    scale_x_y)
+                                    scale_x_y, max_log_scale)
     return _tf_nms_reference(boxes, scores, max_detections_per_class, max_detections, iou_threshold,
                              score_threshold, clip_boxes=clip_boxes, soft_nms_sigma=soft_nms_sigma)
 
@@ -249,6 +256,9 @@ SPECS = (
             _case("nothing above threshold", 2, ((3, 3),), 2, 5, 96, ((0, 1),), obj_mean=-20.0,
                   max_detections=5),
             _case("batch 0", 0, ((2, 2), (4, 4)), 2, 6, 64, _MASKS2, max_detections=4),
+            _case("torchvision's clamp", 2, ((2, 3), (4, 6)), 3, 7, (64, 96), _MASKS2,
+                  max_detections=10, max_detections_per_class=5, score_threshold=0.3,
+                  max_log_scale=YOLO_MAX_LOG_SCALE),
         ),
         forward_tolerance={"float32": 1e-6, "float16": 1e-3, "bfloat16": 8e-3},
         differentiable=False,
@@ -308,6 +318,16 @@ SPECS = (
             "int maps": BadInput(
                 "opforge.ops.yolo_postprocess([tf.ones([1, 2, 2, 7], tf.int32)], [[10, 13]], [[0]], 2, 64)",
                 ("head_outputs[0]", "int32")),
+            "anchors NaN": BadInput(
+                "opforge.ops.yolo_postprocess([tf.ones([1, 2, 2, 7])], [[10, float('nan')]], [[0]], 2, 64)",
+                ("YoloPostprocess", "anchors[0]", "finite, positive", "[10, nan]")),
+            "anchors zero": BadInput(
+                "opforge.ops.yolo_postprocess([tf.ones([1, 2, 2, 7])], [[10, 13], [0, 4]], [[1]], 2, 64)",
+                ("YoloPostprocess", "anchors[1]", "finite, positive", "[0, 4]")),
+            "max_log_scale NaN": BadInput(
+                "opforge.ops.yolo_postprocess([tf.ones([1, 2, 2, 7])], [[10, 13]], [[0]], 2, 64, "
+                "max_log_scale=float('nan'))",
+                ("YoloPostprocess", "max_log_scale", "got nan")),
             "clip not bool": BadInput(
                 "opforge.ops.yolo_postprocess([tf.ones([1, 2, 2, 7])], [[10, 13]], [[0]], 2, 64, clip_boxes=1)",
                 ("clip_boxes", "bool", "1")),
