@@ -69,8 +69,10 @@ demo: build
 	$(VENV)/bin/opforge yolo demo --out demo_out
 
 # The framework-free core with its GoogleTest suite under AddressSanitizer and UBSan, at -O1 with
-# line tables only (what ASan's documentation recommends): measured on the 2-core EPYC, 2.8x less
-# compile time per file than -O2 -g, for the same checks.
+# line tables only (what ASan's documentation recommends), for the same checks. Measured on the
+# 2-core EPYC: common/broadcast.cc compiles in 2.45 s against 6.85 s at -O2 -g, and the whole
+# sanitizer build of a fresh clone took about 4.5 min against about 13 (that one with other builds
+# sharing the cores).
 SANITIZE_FLAGS := -O1 -g1 -DNDEBUG
 core-test: deps
 	mkdir -p build

@@ -13,7 +13,6 @@
 # since opforge's layers refuse Keras 2 at import (tests/test_keras_versions.py).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-ROOT=$(pwd)
 PYTHON=${PYTHON:-python3}
 TF_VERSIONS=${TF_VERSIONS:?TF_VERSIONS, e.g. "2.16.2 2.17.1 2.18.1 2.19.1 2.20.0 2.21.0"}
 PYTEST_ARGS=${PYTEST_ARGS:-}
