@@ -1,6 +1,5 @@
 #include "common/tf_glue.h"
 
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <cmath>
@@ -19,16 +18,6 @@
 
 namespace opforge {
 
-double FloatAttrAsWritten(float value) {
-  if (!std::isfinite(value)) return static_cast<double>(value);
-  char text[32];
-  for (int digits = 1; digits <= 9; ++digits) {
-    std::snprintf(text, sizeof(text), "%.*g", digits, static_cast<double>(value));
-    const double decimal = std::strtod(text, nullptr);
-    if (static_cast<float>(decimal) == value) return decimal;
-  }
-  return static_cast<double>(value);
-}
 
 // --- TensorFlow versions ------------------------------------------------------------------------
 // opforge builds against TensorFlow 2.16 to 2.21 (`make compat-check`). Every difference between
@@ -71,19 +60,6 @@ tensorflow::TensorShape ToTensorShape(const std::vector<int64_t>& dims) {
   return shape;
 }
 
-void AdviseHugePages(void* data, size_t bytes) {
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
-  if (bytes < 16 * kHuge) return;
-  const auto begin = reinterpret_cast<uintptr_t>(data);
-  const uintptr_t first = (begin + kHuge - 1) & ~(kHuge - 1);
-  const uintptr_t last = (begin + bytes) & ~(kHuge - 1);
-  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
-#else
-  (void)data;
-  (void)bytes;
-#endif
-}
 
 std::vector<int64_t> IntValues(const tensorflow::Tensor& tensor) {
   std::vector<int64_t> values(static_cast<size_t>(tensor.NumElements()));

@@ -1,8 +1,10 @@
 // The one Compute skeleton and the one registration macro of every TensorFlow binding.
 //
-// A binding (cc/ops/<op>/<op>_tf.cc) holds REGISTER_OP with its shape function, and for each
-// kernel a small op struct that says only what is particular to it; TfKernel<Op, Device, T>
-// does the rest: it reads the inputs into a TfCall (shapes, data pointers), lets the op
+// A binding (cc/ops/<op>/<op>_tf.cc) holds REGISTER_OP with its shape function and a
+// registration line per kernel; the kernel is a small op struct (cc/ops/<op>/<op>_op.h, no
+// TensorFlow header, common/op_call.h: the same struct runs in ONNX Runtime and LiteRT) that says
+// only what is particular to it; TfKernel<Op, Device, T> does the rest: it reads the inputs into
+// an OpCall (shapes, data pointers), lets the op
 // validate and declare its outputs, allocates them (forwarding an input's buffer where the op
 // allows it), returns early when every output is empty, and calls the op's CPU or GPU path.
 // Core errors become InvalidArgument (Internal for failed CUDA launches) with their messages.
@@ -14,17 +16,17 @@
 //       reader.Read("alpha", &attrs.alpha);  // GetAttr errors are reported by TfKernel
 //       return ValidateLeakyRelu(attrs);
 //     }
-//     Status Validate(TfCall& call, Params* params) const {  // per call; outputs in order
+//     Status Validate(OpCall& call, Params* params) const {  // per call; outputs in order
 //       *params = attrs;
 //       params->size = call.NumElements(0);
 //       call.Output(0, call.shape(0), {0});  // may write into input 0's buffer
 //       return Status::Ok();
 //     }
 //     template <typename T>
-//     void Cpu(const Params& p, const TfCall& call, const Parallel& parallel) const {
+//     void Cpu(const Params& p, const OpCall& call, const Parallel& parallel) const {
 //       LeakyReluForward<T>(p, call.in<T>(0), call.out<T>(0), nullptr, parallel);
 //     }
-//     Status Gpu(DType dtype, const Params& p, const TfCall& call, void* stream) const {
+//     Status Gpu(DType dtype, const Params& p, const OpCall& call, void* stream) const {
 //       return LeakyReluForwardGpu(dtype, p, call.in(0), call.out(0), nullptr, stream);
 //     }
 //   };
@@ -54,94 +56,48 @@
 #include <utility>
 #include <vector>
 
+#include "common/op_call.h"
 #include "common/tf_glue.h"
 #include "common/tf_shape.h"
 
 namespace opforge {
 
-// Reads a kernel's attrs at construction. GetAttr has OpKernelConstruction's signature (so an
-// attr reader templated on the context, shared with a shape function, accepts it); the first
-// error is kept and reported by TfKernel, so an op's Init may ignore it (Read).
-class AttrReader {
+// opforge's AttrSource (common/op_call.h) over TensorFlow's attrs: a kernel's
+// OpKernelConstruction, or a shape function's InferenceContext (both have GetAttr).
+template <typename Context>
+class TfAttrSource final : public AttrSource {
  public:
-  explicit AttrReader(tensorflow::OpKernelConstruction* context) : context_(context) {}
-
-  template <typename V>
-  absl::Status GetAttr(absl::string_view name, V* value) {
-    absl::Status s = context_->GetAttr(name, value);
-    if (status_.ok()) status_ = s;
-    return s;
+  explicit TfAttrSource(Context* context) : context_(context) {}
+  Status Get(std::string_view name, float* value) const override { return GetT(name, value); }
+  Status Get(std::string_view name, int64_t* value) const override { return GetT(name, value); }
+  Status Get(std::string_view name, bool* value) const override { return GetT(name, value); }
+  Status Get(std::string_view name, std::string* value) const override { return GetT(name, value); }
+  Status Get(std::string_view name, std::vector<int64_t>* value) const override {
+    return GetT(name, value);
   }
-  template <typename V>
-  void Read(absl::string_view name, V* value) {
-    GetAttr(name, value).IgnoreError();
+  Status Get(std::string_view name, std::vector<float>* value) const override {
+    return GetT(name, value);
   }
-  const absl::Status& status() const { return status_; }
 
  private:
-  tensorflow::OpKernelConstruction* context_;
-  absl::Status status_;
+  template <typename V>
+  Status GetT(std::string_view name, V* value) const {
+    const absl::Status s = context_->GetAttr(absl::string_view(name.data(), name.size()), value);
+    return s.ok() ? Status::Ok() : Status::Invalid(std::string(s.message()));
+  }
+  Context* context_;
 };
 
-// One call of a kernel, as the op struct sees it: its inputs, the outputs it declares, and
-// after allocation their buffers. Data pointers are null for empty tensors.
-class TfCall {
- public:
-  struct OutputSpec {
-    int index;
-    std::vector<int64_t> dims;
-    std::vector<int> forward;  // inputs whose buffer this output may take over
-  };
-
-  const std::vector<int64_t>& shape(int i) const { return shapes[static_cast<size_t>(i)]; }
-  int64_t NumElements(int i) const {
-    int64_t n = 1;
-    for (int64_t d : shape(i)) n *= d;
-    return n;
-  }
-  const void* in(int i) const { return inputs[static_cast<size_t>(i)]; }
-  template <typename T>
-  const T* in(int i) const {
-    return static_cast<const T*>(in(i));
-  }
-  void* out(int i) const { return outputs[static_cast<size_t>(i)]; }
-  template <typename T>
-  T* out(int i) const {
-    return static_cast<T*>(out(i));
-  }
-  size_t out_bytes(int i) const { return output_bytes[static_cast<size_t>(i)]; }
-
-  // Declares output `index` with shape `dims`. Outputs are allocated in the order declared; one
-  // with `forward` takes the buffer of the first of those inputs that has its shape and that
-  // nobody else holds (the kernel then writes in place), else a fresh one.
-  void Output(int index, std::vector<int64_t> dims, std::vector<int> forward = {}) {
-    declared.push_back({index, std::move(dims), std::move(forward)});
-  }
-
-  std::vector<std::vector<int64_t>> shapes;  // of every input
-  std::vector<int64_t> values;               // of the op's kValuesInput, if it has one
-  // The kernel's element type T: for a Validate that reads the values of a host-memory input
-  // (registered .HostMemory(...), so on the host on a GPU too) through an untyped pointer.
-  DType dtype = DType::kFloat;
-  std::vector<const void*> inputs;
-  std::vector<OutputSpec> declared;
-  std::vector<void*> outputs;  // indexed by output index
-  std::vector<size_t> output_bytes;
-  // Device scratch memory of a GPU path that asks for it (GpuScratchBytes), else null and 0.
-  void* scratch = nullptr;
-  int64_t scratch_bytes = 0;
-};
+// Runs an op's attr reader function (Status(AttrReader&)) in a shape function.
+template <typename Read>
+absl::Status ReadShapeAttrs(tensorflow::shape_inference::InferenceContext* c, Read&& read) {
+  TfAttrSource<tensorflow::shape_inference::InferenceContext> source(c);
+  AttrReader reader(source);
+  const Status s = read(reader);
+  return ToTfStatus(s.ok() ? reader.status() : s);
+}
 
 namespace internal {
-
-template <typename Op, typename = void>
-struct ValuesInputOf {
-  static constexpr int value = -1;
-};
-template <typename Op>
-struct ValuesInputOf<Op, std::void_t<decltype(Op::kValuesInput)>> {
-  static constexpr int value = Op::kValuesInput;
-};
 
 template <typename Op, typename = void>
 struct HasGpuScratch : std::false_type {};
@@ -156,14 +112,15 @@ template <typename Op, typename Device, typename T>
 class TfKernel final : public tensorflow::OpKernel {
  public:
   explicit TfKernel(tensorflow::OpKernelConstruction* context) : OpKernel(context) {
-    AttrReader reader(context);
+    TfAttrSource<tensorflow::OpKernelConstruction> source(context);
+    AttrReader reader(source);
     const Status status = op_.Init(reader);
-    OP_REQUIRES_OK(context, reader.status());
+    OPFORGE_OP_REQUIRES_OK(context, reader.status());
     OPFORGE_OP_REQUIRES_OK(context, status);
   }
 
   void Compute(tensorflow::OpKernelContext* context) override {
-    TfCall call;
+    OpCall call;
     call.dtype = DTypeOf<T>::value;
     const int num_inputs = context->num_inputs();
     call.shapes.reserve(static_cast<size_t>(num_inputs));
@@ -182,7 +139,7 @@ class TfKernel final : public tensorflow::OpKernel {
     call.outputs.assign(static_cast<size_t>(context->num_outputs()), nullptr);
     call.output_bytes.assign(call.outputs.size(), 0);
     bool any = false;
-    for (const TfCall::OutputSpec& spec : call.declared) {
+    for (const OpCall::OutputSpec& spec : call.declared) {
       tensorflow::Tensor* output = nullptr;
       const tensorflow::TensorShape shape = ToTensorShape(spec.dims);
       if (spec.forward.empty()) {
@@ -199,14 +156,7 @@ class TfKernel final : public tensorflow::OpKernel {
     if (!any) return;
 
     if constexpr (std::is_same_v<Device, CpuTag>) {
-      // An op whose CPU path checks input values (which Validate cannot read on a GPU) returns a
-      // Status from Cpu; the others return void.
-      using CpuResult = decltype(op_.template Cpu<T>(params, call, TfParallel(context)));
-      if constexpr (std::is_same_v<CpuResult, Status>) {
-        OPFORGE_OP_REQUIRES_OK(context, op_.template Cpu<T>(params, call, TfParallel(context)));
-      } else {
-        op_.template Cpu<T>(params, call, TfParallel(context));
-      }
+      OPFORGE_OP_REQUIRES_OK(context, internal::RunCpu<T>(op_, params, call, TfParallel(context)));
     } else {
 #if GOOGLE_CUDA
       tensorflow::Tensor scratch;  // held until the kernels are enqueued (see the top)

@@ -6,6 +6,7 @@
 
 #include "common/tf_kernel.h"
 #include "ops/bias_leaky_relu/bias_leaky_relu.h"
+#include "ops/bias_leaky_relu/bias_leaky_relu_op.h"
 
 namespace opforge {
 
@@ -54,29 +55,6 @@ REGISTER_OP("Opforge>BiasLeakyRelu")
     .Doc("leaky_relu(features + bias) over the last axis, in one pass.");
 
 namespace {
-
-struct BiasLeakyReluOp {
-  using Params = BiasLeakyReluParams;
-  float alpha = 0.2f;
-
-  Status Init(AttrReader& reader) {
-    reader.Read("alpha", &alpha);
-    return Status::Ok();
-  }
-  Status Validate(TfCall& call, Params* p) const {
-    p->alpha = alpha;
-    OPFORGE_RETURN_IF_ERROR(ValidateBiasLeakyRelu(call.shape(0), call.shape(1), p));
-    call.Output(0, call.shape(0), {0});
-    return Status::Ok();
-  }
-  template <typename T>
-  void Cpu(const Params& p, const TfCall& call, const Parallel& parallel) const {
-    BiasLeakyRelu<T>(p, call.in<T>(0), call.in<T>(1), call.out<T>(0), parallel);
-  }
-  Status Gpu(DType dtype, const Params& p, const TfCall& call, void* stream) const {
-    return BiasLeakyReluGpu(dtype, p, call.in(0), call.in(1), call.out(0), stream);
-  }
-};
 
 OPFORGE_REGISTER_KERNELS(Name("Opforge>BiasLeakyRelu"), BiasLeakyReluOp, OPFORGE_FLOAT_TYPES,
                          OPFORGE_FLOAT_TYPES)

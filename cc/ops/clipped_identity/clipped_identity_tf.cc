@@ -2,6 +2,7 @@
 // structs that TfKernel (common/tf_kernel.h) runs.
 #include "common/tf_kernel.h"
 #include "ops/clipped_identity/clipped_identity.h"
+#include "ops/clipped_identity/clipped_identity_op.h"
 
 namespace opforge {
 
@@ -38,52 +39,6 @@ REGISTER_OP("Opforge>ClippedIdentityGrad")
     .Doc("backprops = features outside [clip_min, clip_max] ? leak * gradients : gradients.");
 
 namespace {
-
-// The attrs of both kernels, validated once when the kernel is built.
-struct ClippedIdentityAttrs {
-  using Params = ClippedIdentityParams;
-  ClippedIdentityParams attrs;
-
-  Status Init(AttrReader& reader) {
-    reader.Read("clip_min", &attrs.clip_min);
-    reader.Read("clip_max", &attrs.clip_max);
-    reader.Read("leak", &attrs.leak);
-    return ValidateClippedIdentity(attrs);
-  }
-};
-
-struct ClippedIdentityOp : ClippedIdentityAttrs {
-  Status Validate(TfCall& call, Params* params) const {
-    *params = attrs;
-    params->size = call.NumElements(0);
-    call.Output(0, call.shape(0), {0});
-    return Status::Ok();
-  }
-  template <typename T>
-  void Cpu(const Params& p, const TfCall& call, const Parallel& parallel) const {
-    ClippedIdentityForward<T>(p, call.in<T>(0), call.out<T>(0), parallel);
-  }
-  Status Gpu(DType dtype, const Params& p, const TfCall& call, void* stream) const {
-    return ClippedIdentityForwardGpu(dtype, p, call.in(0), call.out(0), stream);
-  }
-};
-
-struct ClippedIdentityGradOp : ClippedIdentityAttrs {
-  Status Validate(TfCall& call, Params* params) const {
-    *params = attrs;
-    OPFORGE_RETURN_IF_ERROR(ValidateClippedIdentityGrad(*params, call.shape(0), call.shape(1)));
-    params->size = call.NumElements(0);
-    call.Output(0, call.shape(0), {0, 1});
-    return Status::Ok();
-  }
-  template <typename T>
-  void Cpu(const Params& p, const TfCall& call, const Parallel& parallel) const {
-    ClippedIdentityBackward<T>(p, call.in<T>(0), call.in<T>(1), call.out<T>(0), parallel);
-  }
-  Status Gpu(DType dtype, const Params& p, const TfCall& call, void* stream) const {
-    return ClippedIdentityBackwardGpu(dtype, p, call.in(0), call.in(1), call.out(0), stream);
-  }
-};
 
 OPFORGE_REGISTER_KERNELS(Name("Opforge>ClippedIdentity"), ClippedIdentityOp, OPFORGE_FLOAT_TYPES,
                          OPFORGE_FLOAT_TYPES)

@@ -7,6 +7,7 @@
 
 #include "common/tf_kernel.h"
 #include "ops/combined_non_max_suppression/combined_non_max_suppression.h"
+#include "ops/combined_non_max_suppression/combined_non_max_suppression_op.h"
 
 namespace opforge {
 
@@ -16,6 +17,9 @@ using shape_inference::InferenceContext;
 using shape_inference::ShapeHandle;
 
 namespace {
+
+using namespace combined_non_max_suppression_op;  // NOLINT: the op's constants and attr reader,
+                                                  // shared with its kernels
 
 constexpr char kOp[] = "CombinedNonMaxSuppression";
 
@@ -74,38 +78,6 @@ REGISTER_OP("Opforge>CombinedNonMaxSuppression")
         "classes merged by score: tf.image.combined_non_max_suppression's outputs.");
 
 namespace {
-
-struct CombinedNmsOp {
-  using Params = CombinedNmsParams;
-  bool pad_per_class = false;
-  bool clip_boxes = true;
-
-  Status Init(AttrReader& reader) {
-    reader.Read("pad_per_class", &pad_per_class);
-    reader.Read("clip_boxes", &clip_boxes);
-    return Status::Ok();
-  }
-  // The kernel runs on the CPU only, so the scalar inputs are host memory here.
-  Status Validate(TfCall& call, Params* p) const {
-    p->pad_per_class = pad_per_class;
-    p->clip_boxes = clip_boxes;
-    OPFORGE_RETURN_IF_ERROR(ValidateCombinedNms(
-        call.shape(0), call.shape(1),
-        {call.shape(2), call.shape(3), call.shape(4), call.shape(5), call.shape(6)}, p));
-    nms_binding::ReadScalars(call, 2, p);
-    OPFORGE_RETURN_IF_ERROR(ValidateCombinedNmsValues(*p));
-    nms_binding::DeclareOutputs(call, p->batch, p->max_detections());
-    return Status::Ok();
-  }
-  template <typename T>
-  void Cpu(const Params& p, const TfCall& call, const Parallel& parallel) const {
-    CombinedNms<T>(p, call.in<T>(0), call.in<T>(1), call.out<T>(0), call.out<T>(1),
-                   call.out<float>(2), call.out<int32_t>(3), parallel);
-  }
-  Status Gpu(DType, const Params&, const TfCall&, void*) const {
-    return Status::Internal("CombinedNonMaxSuppression has no GPU kernel");
-  }
-};
 
 OPFORGE_REGISTER_KERNELS(Name("Opforge>CombinedNonMaxSuppression"), CombinedNmsOp,
                          OPFORGE_NMS_TYPES, OPFORGE_NO_TYPES)

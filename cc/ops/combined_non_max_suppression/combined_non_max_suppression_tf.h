@@ -1,11 +1,12 @@
 // Binding pieces shared by the ops whose outputs are CombinedNonMaxSuppression's
 // (CombinedNonMaxSuppression, YoloPostprocess): the output shapes from the shape function's
-// inputs, and the five scalar inputs read into the params. Included by *_tf.cc files only.
+// inputs (the op structs' helpers are in combined_non_max_suppression_op.h). Included by *_tf.cc
+// files only.
 #ifndef OPFORGE_OPS_COMBINED_NON_MAX_SUPPRESSION_COMBINED_NON_MAX_SUPPRESSION_TF_H_
 #define OPFORGE_OPS_COMBINED_NON_MAX_SUPPRESSION_COMBINED_NON_MAX_SUPPRESSION_TF_H_
 
 #include "common/tf_kernel.h"
-#include "ops/combined_non_max_suppression/combined_non_max_suppression.h"
+#include "ops/combined_non_max_suppression/combined_non_max_suppression_op.h"
 
 namespace opforge {
 namespace nms_binding {
@@ -39,23 +40,6 @@ inline void SetOutputShapes(tensorflow::shape_inference::InferenceContext* c,
   c->set_output(1, c->MakeShape({batch, detections}));
   c->set_output(2, c->MakeShape({batch, detections}));
   c->set_output(3, c->MakeShape({batch}));
-}
-
-// The five scalar inputs from input `first` on (host memory: the kernels run on the CPU).
-inline void ReadScalars(TfCall& call, int first, CombinedNmsParams* p) {
-  p->max_output_size_per_class = *call.in<int32_t>(first);
-  p->max_total_size = *call.in<int32_t>(first + 1);
-  p->iou_threshold = *call.in<float>(first + 2);
-  p->score_threshold = *call.in<float>(first + 3);
-  p->soft_nms_sigma = *call.in<float>(first + 4);
-}
-
-// Declares the four outputs for `detections` rows per image.
-inline void DeclareOutputs(TfCall& call, int64_t batch, int64_t detections) {
-  call.Output(0, {batch, detections, 4});
-  call.Output(1, {batch, detections});
-  call.Output(2, {batch, detections});
-  call.Output(3, {batch});
 }
 
 }  // namespace nms_binding

@@ -5,6 +5,7 @@
 
 #include "common/tf_kernel.h"
 #include "ops/conv2d_transpose/conv2d_transpose.h"
+#include "ops/conv2d_transpose/conv2d_transpose_op.h"
 
 namespace opforge {
 
@@ -15,6 +16,17 @@ using shape_inference::ShapeHandle;
 
 namespace {
 
+using namespace conv2d_transpose_op;  // NOLINT: the op's constants and attr reader, shared with its
+                                      // kernels
+
+// The op's attr reader (ops/conv2d_transpose/conv2d_transpose_op.h) over a shape function's
+// context.
+template <typename... Out>
+absl::Status ReadAttrs(InferenceContext* c, Out*... out) {
+  return ReadShapeAttrs(c,
+                        [&](AttrReader& r) { return conv2d_transpose_op::ReadAttrs(&r, out...); });
+}
+
 // The attrs after T: the forward op takes int32 too (as TensorFlow's CPU kernel), the gradient
 // ops the float types (integers have no gradient).
 #define OPFORGE_CONV2D_TRANSPOSE_ATTRS                \
@@ -23,21 +35,6 @@ namespace {
       .Attr("explicit_paddings: list(int) = []")      \
       .Attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'") \
       .Attr("dilations: list(int) = [1, 1, 1, 1]")
-
-template <typename Context>
-absl::Status ReadAttrs(Context* c, Conv2DTransposeAttrs* a) {
-  // list(int) attributes are int64 in the NodeDef; read them as such.
-  std::vector<int64_t> strides, dilations, pads;
-  TF_RETURN_IF_ERROR(c->GetAttr("strides", &strides));
-  TF_RETURN_IF_ERROR(c->GetAttr("dilations", &dilations));
-  TF_RETURN_IF_ERROR(c->GetAttr("explicit_paddings", &pads));
-  TF_RETURN_IF_ERROR(c->GetAttr("padding", &a->padding));
-  TF_RETURN_IF_ERROR(c->GetAttr("data_format", &a->data_format));
-  a->strides = strides;
-  a->dilations = dilations;
-  a->explicit_paddings = pads;
-  return absl::OkStatus();
-}
 
 struct LayoutIndex {
   int h, w, c;
@@ -214,78 +211,6 @@ Gradient of Conv2DTranspose with respect to its filter (the filter input gives o
 )doc");
 
 namespace {
-
-// The attrs of all three kernels, validated once when the kernel is built.
-struct Conv2DTransposeAttrOp {
-  using Params = Conv2DTransposeParams;
-  Conv2DTransposeAttrs attrs;
-
-  Status Init(AttrReader& reader) {
-    // An error reading them is kept by the reader and reported by TfKernel.
-    if (!ReadAttrs(&reader, &attrs).ok()) return Status::Ok();
-    return ValidateConv2DTransposeAttrs(attrs);
-  }
-};
-
-struct Conv2DTransposeOp : Conv2DTransposeAttrOp {
-  static constexpr int kValuesInput = 2;  // output_shape, read on the host
-
-  Status Validate(TfCall& call, Params* p) const {
-    if (call.shape(2).size() != 1) {
-      return Status::Invalid("Conv2DTranspose: output_shape must be a 1-D tensor, got shape " +
-                             ToTensorShape(call.shape(2)).DebugString());
-    }
-    OPFORGE_RETURN_IF_ERROR(
-        ValidateConv2DTranspose(attrs, call.shape(0), call.shape(1), call.values, p));
-    call.Output(0, p->OutputShape());
-    return Status::Ok();
-  }
-  template <typename T>
-  void Cpu(const Params& p, const TfCall& call, const Parallel& parallel) const {
-    Conv2DTransposeForward<T>(p, call.in<T>(0), call.in<T>(1), call.out<T>(0), parallel);
-  }
-  Status Gpu(DType dtype, const Params& p, const TfCall& call, void* stream) const {
-    return Conv2DTransposeForwardGpu(dtype, p, call.in(0), call.in(1), call.out(0), stream);
-  }
-};
-
-struct Conv2DTransposeInputGradOp : Conv2DTransposeAttrOp {
-  Status Validate(TfCall& call, Params* p) const {
-    OPFORGE_RETURN_IF_ERROR(
-        ValidateConv2DTransposeInputGrad(attrs, call.shape(0), call.shape(1), p));
-    call.Output(0, p->InputShape());
-    return Status::Ok();
-  }
-  template <typename T>
-  void Cpu(const Params& p, const TfCall& call, const Parallel& parallel) const {
-    Conv2DTransposeInputGrad<T>(p, call.in<T>(0), call.in<T>(1), call.out<T>(0), parallel);
-  }
-  Status Gpu(DType dtype, const Params& p, const TfCall& call, void* stream) const {
-    return Conv2DTransposeInputGradGpu(dtype, p, call.in(0), call.in(1), call.out(0), stream);
-  }
-};
-
-// The filter input gives only its shape (the gradient's).
-struct Conv2DTransposeFilterGradOp : Conv2DTransposeAttrOp {
-  Status Validate(TfCall& call, Params* p) const {
-    OPFORGE_RETURN_IF_ERROR(
-        ValidateConv2DTransposeFilterGrad(attrs, call.shape(0), call.shape(1), call.shape(2), p));
-    call.Output(0, call.shape(1));
-    return Status::Ok();
-  }
-  template <typename T>
-  void Cpu(const Params& p, const TfCall& call, const Parallel& parallel) const {
-    Conv2DTransposeFilterGrad<T>(p, call.in<T>(0), call.in<T>(2), call.out<T>(0), parallel);
-  }
-  // The GPU's slice sums (0 bytes for many shapes), allocated by TfKernel.
-  int64_t GpuScratchBytes(DType dtype, const Params& p) const {
-    return Conv2DTransposeFilterGradGpuScratchBytes(dtype, p);
-  }
-  Status Gpu(DType dtype, const Params& p, const TfCall& call, void* stream) const {
-    return Conv2DTransposeFilterGradGpu(dtype, p, call.in(0), call.in(2), call.out(0),
-                                        call.scratch, call.scratch_bytes, stream);
-  }
-};
 
 // int32 runs on the CPU only (TensorFlow's GPU kernels keep int32 tensors in host memory).
 OPFORGE_REGISTER_KERNELS(Name("Opforge>Conv2DTranspose").HostMemory("output_shape"),

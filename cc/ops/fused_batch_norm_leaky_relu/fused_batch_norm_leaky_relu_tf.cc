@@ -5,6 +5,7 @@
 
 #include "common/tf_kernel.h"
 #include "ops/fused_batch_norm_leaky_relu/fused_batch_norm_leaky_relu.h"
+#include "ops/fused_batch_norm_leaky_relu/fused_batch_norm_leaky_relu_op.h"
 
 namespace opforge {
 
@@ -15,11 +16,15 @@ using shape_inference::ShapeHandle;
 
 namespace {
 
-template <typename Context>
-absl::Status ReadAttrs(Context* c, BatchNormLeakyParams* p) {
-  TF_RETURN_IF_ERROR(c->GetAttr("epsilon", &p->epsilon));
-  TF_RETURN_IF_ERROR(c->GetAttr("alpha", &p->alpha));
-  return absl::OkStatus();
+using namespace fused_batch_norm_leaky_relu_op;  // NOLINT: the op's constants and attr reader,
+                                                 // shared with its kernels
+
+// The op's attr reader (ops/fused_batch_norm_leaky_relu/fused_batch_norm_leaky_relu_op.h) over a
+// shape function's context.
+template <typename... Out>
+absl::Status ReadAttrs(InferenceContext* c, Out*... out) {
+  return ReadShapeAttrs(
+      c, [&](AttrReader& r) { return fused_batch_norm_leaky_relu_op::ReadAttrs(&r, out...); });
 }
 
 // Checks ranks and merges the channel dimension of x (input `x`) with inputs `vectors`.
@@ -104,74 +109,6 @@ REGISTER_OP("Opforge>FusedBatchNormLeakyReluGrad")
     .Doc("The gradient of FusedBatchNormLeakyRelu with respect to x, scale and offset.");
 
 namespace {
-
-struct BatchNormLeakyOp {
-  using Params = BatchNormLeakyParams;
-  BatchNormLeakyParams attrs;
-
-  Status Init(AttrReader& reader) {
-    if (!ReadAttrs(&reader, &attrs).ok()) return Status::Ok();  // reported by TfKernel
-    return ValidateBatchNormLeakyAttrs(attrs, "FusedBatchNormLeakyRelu");
-  }
-  Status Validate(TfCall& call, Params* p) const {
-    *p = attrs;
-    OPFORGE_RETURN_IF_ERROR(ValidateBatchNormLeaky(call.shape(0), call.shape(1), call.shape(2), p));
-    call.Output(0, call.shape(0));  // not in place: the kernel's loops take restrict pointers
-    call.Output(1, {p->channels});
-    call.Output(2, {p->channels});
-    return Status::Ok();
-  }
-  template <typename T>
-  void Cpu(const Params& p, const TfCall& call, const Parallel& parallel) const {
-    using U = BnParamType<T>;
-    BatchNormLeakyForward<T>(p, call.in<T>(0), call.in<U>(1), call.in<U>(2), call.out<T>(0),
-                             call.out<U>(1), call.out<U>(2), parallel);
-  }
-  // The statistics' partial sums, allocated by TfKernel from TensorFlow's allocator.
-  int64_t GpuScratchBytes(DType dtype, const Params& p) const {
-    return BatchNormLeakyForwardGpuScratchBytes(dtype, p);
-  }
-  Status Gpu(DType dtype, const Params& p, const TfCall& call, void* stream) const {
-    return BatchNormLeakyForwardGpu(dtype, p, call.in(0), call.in(1), call.in(2), call.out(0),
-                                    call.out(1), call.out(2), call.scratch, call.scratch_bytes,
-                                    stream);
-  }
-};
-
-struct BatchNormLeakyGradOp {
-  using Params = BatchNormLeakyParams;
-  BatchNormLeakyParams attrs;
-
-  Status Init(AttrReader& reader) {
-    if (!ReadAttrs(&reader, &attrs).ok()) return Status::Ok();  // reported by TfKernel
-    return ValidateBatchNormLeakyAttrs(attrs, "FusedBatchNormLeakyReluGrad");
-  }
-  Status Validate(TfCall& call, Params* p) const {
-    *p = attrs;
-    OPFORGE_RETURN_IF_ERROR(ValidateBatchNormLeakyGrad(call.shape(0), call.shape(1), call.shape(2),
-                                                       call.shape(3), call.shape(4), call.shape(5),
-                                                       p));
-    call.Output(0, call.shape(1));
-    call.Output(1, {p->channels});
-    call.Output(2, {p->channels});
-    return Status::Ok();
-  }
-  template <typename T>
-  void Cpu(const Params& p, const TfCall& call, const Parallel& parallel) const {
-    using U = BnParamType<T>;
-    BatchNormLeakyBackward<T>(p, call.in<T>(0), call.in<T>(1), call.in<U>(2), call.in<U>(3),
-                              call.in<U>(4), call.in<U>(5), call.out<T>(0), call.out<U>(1),
-                              call.out<U>(2), parallel);
-  }
-  int64_t GpuScratchBytes(DType dtype, const Params& p) const {
-    return BatchNormLeakyBackwardGpuScratchBytes(dtype, p);
-  }
-  Status Gpu(DType dtype, const Params& p, const TfCall& call, void* stream) const {
-    return BatchNormLeakyBackwardGpu(dtype, p, call.in(0), call.in(1), call.in(2), call.in(3),
-                                     call.in(4), call.in(5), call.out(0), call.out(1), call.out(2),
-                                     call.scratch, call.scratch_bytes, stream);
-  }
-};
 
 OPFORGE_REGISTER_KERNELS(Name("Opforge>FusedBatchNormLeakyRelu").TypeConstraint<float>("U"),
                          BatchNormLeakyOp, OPFORGE_BN_FLOAT_U_TYPES, OPFORGE_BN_FLOAT_U_TYPES)

@@ -6,6 +6,7 @@
 
 #include "common/tf_kernel.h"
 #include "ops/fused_conv2d_bias_leaky_relu/fused_conv2d_bias_leaky_relu.h"
+#include "ops/fused_conv2d_bias_leaky_relu/fused_conv2d_bias_leaky_relu_op.h"
 
 namespace opforge {
 
@@ -16,20 +17,15 @@ using shape_inference::ShapeHandle;
 
 namespace {
 
-constexpr char kOp[] = "FusedConv2DBiasLeakyRelu";
+using namespace fused_conv2d_bias_leaky_relu_op;  // NOLINT: the op's constants and attr reader,
+                                                  // shared with its kernels
 
-template <typename Context>
-absl::Status ReadAttrs(Context* c, FusedConv2DParams* p) {
-  std::vector<int64_t> strides, dilations, pads;
-  TF_RETURN_IF_ERROR(c->GetAttr("strides", &strides));
-  TF_RETURN_IF_ERROR(c->GetAttr("dilations", &dilations));
-  TF_RETURN_IF_ERROR(c->GetAttr("explicit_paddings", &pads));
-  TF_RETURN_IF_ERROR(c->GetAttr("padding", &p->padding));
-  TF_RETURN_IF_ERROR(c->GetAttr("alpha", &p->alpha));
-  p->strides = strides;
-  p->dilations = dilations;
-  p->explicit_paddings = pads;
-  return absl::OkStatus();
+// The op's attr reader (ops/fused_conv2d_bias_leaky_relu/fused_conv2d_bias_leaky_relu_op.h) over a
+// shape function's context.
+template <typename... Out>
+absl::Status ReadAttrs(InferenceContext* c, Out*... out) {
+  return ReadShapeAttrs(
+      c, [&](AttrReader& r) { return fused_conv2d_bias_leaky_relu_op::ReadAttrs(&r, out...); });
 }
 
 absl::Status Shape(InferenceContext* c) {
@@ -101,32 +97,6 @@ REGISTER_OP("Opforge>FusedConv2DBiasLeakyRelu")
         "each tile of the convolution's output while it is in cache.");
 
 namespace {
-
-struct FusedConv2DOp {
-  using Params = FusedConv2DParams;
-  FusedConv2DParams attrs;
-  // The transformed filter of the last call (inference calls a kernel with the same weights).
-  mutable conv::FilterCache cache;
-
-  Status Init(AttrReader& reader) {
-    if (!ReadAttrs(&reader, &attrs).ok()) return Status::Ok();  // reported by TfKernel
-    return ValidateFusedConv2DAttrs(attrs);
-  }
-  Status Validate(TfCall& call, Params* p) const {
-    *p = attrs;
-    OPFORGE_RETURN_IF_ERROR(ValidateFusedConv2D(call.shape(0), call.shape(1), call.shape(2), p));
-    call.Output(0, p->OutputShape());
-    return Status::Ok();
-  }
-  template <typename T>
-  void Cpu(const Params& p, const TfCall& call, const Parallel& parallel) const {
-    FusedConv2DBiasLeakyRelu<T>(p, call.in<T>(0), call.in<T>(1), call.in<T>(2), call.out<T>(0),
-                                parallel, &cache);
-  }
-  Status Gpu(DType, const Params&, const TfCall&, void*) const {
-    return Status::Internal("FusedConv2DBiasLeakyRelu has no GPU kernel");
-  }
-};
 
 OPFORGE_REGISTER_KERNELS(Name("Opforge>FusedConv2DBiasLeakyRelu"), FusedConv2DOp,
                          OPFORGE_FLOAT_TYPES, OPFORGE_NO_TYPES)

@@ -8,6 +8,7 @@
 
 #include "common/tf_kernel.h"
 #include "ops/griffin_lim/griffin_lim.h"
+#include "ops/griffin_lim/griffin_lim_op.h"
 
 namespace opforge {
 
@@ -18,41 +19,13 @@ using shape_inference::ShapeHandle;
 
 namespace {
 
-constexpr const char* kOp = "GriffinLim";
-constexpr int64_t kFreshSeed = -1;
+using namespace griffin_lim_op;  // NOLINT: the op's constants and attr reader, shared with its
+                                 // kernels
 
-template <typename Context>
-absl::Status ReadAttrs(Context* c, GriffinLimParams* p, Status* parsed) {
-  std::string window, pad_mode, init;
-  float momentum = 0;
-  TF_RETURN_IF_ERROR(c->GetAttr("n_iter", &p->n_iter));
-  TF_RETURN_IF_ERROR(c->GetAttr("n_fft", &p->n_fft));
-  TF_RETURN_IF_ERROR(c->GetAttr("hop_length", &p->hop_length));
-  TF_RETURN_IF_ERROR(c->GetAttr("win_length", &p->win_length));
-  TF_RETURN_IF_ERROR(c->GetAttr("window", &window));
-  TF_RETURN_IF_ERROR(c->GetAttr("center", &p->center));
-  TF_RETURN_IF_ERROR(c->GetAttr("pad_mode", &pad_mode));
-  TF_RETURN_IF_ERROR(c->GetAttr("momentum", &momentum));
-  TF_RETURN_IF_ERROR(c->GetAttr("length", &p->length));
-  TF_RETURN_IF_ERROR(c->GetAttr("init", &init));
-  TF_RETURN_IF_ERROR(c->GetAttr("seed", &p->seed));
-  p->momentum = FloatAttrAsWritten(momentum);
-  *parsed = ParseStftWindow(window, &p->window);
-  if (parsed->ok()) *parsed = ParseStftPadMode(pad_mode, &p->pad_mode);
-  if (parsed->ok()) *parsed = ParseGriffinLimInit(init, &p->init);
-  if (parsed->ok() && p->seed != kFreshSeed && (p->seed < 0 || p->seed > int64_t{0xffffffff})) {
-    *parsed =
-        InvalidArgument(kOp, "seed", "-1 (a fresh seed per call) or in [0, 2^32 - 1]", p->seed);
-  }
-  return absl::OkStatus();
-}
-
-// The phases input when init is not "phases": an empty tensor (the wrapper passes a [0] one).
-Status CheckUnusedPhases(const GriffinLimParams& p, int64_t phases_elements,
-                         const std::string& phases_text) {
-  if (p.init == GriffinLimInit::kPhases || phases_elements == 0) return Status::Ok();
-  return InvalidArgument(kOp, "phases", "an empty tensor unless init is \"phases\"",
-                         "shape " + phases_text);
+// The op's attr reader (ops/griffin_lim/griffin_lim_op.h) over a shape function's context.
+template <typename... Out>
+absl::Status ReadAttrs(InferenceContext* c, Out*... out) {
+  return ReadShapeAttrs(c, [&](AttrReader& r) { return griffin_lim_op::ReadAttrs(&r, out...); });
 }
 
 // magnitude [..., n_freq, T] (and phases) -> audio [..., L]: L = length, or, with n_fft (the attr,
@@ -167,50 +140,6 @@ REGISTER_OP("Opforge>GriffinLim")
         "No gradient.");
 
 namespace {
-
-struct GriffinLimOp {
-  using Params = GriffinLimParams;
-  GriffinLimParams attrs;
-
-  Status Init(AttrReader& reader) {
-    Status parsed;
-    if (!ReadAttrs(&reader, &attrs, &parsed).ok()) return Status::Ok();  // reported by TfKernel
-    return parsed;
-  }
-  Status Validate(TfCall& call, Params* p) const {
-    *p = attrs;
-    if (p->seed == kFreshSeed) {
-      // A fresh seed per call, as librosa's random_state=None draws new phases on every call.
-      std::random_device device;
-      p->seed = static_cast<int64_t>(static_cast<uint32_t>(device()));
-    }
-    const bool given = p->init == GriffinLimInit::kPhases;
-    OPFORGE_RETURN_IF_ERROR(CheckUnusedPhases(*p, call.NumElements(1), ShapeString(call.shape(1))));
-    OPFORGE_RETURN_IF_ERROR(ValidateGriffinLim(call.shape(0), given ? &call.shape(1) : nullptr, p));
-    std::vector<int64_t> out(call.shape(0).begin(), call.shape(0).end() - 2);
-    out.push_back(p->out_length);
-    call.Output(0, out);
-    return Status::Ok();
-  }
-  // Checks that magnitudes and phases are finite (on the host here) before iterating.
-  template <typename T>
-  Status Cpu(const Params& p, const TfCall& call, const Parallel& parallel) const {
-    const bool given = p.init == GriffinLimInit::kPhases;
-    return GriffinLimForward<T>(p, call.in<T>(0), given ? call.in<T>(1) : nullptr, call.out<T>(0),
-                                parallel);
-  }
-#if GOOGLE_CUDA
-  // Device scratch for the GPU iterations, from TensorFlow's allocator (TfKernel's allocate_temp).
-  int64_t GpuScratchBytes(DType dtype, const Params& p) const {
-    return GriffinLimGpuScratchBytes(p);
-  }
-  Status Gpu(DType dtype, const Params& p, const TfCall& call, void* stream) const {
-    const bool given = p.init == GriffinLimInit::kPhases;
-    return GriffinLimForwardGpu(dtype, p, call.in(0), given ? call.in(1) : nullptr, call.out(0),
-                                call.scratch, call.scratch_bytes, stream);
-  }
-#endif
-};
 
 OPFORGE_REGISTER_KERNELS(Name("Opforge>GriffinLim"), GriffinLimOp, OPFORGE_GRIFFIN_LIM_TYPES,
                          OPFORGE_GRIFFIN_LIM_TYPES)

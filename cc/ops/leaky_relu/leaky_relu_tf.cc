@@ -2,6 +2,7 @@
 // that TfKernel (common/tf_kernel.h) runs: attrs, validation and outputs, and the core calls.
 #include "common/tf_kernel.h"
 #include "ops/leaky_relu/leaky_relu.h"
+#include "ops/leaky_relu/leaky_relu_op.h"
 
 namespace opforge {
 
@@ -45,55 +46,6 @@ REGISTER_OP("Opforge>LeakyReluGrad")
     .Doc("backprops = features > 0 ? gradients : alpha * gradients.");
 
 namespace {
-
-// The attrs of all three kernels: alpha, validated once when the kernel is built.
-struct LeakyReluAttrs {
-  using Params = LeakyReluParams;
-  LeakyReluParams attrs;
-
-  Status Init(AttrReader& reader) {
-    reader.Read("alpha", &attrs.alpha);
-    return ValidateLeakyRelu(attrs);
-  }
-};
-
-template <bool kWithMask>
-struct LeakyReluOp : LeakyReluAttrs {
-  Status Validate(TfCall& call, Params* params) const {
-    *params = attrs;
-    params->size = call.NumElements(0);
-    // Reuse the input buffer when nobody else holds it (the built-in does the same).
-    call.Output(0, call.shape(0), {0});
-    if (kWithMask) call.Output(1, call.shape(0));
-    return Status::Ok();
-  }
-  template <typename T>
-  void Cpu(const Params& p, const TfCall& call, const Parallel& parallel) const {
-    LeakyReluForward<T>(p, call.in<T>(0), call.out<T>(0), kWithMask ? call.out<T>(1) : nullptr,
-                        parallel);
-  }
-  Status Gpu(DType dtype, const Params& p, const TfCall& call, void* stream) const {
-    return LeakyReluForwardGpu(dtype, p, call.in(0), call.out(0), kWithMask ? call.out(1) : nullptr,
-                               stream);
-  }
-};
-
-struct LeakyReluGradOp : LeakyReluAttrs {
-  Status Validate(TfCall& call, Params* params) const {
-    *params = attrs;
-    OPFORGE_RETURN_IF_ERROR(ValidateLeakyReluGrad(*params, call.shape(0), call.shape(1)));
-    params->size = call.NumElements(0);
-    call.Output(0, call.shape(0), {0});
-    return Status::Ok();
-  }
-  template <typename T>
-  void Cpu(const Params& p, const TfCall& call, const Parallel& parallel) const {
-    LeakyReluBackward<T>(p, call.in<T>(0), call.in<T>(1), call.out<T>(0), parallel);
-  }
-  Status Gpu(DType dtype, const Params& p, const TfCall& call, void* stream) const {
-    return LeakyReluBackwardGpu(dtype, p, call.in(0), call.in(1), call.out(0), stream);
-  }
-};
 
 OPFORGE_REGISTER_KERNELS(Name("Opforge>LeakyRelu"), LeakyReluOp<false>, OPFORGE_FLOAT_TYPES,
                          OPFORGE_FLOAT_TYPES)

@@ -6,6 +6,7 @@
 
 #include "common/tf_kernel.h"
 #include "ops/mel_to_stft/mel_to_stft.h"
+#include "ops/mel_to_stft/mel_to_stft_op.h"
 
 namespace opforge {
 
@@ -16,31 +17,13 @@ using shape_inference::ShapeHandle;
 
 namespace {
 
-constexpr const char* kOp = "MelToStft";
+using namespace mel_to_stft_op;  // NOLINT: the op's constants and attr reader, shared with its
+                                 // kernels
 
-template <typename Context>
-absl::Status ReadAttrs(Context* c, MelToStftParams* p, Status* parsed) {
-  float sr = 0, power = 0, fmin = 0, fmax = 0;
-  std::string norm;
-  TF_RETURN_IF_ERROR(c->GetAttr("sr", &sr));
-  TF_RETURN_IF_ERROR(c->GetAttr("n_fft", &p->filters.n_fft));
-  TF_RETURN_IF_ERROR(c->GetAttr("power", &power));
-  TF_RETURN_IF_ERROR(c->GetAttr("fmin", &fmin));
-  TF_RETURN_IF_ERROR(c->GetAttr("fmax", &fmax));
-  TF_RETURN_IF_ERROR(c->GetAttr("htk", &p->filters.htk));
-  TF_RETURN_IF_ERROR(c->GetAttr("norm", &norm));
-  p->filters.sr = FloatAttrAsWritten(sr);
-  p->power = FloatAttrAsWritten(power);
-  p->filters.fmin = FloatAttrAsWritten(fmin);
-  p->filters.fmax = FloatAttrAsWritten(fmax);
-  *parsed = ParseMelNorm(kOp, norm, &p->filters.norm);
-  return absl::OkStatus();
-}
-
-// The attrs alone: one Mel band and one frame pass every shape check.
-Status CheckAttrs(const MelToStftParams& attrs) {
-  MelToStftParams p = attrs;
-  return ValidateMelToStft({1, 1}, &p);
+// The op's attr reader (ops/mel_to_stft/mel_to_stft_op.h) over a shape function's context.
+template <typename... Out>
+absl::Status ReadAttrs(InferenceContext* c, Out*... out) {
+  return ReadShapeAttrs(c, [&](AttrReader& r) { return mel_to_stft_op::ReadAttrs(&r, out...); });
 }
 
 // mel [..., n_mels, T], filters [0, 0] or [n_mels, n_fft / 2 + 1] -> [..., n_fft / 2 + 1, T].
@@ -115,42 +98,6 @@ REGISTER_OP("Opforge>MelToStft")
         "Mel values must be finite. No gradient.");
 
 namespace {
-
-struct MelToStftOp {
-  using Params = MelToStftParams;
-  MelToStftParams attrs;
-
-  Status Init(AttrReader& reader) {
-    Status parsed;
-    if (!ReadAttrs(&reader, &attrs, &parsed).ok()) return Status::Ok();  // reported by TfKernel
-    OPFORGE_RETURN_IF_ERROR(parsed);
-    return CheckAttrs(attrs);
-  }
-  Status Validate(TfCall& call, Params* p) const {
-    *p = attrs;
-    OPFORGE_RETURN_IF_ERROR(ValidateMelToStft(call.shape(0), call.shape(1), p));
-    std::vector<int64_t> out = call.shape(0);
-    out[out.size() - 2] = p->n_freq;
-    call.Output(0, out);
-    return Status::Ok();
-  }
-  // Checks a given bank's values and the Mel values (both on the host here) before solving.
-  template <typename T>
-  Status Cpu(const Params& p, const TfCall& call, const Parallel& parallel) const {
-    return MelToStftForward<T>(p, call.in<T>(0), p.given_filters ? call.in<T>(1) : nullptr,
-                               call.out<T>(0), parallel);
-  }
-#if GOOGLE_CUDA
-  // Device scratch for the GPU solver, from TensorFlow's allocator (TfKernel's allocate_temp).
-  int64_t GpuScratchBytes(DType dtype, const Params& p) const {
-    return MelToStftGpuScratchBytes(p);
-  }
-  Status Gpu(DType dtype, const Params& p, const TfCall& call, void* stream) const {
-    return MelToStftForwardGpu(dtype, p, call.in(0), p.given_filters ? call.in(1) : nullptr,
-                               call.out(0), call.scratch, call.scratch_bytes, stream);
-  }
-#endif
-};
 
 OPFORGE_REGISTER_KERNELS(Name("Opforge>MelToStft"), MelToStftOp, OPFORGE_MEL_TO_STFT_TYPES,
                          OPFORGE_MEL_TO_STFT_TYPES)

@@ -6,6 +6,7 @@
 
 #include "common/tf_kernel.h"
 #include "ops/mfcc_to_mel/mfcc_to_mel.h"
+#include "ops/mfcc_to_mel/mfcc_to_mel_op.h"
 
 namespace opforge {
 
@@ -16,29 +17,13 @@ using shape_inference::ShapeHandle;
 
 namespace {
 
-// The attrs, read by a shape function (InferenceContext) or a kernel (AttrReader) alike.
-template <typename Context>
-absl::Status ReadAttrs(Context* c, MfccToMelParams* p, Status* parsed) {
-  std::string norm;
-  float ref = 1.0f, lifter = 0.0f;
-  TF_RETURN_IF_ERROR(c->GetAttr("n_mels", &p->n_mels));
-  TF_RETURN_IF_ERROR(c->GetAttr("dct_type", &p->dct_type));
-  TF_RETURN_IF_ERROR(c->GetAttr("norm", &norm));
-  TF_RETURN_IF_ERROR(c->GetAttr("ref", &ref));
-  TF_RETURN_IF_ERROR(c->GetAttr("lifter", &lifter));
-  p->ref = FloatAttrAsWritten(ref);
-  p->lifter = FloatAttrAsWritten(lifter);
-  *parsed = ParseDctNorm(norm, &p->norm);
-  return absl::OkStatus();
-}
+using namespace mfcc_to_mel_op;  // NOLINT: the op's constants and attr reader, shared with its
+                                 // kernels
 
-// The attrs alone: a one-coefficient, one-frame mfcc passes every shape check, so an error is
-// about an attr (checked before any shape).
-Status CheckAttrs(const MfccToMelParams& attrs, bool grad) {
-  MfccToMelParams p = attrs;
-  if (!grad) return ValidateMfccToMel({1, 1}, &p);
-  const int64_t rows = attrs.n_mels > 0 ? attrs.n_mels : 1;
-  return ValidateMfccToMelGrad({rows, 1}, {rows, 1}, {1, 1}, &p);
+// The op's attr reader (ops/mfcc_to_mel/mfcc_to_mel_op.h) over a shape function's context.
+template <typename... Out>
+absl::Status ReadAttrs(InferenceContext* c, Out*... out) {
+  return ReadShapeAttrs(c, [&](AttrReader& r) { return mfcc_to_mel_op::ReadAttrs(&r, out...); });
 }
 
 // `dims` of a shape known in part (unknown dimensions -1) with the unknown ones set to 1, which
@@ -166,60 +151,6 @@ REGISTER_OP("Opforge>MfccToMelGrad")
         "the forward's output mel ([..., n_mels, T]); mfcc gives the shape. Deterministic.");
 
 namespace {
-
-constexpr char kMfccToMel[] = "MfccToMel";
-constexpr char kMfccToMelGrad[] = "MfccToMelGrad";
-
-template <const char* kOp>
-struct MfccToMelAttrs {
-  using Params = MfccToMelParams;
-  MfccToMelParams attrs;
-
-  Status Init(AttrReader& reader) {
-    Status parsed;
-    if (!ReadAttrs(&reader, &attrs, &parsed).ok()) return Status::Ok();  // reported by TfKernel
-    OPFORGE_RETURN_IF_ERROR(parsed);
-    return CheckAttrs(attrs, kOp == kMfccToMelGrad);
-  }
-};
-
-struct MfccToMelOp : MfccToMelAttrs<kMfccToMel> {
-  Status Validate(TfCall& call, Params* p) const {
-    *p = attrs;
-    OPFORGE_RETURN_IF_ERROR(ValidateMfccToMel(call.shape(0), p));
-    std::vector<int64_t> out = call.shape(0);
-    out[out.size() - 2] = p->n_mels;
-    call.Output(0, out);
-    return Status::Ok();
-  }
-  template <typename T>
-  void Cpu(const Params& p, const TfCall& call, const Parallel& parallel) const {
-    MfccToMelForward<T>(p, call.in<T>(0), call.out<T>(0), parallel);
-  }
-#if GOOGLE_CUDA
-  Status Gpu(DType dtype, const Params& p, const TfCall& call, void* stream) const {
-    return MfccToMelForwardGpu(dtype, p, call.in(0), call.out(0), stream);
-  }
-#endif
-};
-
-struct MfccToMelGradOp : MfccToMelAttrs<kMfccToMelGrad> {
-  Status Validate(TfCall& call, Params* p) const {
-    *p = attrs;
-    OPFORGE_RETURN_IF_ERROR(ValidateMfccToMelGrad(call.shape(0), call.shape(1), call.shape(2), p));
-    call.Output(0, call.shape(2));
-    return Status::Ok();
-  }
-  template <typename T>
-  void Cpu(const Params& p, const TfCall& call, const Parallel& parallel) const {
-    MfccToMelBackward<T>(p, call.in<T>(0), call.in<T>(1), call.out<T>(0), parallel);
-  }
-#if GOOGLE_CUDA
-  Status Gpu(DType dtype, const Params& p, const TfCall& call, void* stream) const {
-    return MfccToMelBackwardGpu(dtype, p, call.in(0), call.in(1), call.out(0), stream);
-  }
-#endif
-};
 
 OPFORGE_REGISTER_KERNELS(Name("Opforge>MfccToMel"), MfccToMelOp, OPFORGE_MFCC_TO_MEL_TYPES,
                          OPFORGE_MFCC_TO_MEL_TYPES)

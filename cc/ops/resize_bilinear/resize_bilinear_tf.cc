@@ -4,6 +4,7 @@
 
 #include "common/tf_kernel.h"
 #include "ops/resize_bilinear/resize_bilinear.h"
+#include "ops/resize_bilinear/resize_bilinear_op.h"
 
 namespace opforge {
 
@@ -11,6 +12,9 @@ using tensorflow::Tensor;
 namespace shape_inference = tensorflow::shape_inference;
 
 namespace {
+
+using namespace resize_bilinear_op;  // NOLINT: the op's constants and attr reader, shared with its
+                                     // kernels
 
 absl::Status CheckAttrs(shape_inference::InferenceContext* c, const char* op) {
   bool align_corners = false;
@@ -97,68 +101,6 @@ REGISTER_OP("Opforge>ResizeBilinearGrad")
 
 namespace {
 
-// The attrs of both kernels, validated once when the kernel is built; `kOp` names the op in the
-// message.
-template <const char* kOp>
-struct ResizeBilinearAttrs {
-  using Params = ResizeBilinearParams;
-  bool align_corners = false;
-  bool half_pixel_centers = false;
-
-  Status Init(AttrReader& reader) {
-    reader.Read("align_corners", &align_corners);
-    reader.Read("half_pixel_centers", &half_pixel_centers);
-    return ValidateResizeBilinearAttrs(kOp, align_corners, half_pixel_centers);
-  }
-};
-
-constexpr char kResizeBilinear[] = "ResizeBilinear";
-constexpr char kResizeBilinearGrad[] = "ResizeBilinearGrad";
-
-struct ResizeBilinearOp : ResizeBilinearAttrs<kResizeBilinear> {
-  static constexpr int kValuesInput = 1;  // size, read on the host
-
-  Status Validate(TfCall& call, Params* p) const {
-    OPFORGE_RETURN_IF_ERROR(ValidateResizeBilinear(call.shape(0), call.shape(1), call.values,
-                                                   align_corners, half_pixel_centers, p));
-    call.Output(0, {p->batch, p->out_height, p->out_width, p->channels});
-    return Status::Ok();
-  }
-  template <typename T>
-  void Cpu(const Params& p, const TfCall& call, const Parallel& parallel) const {
-    AdviseHugePages(call.out(0), call.out_bytes(0));
-    ResizeBilinearForward<T>(p, call.in<T>(0), call.out<float>(0), parallel);
-  }
-  Status Gpu(DType dtype, const Params& p, const TfCall& call, void* stream) const {
-    return ResizeBilinearForwardGpu(dtype, p, call.in(0), call.out<float>(0), stream);
-  }
-};
-
-struct ResizeBilinearGradOp : ResizeBilinearAttrs<kResizeBilinearGrad> {
-  Status Validate(TfCall& call, Params* p) const {
-    OPFORGE_RETURN_IF_ERROR(ValidateResizeBilinearGrad(call.shape(0), call.shape(1), align_corners,
-                                                       half_pixel_centers, p));
-    call.Output(0, call.shape(1));
-    return Status::Ok();
-  }
-  template <typename T>
-  void Cpu(const Params& p, const TfCall& call, const Parallel& parallel) const {
-    AdviseHugePages(call.out(0), call.out_bytes(0));
-    ResizeBilinearBackward<T>(p, call.in<float>(0), call.out<T>(0), parallel);
-  }
-  Status Gpu(DType dtype, const Params& p, const TfCall& call, void* stream) const {
-    return ResizeBilinearBackwardGpu(dtype, p, call.in<float>(0), call.out(0), stream);
-  }
-};
-
-// int32 images run on the CPU kernel: TensorFlow keeps int32 tensors of GPU ops in host memory.
-#define OPFORGE_RESIZE_IMAGE_GPU_TYPES(X, ...)   \
-  OPFORGE_RESIZE_SMALL_INT_TYPES(X, __VA_ARGS__) \
-  X(int64_t, __VA_ARGS__)                        \
-  OPFORGE_FLOAT_TYPES(X, __VA_ARGS__)
-
-// size is read on the host; the images and the gradient's original_image stay on the device
-// (only the latter's shape is used).
 OPFORGE_REGISTER_KERNELS(Name("Opforge>ResizeBilinear").HostMemory("size"), ResizeBilinearOp,
                          OPFORGE_RESIZE_IMAGE_TYPES, OPFORGE_RESIZE_IMAGE_GPU_TYPES)
 OPFORGE_REGISTER_KERNELS(Name("Opforge>ResizeBilinearGrad"), ResizeBilinearGradOp,

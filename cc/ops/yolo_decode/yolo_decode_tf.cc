@@ -5,6 +5,7 @@
 
 #include "common/tf_kernel.h"
 #include "ops/yolo_decode/yolo_decode.h"
+#include "ops/yolo_decode/yolo_decode_op.h"
 
 namespace opforge {
 
@@ -15,20 +16,13 @@ using shape_inference::ShapeHandle;
 
 namespace {
 
-// Reads the attrs of both ops (from a kernel's construction or a shape function).
-template <typename Context>
-absl::Status ReadAttrs(Context* c, YoloDecodeParams* p) {
-  int64_t num_classes = 0;
-  TF_RETURN_IF_ERROR(c->GetAttr("num_classes", &num_classes));
-  p->num_classes = num_classes;
-  std::vector<int64_t> input_size;
-  TF_RETURN_IF_ERROR(c->GetAttr("input_size", &input_size));
-  p->input_size = input_size;
-  TF_RETURN_IF_ERROR(c->GetAttr("box_format", &p->box_format));
-  TF_RETURN_IF_ERROR(c->GetAttr("normalized", &p->normalized));
-  TF_RETURN_IF_ERROR(c->GetAttr("scale_x_y", &p->scale_x_y));
-  TF_RETURN_IF_ERROR(c->GetAttr("max_log_scale", &p->max_log_scale));
-  return absl::OkStatus();
+using namespace yolo_decode_op;  // NOLINT: the op's constants and attr reader, shared with its
+                                 // kernels
+
+// The op's attr reader (ops/yolo_decode/yolo_decode_op.h) over a shape function's context.
+template <typename... Out>
+absl::Status ReadAttrs(InferenceContext* c, Out*... out) {
+  return ReadShapeAttrs(c, [&](AttrReader& r) { return yolo_decode_op::ReadAttrs(&r, out...); });
 }
 
 bool FullyDefined(InferenceContext* c, ShapeHandle s, std::vector<int64_t>* dims) {
@@ -138,76 +132,6 @@ REGISTER_OP("Opforge>YoloDecodeGrad")
     .Doc("Gradient of Opforge>YoloDecode with respect to features.");
 
 namespace {
-
-struct YoloDecodeAttrs {
-  using Params = YoloDecodeParams;
-  YoloDecodeParams attrs;
-
-  Status Init(AttrReader& reader) {
-    const absl::Status s = ReadAttrs(&reader, &attrs);
-    if (!s.ok()) return Status::Ok();  // TfKernel reports the reader's error
-    return ValidateYoloDecodeAttrs(&attrs);
-  }
-  // anchors are host memory on both devices (registered HostMemory: 2A values, where a
-  // device-side check would make every call wait for the device), so their values are checked
-  // here, before any work, even for an empty batch. The GPU path copies them to the scratch.
-  static Status CheckAnchors(const char* op, const TfCall& call, int index, const Params& p) {
-    return CheckYoloAnchors(op, "anchors", call.dtype, call.in(index), p.anchors);
-  }
-  int64_t GpuScratchBytes(DType dtype, const Params& p) const {
-    return YoloDecodeGpuScratchBytes(dtype, p);
-  }
-};
-
-struct YoloDecodeOp : YoloDecodeAttrs {
-  Status Validate(TfCall& call, Params* p) const {
-    *p = attrs;
-    OPFORGE_RETURN_IF_ERROR(ValidateYoloDecode(call.shape(0), call.shape(1), p));
-    OPFORGE_RETURN_IF_ERROR(CheckAnchors("YoloDecode", call, 1, *p));
-    const int64_t n = p->boxes_per_image();
-    call.Output(0, {p->batch, n, 4});
-    call.Output(1, {p->batch, n});
-    call.Output(2, {p->batch, n});
-    call.Output(3, {p->batch, n, p->num_classes});
-    return Status::Ok();
-  }
-  template <typename T>
-  void Cpu(const Params& p, const TfCall& call, const Parallel& parallel) const {
-    YoloDecodeForward<T>(p, call.in<T>(0), call.in<T>(1), call.out<T>(0), call.out<T>(1),
-                         call.out<int32_t>(2), call.out<T>(3), parallel);
-  }
-  Status Gpu(DType dtype, const Params& p, const TfCall& call, void* stream) const {
-    return YoloDecodeForwardGpu(dtype, p, call.in(0), call.in(1), call.out(0), call.out(1),
-                                call.out<int32_t>(2), call.out(3), call.scratch, call.scratch_bytes,
-                                stream);
-  }
-};
-
-struct YoloDecodeGradOp : YoloDecodeAttrs {
-  // The attrs' messages under this op's name (the core names YoloDecode, whose attrs they are).
-  Status Init(AttrReader& reader) {
-    const Status s = YoloDecodeAttrs::Init(reader);
-    if (s.ok()) return s;
-    return Status::Invalid("YoloDecodeGrad" + s.message().substr(std::string("YoloDecode").size()));
-  }
-  Status Validate(TfCall& call, Params* p) const {
-    *p = attrs;
-    OPFORGE_RETURN_IF_ERROR(ValidateYoloDecodeGrad(call.shape(0), call.shape(1), call.shape(2),
-                                                   call.shape(3), call.shape(4), p));
-    OPFORGE_RETURN_IF_ERROR(CheckAnchors("YoloDecodeGrad", call, 4, *p));
-    call.Output(0, call.shape(3));
-    return Status::Ok();
-  }
-  template <typename T>
-  void Cpu(const Params& p, const TfCall& call, const Parallel& parallel) const {
-    YoloDecodeBackward<T>(p, call.in<T>(0), call.in<T>(1), call.in<T>(2), call.in<T>(3),
-                          call.in<T>(4), call.out<T>(0), parallel);
-  }
-  Status Gpu(DType dtype, const Params& p, const TfCall& call, void* stream) const {
-    return YoloDecodeBackwardGpu(dtype, p, call.in(0), call.in(1), call.in(2), call.in(3),
-                                 call.in(4), call.out(0), call.scratch, call.scratch_bytes, stream);
-  }
-};
 
 OPFORGE_REGISTER_KERNELS(Name("Opforge>YoloDecode").HostMemory("anchors"), YoloDecodeOp,
                          OPFORGE_FLOAT_TYPES, OPFORGE_FLOAT_TYPES)

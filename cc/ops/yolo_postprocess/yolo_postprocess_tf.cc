@@ -6,6 +6,7 @@
 #include "common/tf_kernel.h"
 #include "ops/combined_non_max_suppression/combined_non_max_suppression_tf.h"
 #include "ops/yolo_postprocess/yolo_postprocess.h"
+#include "ops/yolo_postprocess/yolo_postprocess_op.h"
 
 namespace opforge {
 
@@ -16,22 +17,15 @@ using shape_inference::ShapeHandle;
 
 namespace {
 
-constexpr char kOp[] = "YoloPostprocess";
-const char* const kScalars[] = {"max_detections_per_class", "max_detections", "iou_threshold",
-                                "score_threshold", "soft_nms_sigma"};
+using namespace yolo_postprocess_op;  // NOLINT: the op's constants and attr reader, shared with its
+                                      // kernels
 
-template <typename Context>
-absl::Status ReadAttrs(Context* c, YoloPostprocessParams* p, int64_t* num_scales) {
-  TF_RETURN_IF_ERROR(c->GetAttr("num_classes", &p->num_classes));
-  std::vector<int64_t> input_size;
-  TF_RETURN_IF_ERROR(c->GetAttr("input_size", &input_size));
-  p->input_size = input_size;
-  TF_RETURN_IF_ERROR(c->GetAttr("scale_x_y", &p->scale_x_y));
-  TF_RETURN_IF_ERROR(c->GetAttr("max_log_scale", &p->max_log_scale));
-  TF_RETURN_IF_ERROR(c->GetAttr("pad_per_class", &p->nms.pad_per_class));
-  TF_RETURN_IF_ERROR(c->GetAttr("clip_boxes", &p->nms.clip_boxes));
-  TF_RETURN_IF_ERROR(c->GetAttr("num_scales", num_scales));
-  return absl::OkStatus();
+// The op's attr reader (ops/yolo_postprocess/yolo_postprocess_op.h) over a shape function's
+// context.
+template <typename... Out>
+absl::Status ReadAttrs(InferenceContext* c, Out*... out) {
+  return ReadShapeAttrs(c,
+                        [&](AttrReader& r) { return yolo_postprocess_op::ReadAttrs(&r, out...); });
 }
 
 absl::Status PostprocessShape(InferenceContext* c) {
@@ -118,50 +112,6 @@ REGISTER_OP("Opforge>YoloPostprocess")
         "reach score_threshold.");
 
 namespace {
-
-struct YoloPostprocessOp {
-  using Params = YoloPostprocessParams;
-  YoloPostprocessParams attrs;
-  int64_t num_scales = 0;
-
-  Status Init(AttrReader& reader) {
-    if (!ReadAttrs(&reader, &attrs, &num_scales).ok()) return Status::Ok();  // reported by TfKernel
-    return ValidateYoloPostprocessAttrs(attrs);
-  }
-  Status Validate(TfCall& call, Params* p) const {
-    *p = attrs;
-    const int k = static_cast<int>(num_scales);
-    std::vector<std::vector<int64_t>> features, anchors, scalars;
-    for (int s = 0; s < k; ++s) {
-      features.push_back(call.shape(s));
-      anchors.push_back(call.shape(k + s));
-    }
-    for (int i = 0; i < 5; ++i) scalars.push_back(call.shape(2 * k + i));
-    OPFORGE_RETURN_IF_ERROR(ValidateYoloPostprocess(features, anchors, scalars, p));
-    for (int s = 0; s < k; ++s) {  // CPU only: the anchors are in host memory
-      OPFORGE_RETURN_IF_ERROR(CheckYoloAnchors(kOp, ("anchors[" + std::to_string(s) + "]").c_str(),
-                                               call.dtype, call.in(k + s), p->scales[s].anchors));
-    }
-    nms_binding::ReadScalars(call, 2 * k, &p->nms);
-    OPFORGE_RETURN_IF_ERROR(ValidateYoloPostprocessValues(*p));
-    nms_binding::DeclareOutputs(call, p->batch, p->nms.max_detections());
-    return Status::Ok();
-  }
-  template <typename T>
-  void Cpu(const Params& p, const TfCall& call, const Parallel& parallel) const {
-    const int k = static_cast<int>(num_scales);
-    std::vector<const T*> features, anchors;
-    for (int s = 0; s < k; ++s) {
-      features.push_back(call.in<T>(s));
-      anchors.push_back(call.in<T>(k + s));
-    }
-    YoloPostprocess<T>(p, features, anchors, call.out<T>(0), call.out<T>(1), call.out<float>(2),
-                       call.out<int32_t>(3), parallel);
-  }
-  Status Gpu(DType, const Params&, const TfCall&, void*) const {
-    return Status::Internal("YoloPostprocess has no GPU kernel");
-  }
-};
 
 OPFORGE_REGISTER_KERNELS(Name("Opforge>YoloPostprocess"), YoloPostprocessOp,
                          OPFORGE_YOLO_POSTPROCESS_TYPES, OPFORGE_NO_TYPES)

@@ -4,6 +4,7 @@
 
 #include "common/tf_kernel.h"
 #include "ops/yolo_targets/yolo_targets.h"
+#include "ops/yolo_targets/yolo_targets_op.h"
 
 namespace opforge {
 
@@ -13,13 +14,13 @@ using shape_inference::ShapeHandle;
 
 namespace {
 
-template <typename Context>
-absl::Status ReadAttrs(Context* c, YoloTargetsParams* p) {
-  TF_RETURN_IF_ERROR(c->GetAttr("anchor_masks", &p->anchor_masks));
-  TF_RETURN_IF_ERROR(c->GetAttr("anchors_per_scale", &p->anchors_per_scale));
-  TF_RETURN_IF_ERROR(c->GetAttr("grid_sizes", &p->grid_sizes));
-  TF_RETURN_IF_ERROR(c->GetAttr("num_classes", &p->num_classes));
-  return absl::OkStatus();
+using namespace yolo_targets_op;  // NOLINT: the op's constants and attr reader, shared with its
+                                  // kernels
+
+// The op's attr reader (ops/yolo_targets/yolo_targets_op.h) over a shape function's context.
+template <typename... Out>
+absl::Status ReadAttrs(InferenceContext* c, Out*... out) {
+  return ReadShapeAttrs(c, [&](AttrReader& r) { return yolo_targets_op::ReadAttrs(&r, out...); });
 }
 
 // [B, gh, gw, len(mask), 6] per scale; B from boxes or classes.
@@ -81,58 +82,6 @@ REGISTER_OP("Opforge>YoloTargets")
         "[B, gh, gw, len(mask), 6] per scale.");
 
 namespace {
-
-struct YoloTargetsOp {
-  using Params = YoloTargetsParams;
-  YoloTargetsParams attrs;
-
-  Status Init(AttrReader& reader) {
-    if (!ReadAttrs(&reader, &attrs).ok()) return Status::Ok();  // reported by TfKernel
-    int64_t num_scales = 0;
-    reader.Read("num_scales", &num_scales);
-    OPFORGE_RETURN_IF_ERROR(ValidateYoloTargetsAttrs(attrs));
-    // The shape function checks this too, but eager calls do not run it: without this check a
-    // direct call could declare more outputs than the kernel fills.
-    if (num_scales != attrs.num_scales()) {
-      return InvalidArgument("YoloTargets", "num_scales",
-                             "len(anchors_per_scale) = " + std::to_string(attrs.num_scales()),
-                             num_scales);
-    }
-    return Status::Ok();
-  }
-  Status Validate(TfCall& call, Params* p) const {
-    *p = attrs;
-    OPFORGE_RETURN_IF_ERROR(ValidateYoloTargets(call.shape(0), call.shape(1), call.shape(2), p));
-    for (int64_t s = 0; s < p->num_scales(); ++s)
-      call.Output(static_cast<int>(s), p->output_shape(s));
-    return Status::Ok();
-  }
-  template <typename T>
-  std::vector<T*> Outputs(const Params& p, const TfCall& call) const {
-    std::vector<T*> outputs;
-    for (int64_t s = 0; s < p.num_scales(); ++s)
-      outputs.push_back(call.out<T>(static_cast<int>(s)));
-    return outputs;
-  }
-  template <typename T>
-  Status Cpu(const Params& p, const TfCall& call, const Parallel& parallel) const {
-    if (p.max_boxes > 0) {
-      OPFORGE_RETURN_IF_ERROR(
-          CheckYoloTargetsData<T>(p, call.in<T>(0), call.in<int32_t>(1), call.in<T>(2)));
-    }
-    YoloTargets<T>(p, call.in<T>(0), call.in<int32_t>(1), call.in<T>(2), Outputs<T>(p, call),
-                   parallel);
-    return Status::Ok();
-  }
-  // The device check's results and the masks, allocated by TfKernel.
-  int64_t GpuScratchBytes(DType, const Params& p) const { return YoloTargetsGpuScratchBytes(p); }
-  Status Gpu(DType dtype, const Params& p, const TfCall& call, void* stream) const {
-    std::vector<void*> outputs;
-    for (int64_t s = 0; s < p.num_scales(); ++s) outputs.push_back(call.out(static_cast<int>(s)));
-    return YoloTargetsGpu(dtype, p, call.in(0), call.in<int32_t>(1), call.in(2), outputs,
-                          call.scratch, call.scratch_bytes, stream);
-  }
-};
 
 OPFORGE_REGISTER_KERNELS(Name("Opforge>YoloTargets"), YoloTargetsOp, OPFORGE_YOLO_TARGETS_TYPES,
                          OPFORGE_YOLO_TARGETS_TYPES)
