@@ -8,6 +8,7 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
+from opforge._export import STATE as _EXPORT
 from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib, python_number, to_tensor
 from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch
 
@@ -43,6 +44,9 @@ def bias_leaky_relu(features, bias, alpha: float = 0.2, name: Optional[str] = No
         raise invalid_argument(_OP, "alpha", "finite and >= 0", repr(alpha))
     if features.dtype in INT_DTYPES:
         return integer_bias_leaky_relu(_OP, features, bias, value)
+    if _EXPORT.standard:  # tracing for export (opforge._export): TensorFlow's chain, the same roundings
+        z = tf.nn.bias_add(features, bias) if features.shape.rank != 1 else tf.add(features, bias)
+        return tf.nn.leaky_relu(z, alpha=value, name=name)
     return lib().opforge_bias_leaky_relu(features, bias, alpha=value, name=name)
 
 

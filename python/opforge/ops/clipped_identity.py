@@ -13,6 +13,7 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
+from opforge._export import STATE as _EXPORT
 from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib, python_number, to_tensor
 from opforge.spec import BadInput, Case, OpSpec, Sample, elementwise_speed
 from opforge.timing import numpy_copy
@@ -59,6 +60,9 @@ def clipped_identity(x, clip_min: float = -1.0, clip_max: float = 1.0, leak: flo
         x = _x("ClippedIdentity", x)
         attrs = _attrs("ClippedIdentity", clip_min, clip_max, leak)
         clip_min, clip_max, leak = attrs["clip_min"], attrs["clip_max"], attrs["leak"]
+    if _EXPORT.standard:  # tracing for export (opforge._export): the forward's clip in TensorFlow ops
+        return tf.raw_ops.ClipByValue(t=x, clip_value_min=_attr(clip_min, x.dtype),
+                                      clip_value_max=_attr(clip_max, x.dtype), name=name)
     return lib().opforge_clipped_identity(x, clip_min=clip_min, clip_max=clip_max, leak=leak, name=name)
 
 

@@ -6,6 +6,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
+from opforge._export import STATE as _EXPORT
 from opforge.ops._common import (FLOAT_DTYPES, check_dtype, invalid_argument, lib, python_int, short_repr,
                                  to_tensor)
 from opforge.ops._direct_conv import direct_conv2d_transpose
@@ -127,6 +128,9 @@ def conv2d_transpose(
         output_shape = to_tensor(_OP, "output_shape", output_shape, dtype_hint=tf.int32)
     if output_shape.dtype not in (tf.int32, tf.int64):
         raise invalid_argument(_OP, "output_shape", "int32 or int64", output_shape.dtype.name)
+    if _EXPORT.standard:  # tracing for export (opforge._export): TensorFlow's op, the same values
+        return _standard_conv2d_transpose(input, filters, output_shape, strides4, padding, explicit,
+                                          data_format, dilations4, name)
     return lib().opforge_conv2d_transpose(
         input,
         filters,
@@ -138,6 +142,68 @@ def conv2d_transpose(
         dilations=dilations4,
         name=name,
     )
+
+
+def _standard_conv2d_transpose(input, filters, output_shape, strides4, padding, explicit,  # noqa: A002
+                               data_format, dilations4, name) -> tf.Tensor:
+    """The op in TensorFlow's ops, for export: `tf.nn.conv2d_transpose` (which converters map to
+    ONNX's ConvTranspose, TFLite's TRANSPOSE_CONV) where a converter reads its padding right.
+
+    Converters derive the ONNX pads from the output size alone, splitting the total padding
+    `full - out` (`full = (in - 1) * stride + (k - 1) * dilation + 1`) as SAME does; that is
+    TensorFlow's result for SAME, and for VALID where out == full. Elsewhere (VALID with a larger
+    output, EXPLICIT padding, or sizes unknown at trace time) the transposed convolution runs VALID
+    to its full size and the output window is cut out of it (and zero-filled past its end), which
+    is what TensorFlow computes for every padding: the window starts at the top/left padding.
+    """
+    channel_index = 1 if data_format.startswith("NC") else 3
+    spatial = (2, 3) if channel_index == 1 else (1, 2)
+    strides = [strides4[i] for i in spatial]
+    dilations = [dilations4[i] for i in spatial]
+    batch = tf.shape(input)[0]
+    channels = filters.shape[2] if filters.shape.rank == 4 and filters.shape[2] is not None else tf.shape(filters)[2]
+    output_shape = tf.cast(output_shape, tf.int32)
+    if output_shape.shape.rank == 1 and output_shape.shape[0] == 2:  # [height, width]: batch, channels added
+        hw = [output_shape[0], output_shape[1]]
+    else:
+        hw = [output_shape[i] for i in spatial]
+    static_hw = [tf.get_static_value(v) for v in hw]
+    static_hw = [None if v is None else int(v) for v in static_hw]
+    sizes = [input.shape[i] if input.shape.rank == 4 else None for i in spatial]
+    kernel = [filters.shape[i] if filters.shape.rank == 4 else None for i in (0, 1)]
+    full = [None if n is None or k is None else (n - 1) * s + (k - 1) * d + 1
+            for n, k, s, d in zip(sizes, kernel, strides, dilations)]
+
+    def shape4(h, w):
+        return tf.stack([batch, channels, h, w] if channel_index == 1 else [batch, h, w, channels])
+
+    exact = (padding in ("SAME", "VALID") and None not in full and None not in static_hw
+             and all(f >= o if padding == "SAME" else f == o for f, o in zip(full, static_hw)))
+    if exact:
+        return tf.nn.conv2d_transpose(input, filters, shape4(*static_hw), strides4, padding, data_format,
+                                      dilations4, name=name)
+    dynamic = tf.shape(input)
+    filter_shape = tf.shape(filters)
+    full_t = [full[i] if full[i] is not None else
+              (dynamic[spatial[i]] - 1) * strides[i] + (filter_shape[i] - 1) * dilations[i] + 1 for i in range(2)]
+    y = tf.nn.conv2d_transpose(input, filters, shape4(*full_t), strides4, "VALID", data_format, dilations4)
+    if padding == "EXPLICIT":
+        before = [explicit[2 * i] for i in spatial]
+    elif padding == "SAME":
+        before = [tf.maximum(f - o, 0) // 2 for f, o in zip(full_t, hw)]
+    else:
+        before = [0, 0]
+    # Zeros past the full output's end (VALID and EXPLICIT outputs may reach beyond it).
+    after = [tf.maximum(b + o - f, 0) for b, o, f in zip(before, hw, full_t)]
+    pads = [[0, 0]] * 4
+    for i, axis in enumerate(spatial):
+        pads[axis] = [0, after[i]]
+    y = tf.pad(y, pads)
+    begin = [0] * 4
+    size = [-1] * 4
+    for i, axis in enumerate(spatial):
+        begin[axis], size[axis] = before[i], hw[i]
+    return tf.slice(y, tf.stack(begin), tf.stack(size), name=name)
 
 
 def _attrs(op) -> dict:

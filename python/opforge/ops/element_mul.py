@@ -6,6 +6,7 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
+from opforge._export import STATE as _EXPORT
 from opforge.ops._common import check_dtype, invalid_argument, lib, to_tensor
 from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun
 from opforge.timing import numpy_copy
@@ -43,6 +44,8 @@ def element_mul(a, b, name: Optional[str] = None) -> tf.Tensor:
         and a.dtype in _DTYPE_SET
         and a.dtype == b.dtype
     ):
+        if _EXPORT.standard:  # tracing for export (opforge._export): TensorFlow's op, the same values
+            return tf.multiply(a, b, name=name)
         return lib().opforge_element_mul(a, b, name=name)
     if isinstance(a, (tf.Tensor, tf.Variable)) or not isinstance(b, (tf.Tensor, tf.Variable)):
         a = to_tensor("ElementMul", "a", a)
@@ -53,6 +56,8 @@ def element_mul(a, b, name: Optional[str] = None) -> tf.Tensor:
     check_dtype("ElementMul", "a", a, DTYPES)
     if b.dtype != a.dtype:
         raise invalid_argument("ElementMul", "b", f"the dtype of a ({a.dtype.name})", b.dtype.name)
+    if _EXPORT.standard:
+        return tf.multiply(a, b, name=name)
     return lib().opforge_element_mul(a, b, name=name)
 
 

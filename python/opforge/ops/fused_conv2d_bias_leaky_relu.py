@@ -9,6 +9,7 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
+from opforge._export import STATE as _EXPORT
 from opforge.ops.bias_leaky_relu import integer_bias_leaky_relu
 from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib, python_number, to_tensor
 from opforge.ops._direct_conv import direct_conv2d, explicit_or_string
@@ -62,6 +63,12 @@ def fused_conv2d_bias_leaky_relu(input, filters, bias, strides, padding, alpha: 
     for arg, t in (("filters", filters), ("bias", bias)):
         if t.dtype != input.dtype:
             raise invalid_argument(_OP, arg, f"the dtype of input ({input.dtype.name})", t.dtype.name)
+    if _EXPORT.standard:  # tracing for export (opforge._export): TensorFlow's chain, the same values
+        pads = padding if not explicit else [explicit[i:i + 2] for i in range(0, 8, 2)]
+        z = tf.nn.conv2d(input, filters, strides4, pads, dilations=dilations4)
+        if input.dtype == tf.int32:
+            return integer_bias_leaky_relu(_OP, z, bias, _alpha(alpha))
+        return tf.nn.leaky_relu(tf.nn.bias_add(z, bias), alpha=_alpha(alpha), name=name)
     if input.dtype == tf.int32:
         # As the TensorFlow chain takes int32: its integer convolution and bias_add (wrapping),
         # then opforge's leaky_relu in float32 (the chain's output dtype). The float kernels'

@@ -6,6 +6,7 @@ from typing import Optional, Tuple
 import numpy as np
 import tensorflow as tf
 
+from opforge._export import STATE as _EXPORT
 from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib, python_number, to_tensor
 from opforge.spec import BadInput, Case, OpSpec, Sample, elementwise_speed
 from opforge.timing import numpy_copy
@@ -44,6 +45,8 @@ def leaky_relu(features, alpha: float = 0.2, name: Optional[str] = None) -> tf.T
     # part of every call, so it converts only what needs converting.
     if not (isinstance(features, tf.Tensor) and features.dtype in _FLOAT_SET and type(alpha) is float):
         features, alpha = _features("LeakyRelu", features), _alpha("LeakyRelu", alpha)
+    if _EXPORT.standard:  # tracing for export (opforge._export): TensorFlow's op, the same values
+        return tf.nn.leaky_relu(features, alpha=alpha, name=name)
     return lib().opforge_leaky_relu(features, alpha=alpha, name=name)
 
 
@@ -57,6 +60,9 @@ def leaky_relu_with_mask(
     outputs (the same kernel as :func:`leaky_relu`).
     """
     op = "LeakyReluWithMask"
+    if _EXPORT.standard:
+        features, alpha = _features(op, features), _alpha(op, alpha)
+        return tuple(_mask_reference(features, alpha))
     outputs = lib().opforge_leaky_relu_with_mask(
         _features(op, features), alpha=_alpha(op, alpha), name=name
     )

@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from tensorflow.python.framework import tensor_util
 
+from opforge._export import STATE as _EXPORT
 from opforge.ops._common import check_dtype, invalid_argument, lib, python_bool, python_int, to_tensor
 from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch
 
@@ -88,6 +89,9 @@ def resize_bilinear(
     if not (isinstance(images, tf.Tensor) and images.dtype in _IMAGE_SET):
         images = to_tensor("ResizeBilinear", "images", images)
         check_dtype("ResizeBilinear", "images", images, IMAGE_DTYPES)
+    if _EXPORT.standard:  # tracing for export (opforge._export): TensorFlow's op, the same flags
+        return tf.raw_ops.ResizeBilinear(images=images, size=_size(size), align_corners=align_corners,
+                                         half_pixel_centers=half_pixel_centers, name=name)
     return lib().opforge_resize_bilinear(
         images,
         _size(size),

@@ -6,6 +6,7 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
+from opforge._export import STATE as _EXPORT
 from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib, to_tensor
 from opforge.spec import BadInput, Case, OpSpec, Sample, elementwise_speed
 from opforge.timing import numpy_copy
@@ -39,6 +40,8 @@ def swish(features, name: Optional[str] = None) -> tf.Tensor:
     """
     if not (isinstance(features, tf.Tensor) and features.dtype in _FLOAT_SET):
         features = _features("Swish", features)
+    if _EXPORT.standard:  # tracing for export (opforge._export): TensorFlow's ops, x * sigmoid(x)
+        return tf.multiply(features, tf.math.sigmoid(features), name=name)
     return lib().opforge_swish(features, name=name)
 
 
