@@ -206,6 +206,16 @@ def test_resize_bilinear_modes(flags, size, tmp_path):
         np.testing.assert_allclose(got, fn(tf.constant(x)).numpy(), rtol=1e-6, atol=1e-5)
 
 
+def test_resize_the_tf_image_resize_drop_in(tmp_path):
+    fn = lambda x: opforge.ops.resize(x, [9, 7])  # noqa: E731
+    proto = _export_fn(fn, tmp_path, tf.TensorSpec([None, 5, 4, 2], tf.float32, name="x"))
+    assert ox.custom_op_types(proto) == []
+    (resize,) = [n for n in proto.graph.node if n.op_type == "Resize"]
+    assert _attrs(resize)["coordinate_transformation_mode"] == b"half_pixel"
+    x = np.random.default_rng(0).uniform(-10, 10, (4, 5, 4, 2)).astype(np.float32)
+    np.testing.assert_allclose(_run(tmp_path / "f.onnx", x)[0], fn(tf.constant(x)).numpy(), rtol=1e-6, atol=1e-5)
+
+
 @pytest.mark.parametrize("case", [
     dict(shape=[None, 5, 6, 3], out=(10, 12), strides=2, padding="SAME", k=4),
     dict(shape=[None, 5, 6, 3], out=(9, 11), strides=2, padding="SAME", k=3),

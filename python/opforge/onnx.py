@@ -41,7 +41,8 @@ OP_NAMES_SYMBOL = "OpforgeOrtOpNames"
 # values (opforge._export makes the op wrappers emit the TensorFlow chain that tf2onnx maps so).
 STANDARD_OPS: Dict[str, str] = {
     "Opforge>LeakyRelu": "LeakyRelu",
-    "Opforge>LeakyReluWithMask": "LeakyRelu, Greater + Where (the mask)",
+    "Opforge>LeakyReluWithMask": "LeakyRelu, and Greater for the mask (tf2onnx writes the select as Cast, Mul "
+                                 "and Add: exact for its two finite values, 1 and alpha)",
     "Opforge>ElementMul": "Mul",
     "Opforge>ResizeBilinear": "Resize (linear; coordinate_transformation_mode align_corners, half_pixel "
                               "or asymmetric, as align_corners / half_pixel_centers / neither)",

@@ -155,8 +155,12 @@ def resize(images, size, method: str = "bilinear", *, antialias: bool = False,
         scale = tf.minimum(tf.cast(size[0], tf.float32) / height, tf.cast(size[1], tf.float32) / width)
         size = tf.stack([tf.cast(tf.round(scale * height), tf.int32),
                          tf.cast(tf.round(scale * width), tf.int32)])
-    out = lib().opforge_resize_bilinear(images, size, align_corners=False, half_pixel_centers=True,
+    if _EXPORT.standard:  # tracing for export (opforge._export): TensorFlow's op, the same flags
+        out = tf.raw_ops.ResizeBilinear(images=images, size=size, align_corners=False, half_pixel_centers=True,
                                         name=name)
+    else:
+        out = lib().opforge_resize_bilinear(images, size, align_corners=False, half_pixel_centers=True,
+                                            name=name)
     if not tf.executing_eagerly():
         out.set_shape([None, *tensor_util.constant_value_as_shape(size).as_list(), None])
     return out[0] if rank == 3 else out
