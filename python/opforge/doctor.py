@@ -40,6 +40,9 @@ def run() -> int:
 
     print(f"opforge {__version__}")
     print(f"  library:              {library_path()}")
+    ort_library = library_path().parent / "libopforge_ort.so"  # opforge.onnx.ORT_LIBRARY_NAME (needs onnx)
+    print(f"  ONNX Runtime library: {ort_library}" + ("" if ort_library.is_file() else
+          " (not built: models with opforge ONNX nodes need it; standard-op exports run without it)"))
     print(f"  TensorFlow running:   {tf.__version__} ({tf.__file__.rsplit('/', 1)[0]})")
     print(f"  TensorFlow supported: {SUPPORTED_TF[0]} to {SUPPORTED_TF[1]} (each built and tested by "
           "`make compat-check`)")
