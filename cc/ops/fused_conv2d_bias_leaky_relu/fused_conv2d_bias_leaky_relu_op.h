@@ -13,7 +13,7 @@
 namespace opforge {
 namespace fused_conv2d_bias_leaky_relu_op {
 
-constexpr char kOp[] = "FusedConv2DBiasLeakyRelu";
+inline constexpr char kOp[] = "FusedConv2DBiasLeakyRelu";
 
 inline Status ReadAttrs(AttrReader* c, FusedConv2DParams* p) {
   std::vector<int64_t> strides, dilations, pads;

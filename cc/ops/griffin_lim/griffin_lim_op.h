@@ -14,9 +14,9 @@
 namespace opforge {
 namespace griffin_lim_op {
 
-constexpr const char* kOp = "GriffinLim";
+inline constexpr const char* kOp = "GriffinLim";
 
-constexpr int64_t kFreshSeed = -1;
+inline constexpr int64_t kFreshSeed = -1;
 
 inline Status ReadAttrs(AttrReader* c, GriffinLimParams* p, Status* parsed) {
   std::string window, pad_mode, init;

@@ -13,7 +13,7 @@
 namespace opforge {
 namespace mel_to_stft_op {
 
-constexpr const char* kOp = "MelToStft";
+inline constexpr const char* kOp = "MelToStft";
 
 inline Status ReadAttrs(AttrReader* c, MelToStftParams* p, Status* parsed) {
   float sr = 0, power = 0, fmin = 0, fmax = 0;

@@ -37,8 +37,8 @@ Status CheckAttrs(const MfccToMelParams& attrs, bool grad) {
   return ValidateMfccToMelGrad({rows, 1}, {rows, 1}, {1, 1}, &p);
 }
 
-constexpr char kMfccToMel[] = "MfccToMel";
-constexpr char kMfccToMelGrad[] = "MfccToMelGrad";
+inline constexpr char kMfccToMel[] = "MfccToMel";
+inline constexpr char kMfccToMelGrad[] = "MfccToMelGrad";
 
 template <const char* kOp>
 struct MfccToMelAttrs {

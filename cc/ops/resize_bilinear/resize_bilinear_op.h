@@ -28,8 +28,8 @@ struct ResizeBilinearAttrs {
   }
 };
 
-constexpr char kResizeBilinear[] = "ResizeBilinear";
-constexpr char kResizeBilinearGrad[] = "ResizeBilinearGrad";
+inline constexpr char kResizeBilinear[] = "ResizeBilinear";
+inline constexpr char kResizeBilinearGrad[] = "ResizeBilinearGrad";
 
 struct ResizeBilinearOp : ResizeBilinearAttrs<kResizeBilinear> {
   static constexpr int kValuesInput = 1;  // size, read on the host

@@ -14,7 +14,7 @@
 namespace opforge {
 namespace yolo_postprocess_op {
 
-constexpr char kOp[] = "YoloPostprocess";
+inline constexpr char kOp[] = "YoloPostprocess";
 
 const char* const kScalars[] = {"max_detections_per_class", "max_detections", "iou_threshold",
                                 "score_threshold", "soft_nms_sigma"};

@@ -1,0 +1,11 @@
+// ONNX Runtime registration of the ClippedIdentity, ClippedIdentityGrad kernels: the op structs of
+// clipped_identity_op.h, the ones TensorFlow runs (common/ort_kernel.h).
+#include "common/ort_kernel.h"
+#include "ops/clipped_identity/clipped_identity_op.h"
+
+namespace opforge {
+
+OPFORGE_ORT_KERNELS(ClippedIdentity, "ClippedIdentity", ClippedIdentityOp, OPFORGE_FLOAT_TYPES, "T", "T")
+OPFORGE_ORT_KERNELS(ClippedIdentityGrad, "ClippedIdentityGrad", ClippedIdentityGradOp, OPFORGE_FLOAT_TYPES, "T, T", "T")
+
+}  // namespace opforge

@@ -1,0 +1,10 @@
+// ONNX Runtime registration of the GriffinLim kernels: the op structs of
+// griffin_lim_op.h, the ones TensorFlow runs (common/ort_kernel.h).
+#include "common/ort_kernel.h"
+#include "ops/griffin_lim/griffin_lim_op.h"
+
+namespace opforge {
+
+OPFORGE_ORT_KERNELS(GriffinLim, "GriffinLim", GriffinLimOp, OPFORGE_GRIFFIN_LIM_TYPES, "T, T", "T")
+
+}  // namespace opforge
