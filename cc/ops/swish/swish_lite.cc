@@ -1,0 +1,11 @@
+// LiteRT registration of swish's forward op (common/lite_kernel.h).
+#include "common/lite_kernel.h"
+#include "ops/swish/swish_op.h"
+
+namespace opforge {
+namespace {
+
+OPFORGE_LITE_OP("Opforge>Swish", SwishOp, OPFORGE_FLOAT_TYPES)
+
+}  // namespace
+}  // namespace opforge
