@@ -14,6 +14,10 @@
 #include <sys/mman.h>
 #endif
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
+
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -179,6 +183,26 @@ inline void AdviseHugePages(void* data, size_t bytes) {
   (void)bytes;
 #endif
 }
+
+// TensorFlow runs every CPU kernel with denormals flushed to zero (FTZ and DAZ set on its
+// threads); ONNX Runtime and LiteRT do not. The other runtimes' skeletons hold one of these while
+// the core runs (on every thread that runs part of it), so that results are TensorFlow's bits:
+// swish(-100) is -0 there, not -4e-43. Restores the caller's mode.
+class ScopedFlushDenormals {
+ public:
+#if defined(__x86_64__) || defined(__i386__)
+  ScopedFlushDenormals() : saved_(_mm_getcsr()) { _mm_setcsr(saved_ | kFtzDaz); }
+  ~ScopedFlushDenormals() { _mm_setcsr(saved_); }
+
+ private:
+  static constexpr unsigned kFtzDaz = 0x8040;  // MXCSR's flush-to-zero and denormals-are-zero
+  unsigned saved_;
+#else
+  ScopedFlushDenormals() = default;
+#endif
+  ScopedFlushDenormals(const ScopedFlushDenormals&) = delete;
+  ScopedFlushDenormals& operator=(const ScopedFlushDenormals&) = delete;
+};
 
 // The name op structs were first written against; the same class.
 using TfCall = OpCall;

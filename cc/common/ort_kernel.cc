@@ -390,6 +390,7 @@ void RunChunk(void* data, size_t i) {
   const int64_t c = static_cast<int64_t>(i);
   const int64_t begin = w->total * c / w->chunks;
   const int64_t end = w->total * (c + 1) / w->chunks;
+  const ScopedFlushDenormals flush;  // on ONNX Runtime's worker threads too
   if (end > begin) (*w->fn)(begin, end);
 }
 }  // namespace

@@ -153,6 +153,7 @@ class OrtKernel final : public KernelBase {
     bool any = false;
     if (OrtStatus* s = AllocateOutputs(api_, context, entry_, &call, &any)) return s;
     if (!any) return nullptr;
+    const ScopedFlushDenormals flush;  // as TensorFlow runs its kernels (op_call.h)
     return ToOrtStatus(api_, internal::RunCpu<T>(op_, params, call, OrtParallel(api_, context)));
   }
 

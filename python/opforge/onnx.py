@@ -220,24 +220,65 @@ def _onnx_attribute(name: str, tf_type: str, value: Any) -> AttributeProto:
     return helper.make_attribute(name, value, attr_type=_ATTR_TYPES[tf_type])
 
 
+def onnx_input_order(tf_op: str, num_inputs: int) -> List[int]:
+    """For each input of the ONNX node of `tf_op`, the index of the TensorFlow input it is.
+
+    ONNX allows a variadic input only last, so an op whose TensorFlow inputs have one in the middle
+    takes its fixed inputs first in ONNX: YoloPostprocess's five scalars, then its num_scales
+    feature maps and num_scales anchors (cc/ops/yolo_postprocess/yolo_postprocess_ort.cc reads them
+    back in TensorFlow's order). Every other op keeps TensorFlow's order.
+    """
+    if tf_op == "Opforge>YoloPostprocess":
+        maps = num_inputs - 5
+        return list(range(maps, num_inputs)) + list(range(maps))
+    return list(range(num_inputs))
+
+
+def _attributes(tf_op: str, get, where: str) -> List[AttributeProto]:
+    """The ONNX attributes of a node of `tf_op` whose TF attr values `get(name)` returns (None for
+    a missing one): the op def's attributes but its type attributes (T, U, Tshape)."""
+    from tensorflow.python.framework import op_def_registry
+
+    op_def = op_def_registry.get(tf_op)
+    attrs = []
+    for attr in op_def.attr:
+        if attr.type in ("type", "list(type)"):
+            continue
+        value = get(attr.name)
+        if value is None:
+            raise ExportError(f"{tf_op}: the converted node {where} lacks its attribute {attr.name}")
+        if attr.type not in _ATTR_TYPES:
+            raise ExportError(f"{tf_op}: attribute {attr.name} of type {attr.type} has no ONNX form")
+        attrs.append(_onnx_attribute(attr.name, attr.type, value))
+    return attrs
+
+
+def node_from_tf_op(op, inputs: Sequence[str], outputs: Sequence[str]) -> onnx.NodeProto:
+    """The `opforge`-domain ONNX node of a TensorFlow graph's opforge op (`tf.Operation`), with
+    ONNX input names `inputs` given in TensorFlow's input order (reordered here as ONNX wants)."""
+    attrs = _attributes(op.type, lambda n: op.get_attr(n) if n in op.node_def.attr else None, op.name)
+    order = onnx_input_order(op.type, len(inputs))
+    node = helper.make_node(op.type.split(">", 1)[-1], [inputs[i] for i in order], list(outputs),
+                            domain=DOMAIN, name=op.name)
+    node.attribute.extend(attrs)
+    return node
+
+
 def _custom_node_handler(tf_op: str) -> Callable:
     """A tf2onnx custom-op handler that turns the TensorFlow node of `tf_op` into an `opforge`
     node: domain `opforge`, op type without the `Opforge>` prefix, the op def's attributes but its
-    type attributes (T, U, Tshape), converted by the op def's types. Inputs and outputs are kept as
-    they are, in TensorFlow's order and dtypes (int32 sizes, shapes and thresholds stay int32)."""
-    from tensorflow.python.framework import op_def_registry
+    type attributes (T, U, Tshape), converted by the op def's types. Inputs and outputs keep
+    TensorFlow's dtypes (int32 sizes, shapes and thresholds stay int32) and order, but where ONNX
+    needs another (onnx_input_order)."""
 
     def handler(ctx, node, name, args):
-        op_def = op_def_registry.get(tf_op)
-        attrs = {}
-        for attr in op_def.attr:
-            if attr.type not in _ATTR_TYPES or attr.name not in node.attr:
-                if attr.type not in ("type", "list(type)") and attr.name not in node.attr:
-                    raise ExportError(f"{tf_op}: the converted node {name} lacks its attribute {attr.name}")
-                continue
-            attrs[attr.name] = _onnx_attribute(attr.name, attr.type, node.get_attr_value(attr.name))
+        attrs = {a.name: a for a in _attributes(
+            tf_op, lambda n: node.get_attr_value(n) if n in node.attr else None, name)}
         node.attr.clear()
         node.attr.update(attrs)
+        order = onnx_input_order(tf_op, len(node.input))
+        if order != list(range(len(node.input))):
+            ctx.replace_inputs(node, [node.input[i] for i in order])
         node.type = tf_op.split(">", 1)[-1]
         node.domain = DOMAIN
         return node
