@@ -28,6 +28,10 @@
 #include <thread>
 #include <vector>
 
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
+
 #include "common/lite_kernel.h"
 #include "flatbuffers/flexbuffers.h"
 #include "tensorflow/lite/core/c/common.h"
@@ -178,6 +182,41 @@ class FlexAttrSource final : public AttrSource {
   bool valid_ = false;
 };
 
+// --- denormals ----------------------------------------------------------------------------------
+
+// TensorFlow runs every CPU kernel with denormals flushed to zero (its executor and its thread
+// pools hold port::ScopedFlushDenormal); LiteRT does not. The kernels run so here too, so that they
+// give TensorFlow's bits (swish of -98 is -0 there, -4e-43 with denormals on).
+class ScopedFlushDenormal {
+ public:
+  ScopedFlushDenormal() {
+#if defined(__SSE__)
+    saved_ = _mm_getcsr();
+    _mm_setcsr(saved_ | 0x8040);  // FTZ (bit 15) and DAZ (bit 6)
+#elif defined(__aarch64__)
+    __asm__ __volatile__("mrs %0, fpcr" : "=r"(saved_));
+    const uint64_t flushed = saved_ | (uint64_t{1} << 24);  // FZ
+    __asm__ __volatile__("msr fpcr, %0" : : "r"(flushed));
+#endif
+  }
+  ~ScopedFlushDenormal() {
+#if defined(__SSE__)
+    _mm_setcsr(saved_);
+#elif defined(__aarch64__)
+    __asm__ __volatile__("msr fpcr, %0" : : "r"(saved_));
+#endif
+  }
+  ScopedFlushDenormal(const ScopedFlushDenormal&) = delete;
+  ScopedFlushDenormal& operator=(const ScopedFlushDenormal&) = delete;
+
+ private:
+#if defined(__SSE__)
+  unsigned int saved_ = 0;
+#else
+  uint64_t saved_ = 0;
+#endif
+};
+
 // --- threads ------------------------------------------------------------------------------------
 
 // A small persistent pool: `size() - 1` workers and the calling thread run the chunks of one
@@ -239,7 +278,10 @@ class ThreadPool {
       const int i = next_++;
       const std::function<void(int)>* task = task_;
       lock.unlock();
-      (*task)(i);
+      {
+        ScopedFlushDenormal flush;  // as on the calling thread (KernelInvoke)
+        (*task)(i);
+      }
       lock.lock();
       if (--pending_ == 0) done_.notify_all();
     }
@@ -552,7 +594,10 @@ TfLiteStatus KernelInvoke(TfLiteContext* context, TfLiteNode* node) {
   }
   if (!any) return kTfLiteOk;
   PoolParallel parallel(&s->delegate->pool);
-  status = s->op->Run(type, call, parallel);
+  {
+    ScopedFlushDenormal flush;
+    status = s->op->Run(type, call, parallel);
+  }
   if (!status.ok()) return Fail(context, status.message());
   return kTfLiteOk;
 }

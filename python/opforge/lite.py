@@ -271,6 +271,13 @@ def convert(model, standard_ops: bool = True, input_signature=None) -> bytes:
     from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
     frozen = convert_variables_to_constants_v2(concrete)
-    converter = tf.lite.TFLiteConverter.from_concrete_functions([frozen], holder)
+    # The frozen function's outputs are a flat list: a function of the same inputs packs them back
+    # into the traced structure, so the model's signature keeps the output names (a dict's keys).
+    structure = concrete.structured_outputs
+    signature = [s for s in tf.nest.flatten(concrete.structured_input_signature) if isinstance(s, tf.TensorSpec)]
+    named = tf.function(lambda *args: tf.nest.pack_sequence_as(structure, tf.nest.flatten(frozen(*args))),
+                        input_signature=signature).get_concrete_function()
+    # Without a holder object the converter writes no signature at all.
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([named], holder if holder is not None else tf.Module())
     converter.allow_custom_ops = True
     return converter.convert()
