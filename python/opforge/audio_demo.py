@@ -360,3 +360,33 @@ def bench(repeats: int = 10, threads: int = 2, seconds: float = 5.0) -> int:
     print("librosa's split (3 calls each): " + "; ".join(
         f"{name} {seconds_ * 1e3:.1f} ms ({100 * seconds_ / lib_total:.1f}%)" for name, seconds_ in lib_split.items()))
     return 0
+
+
+def export(out: str = "mfcc_to_audio.onnx", sr: int = 22050, n_mfcc: int = 20, n_mels: int = 128,
+           n_fft: int = 2048, n_iter: int = 32, seed: int = 0, seconds: float = 2.0) -> int:
+    """`opforge audio export --format onnx`: `opforge.audio.mfcc_to_audio` (MFCCs [n_mfcc, T], any
+    T, to audio) as an ONNX file whose inverse-MFCC ops are `opforge` nodes (libopforge_ort.so
+    runs them), with a fixed Griffin-Lim seed; then runs it in ONNX Runtime on the MFCCs of a few
+    seconds of speech and says whether the audio is TensorFlow's."""
+    import tensorflow as tf
+
+    import opforge.onnx
+    from opforge.audio import mfcc_to_audio
+
+    kwargs = dict(n_mels=n_mels, sr=sr, n_fft=n_fft, n_iter=n_iter, seed=seed)
+    fn = tf.function(lambda mfcc: mfcc_to_audio(mfcc, **kwargs))
+    signature = [tf.TensorSpec([n_mfcc, None], tf.float32, name="mfcc")]
+    opforge.onnx.export(fn, out, input_signature=signature)
+    y, sr_used, source = speech(sr, seconds)
+    mfcc = np.asarray(mfcc_features(y, sr, n_mfcc=n_mfcc, n_mels=n_mels, n_fft=n_fft)[0], np.float32)
+    expected = fn(tf.constant(mfcc)).numpy()
+    session = opforge.onnx.session(out, intra_op_num_threads=2)
+    got = session.run(None, {session.get_inputs()[0].name: mfcc})[0]
+    err = float(np.abs(got - expected).max()) if got.shape == expected.shape else float("inf")
+    scale = float(np.abs(expected).max()) or 1.0
+    same = err <= 1e-5 * scale
+    print(f"wrote {out}: mfcc float32 [{n_mfcc}, T] -> audio at {sr} Hz (n_mels={n_mels}, n_fft={n_fft}, "
+          f"n_iter={n_iter}, seed={seed}); in ONNX Runtime {opforge.onnx.ort_version()} on {mfcc.shape[1]} frames "
+          f"of {source.split(':')[0]}: {len(got)} samples, max difference from TensorFlow {err:.2e} "
+          f"({'equal within rounding' if same else 'DIFFERENT'})")
+    return 0 if same else 1

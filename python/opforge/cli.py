@@ -85,9 +85,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     y_eval.add_argument("--data", default="shapes")
     y_eval.add_argument("--classes", default="")
     y_eval.add_argument("--images", type=int, default=100, help="synthetic held-out images")
-    y_export = yolo.add_parser("export", help="save the detector as a SavedModel taking uint8 images")
+    y_export = yolo.add_parser("export", help="the detector with its post-processing: a SavedModel taking uint8 "
+                                              "images, or an ONNX / LiteRT file taking float images in [0, 1]")
     y_export.add_argument("--model", default="yolo_out")
-    y_export.add_argument("--out", default="yolo_savedmodel")
+    y_export.add_argument("--format", choices=("savedmodel", "onnx", "tflite"), default="savedmodel")
+    y_export.add_argument("--out", default=None,
+                          help="default: yolo_savedmodel, yolo_detector.onnx or yolo_detector.tflite")
+    y_export.add_argument("--score", type=float, default=0.3, help="score threshold of the post-processing")
     y_demo = yolo.add_parser("demo", help="train YOLO-tiny on the synthetic set (about 5 minutes on 2 cores)")
     y_demo.add_argument("--out", default="demo_out")
     y_demo.add_argument("--seconds", type=float, default=300.0)
@@ -113,6 +117,16 @@ def main(argv: Optional[List[str]] = None) -> int:
                                              "22.05 kHz, n_mfcc=20, n_mels=128, n_fft=2048, n_iter=32")
     a_bench.add_argument("--repeats", type=int, default=10, help="interleaved calls of each (default 10)")
     a_bench.add_argument("--threads", type=int, default=2, help="TensorFlow and BLAS threads (default 2)")
+    a_export = audio.add_parser("export", help="mfcc_to_audio as an ONNX file (opforge nodes run by "
+                                               "libopforge_ort.so), checked against TensorFlow in ONNX Runtime")
+    a_export.add_argument("--format", choices=("onnx",), default="onnx")
+    a_export.add_argument("--out", default="mfcc_to_audio.onnx")
+    a_export.add_argument("--sr", type=int, default=22050)
+    a_export.add_argument("--n-mfcc", type=int, default=20)
+    a_export.add_argument("--n-mels", type=int, default=128)
+    a_export.add_argument("--n-fft", type=int, default=2048)
+    a_export.add_argument("--n-iter", dest="export_n_iter", type=int, default=32)
+    a_export.add_argument("--seed", type=int, default=0, help="Griffin-Lim's random phases (fixed in the file)")
     args = parser.parse_args(argv)
     if args.command == "yolo":
         return _yolo(args)
@@ -172,6 +186,9 @@ def _audio(args, parser) -> int:
     try:
         if args.audio_command == "demo":
             return audio_demo.demo(args.out, args.seconds, args.n_iter)
+        if args.audio_command == "export":
+            return audio_demo.export(args.out, args.sr, args.n_mfcc, args.n_mels, args.n_fft, args.export_n_iter,
+                                     args.seed)
         return audio_demo.bench(args.repeats, args.threads)
     except (LoadError, OSError) as exc:
         print(f"opforge audio {args.audio_command}: {exc}", file=sys.stderr)
@@ -232,9 +249,15 @@ def _yolo(args) -> int:
                 print(f"  {name}: AP@0.5 = {ap:.3f}")
             return 0
         if args.yolo_command == "export":
-            app.export(model, len(names), size, args.out)
-            print(f"wrote {args.out}: serving_default(images: uint8 [B, H, W, 3]); load with "
-                  "import opforge; tf.saved_model.load(...)")
+            out = args.out or {"savedmodel": "yolo_savedmodel", "onnx": "yolo_detector.onnx",
+                               "tflite": "yolo_detector.tflite"}[args.format]
+            app.export_deployable(model, len(names), size, out, args.format, score_threshold=args.score)
+            how = {"savedmodel": "serving_default(images: uint8 [B, H, W, 3]); load with import opforge; "
+                                 "tf.saved_model.load(...)",
+                   "onnx": f"images: float32 [B, {size}, {size}, 3] in [0, 1]; run with opforge.onnx.session(...)",
+                   "tflite": f"images: float32 [1, {size}, {size}, 3] in [0, 1]; run with "
+                             "opforge.lite.interpreter(...)"}[args.format]
+            print(f"wrote {out}: {how}")
             return 0
     except (LabelError, FileNotFoundError, ValueError) as exc:
         print(f"opforge yolo {args.yolo_command}: {exc}", file=sys.stderr)

@@ -475,3 +475,12 @@ def export(model, path: PathLike, input_signature=None, opset: int = 17,
     proto.producer_version = __version__
     onnx.save(proto, os.fspath(path))
     return proto
+
+
+def ort_version() -> str:
+    """The version of the onnxruntime package in this process ("" when it is not installed)."""
+    try:
+        import onnxruntime
+    except ImportError:
+        return ""
+    return onnxruntime.__version__

@@ -181,6 +181,26 @@ def plot_loss(losses: Sequence[float], path: str, width: int = 480, height: int 
     image.save(path)
 
 
+def _demo_onnx(model: keras.Model, size: int, shown: np.ndarray, expected, out_dir: str) -> bool:
+    """The trained detector exported to ONNX and run in ONNX Runtime on the demo images: whether
+    its detections are TensorFlow's."""
+    import opforge.onnx
+
+    path = os.path.join(out_dir, "detector.onnx")
+    try:
+        export_deployable(model, 3, size, path, "onnx", score_threshold=0.3)
+        session = opforge.onnx.session(path, intra_op_num_threads=2)
+    except Exception as exc:  # noqa: BLE001 -- the demo reports it and fails
+        print(f"ONNX export / ONNX Runtime: FAILED: {type(exc).__name__}: {exc}")
+        return False
+    feed = {session.get_inputs()[0].name: shown.astype(np.float32) / 255.0}
+    got = session.run(None, feed)
+    same, text = compare_detections(got, expected)
+    print(f"wrote {path}; in ONNX Runtime {opforge.onnx.ort_version()} on the {len(shown)} images: {text}: "
+          f"{'equal to TensorFlow' if same else 'DIFFERENT from TensorFlow'}")
+    return same
+
+
 class ServingModule(tf.Module):
     """The detector for serving: uint8 images `[B, H, W, 3]` of any batch and size in;
     letterboxed in the graph to the model's input size, decoded, NMS; boxes out as normalised
@@ -218,6 +238,51 @@ def export(model: keras.Model, num_classes: int, input_size: int, path: str, **p
     module = ServingModule(model, num_classes, input_size, **postprocess)
     tf.saved_model.save(module, path, signatures={"serving_default": module.serve})
     return module
+
+
+EXPORT_FORMATS = ("savedmodel", "onnx", "tflite")
+
+
+def export_deployable(model: keras.Model, num_classes: int, input_size: int, path: str, format: str = "onnx",
+                      **postprocess):
+    """The detector (model, decode, NMS) for another runtime: `format` "onnx" writes an ONNX file
+    (`opforge.onnx.export`: the network as standard ONNX ops, the post-processing as the
+    `opforge.YoloPostprocess` node that libopforge_ort.so runs; run it with
+    `opforge.onnx.session(path)`), "tflite" a LiteRT flatbuffer (`opforge.lite.convert`; run it
+    with `opforge.lite.interpreter(path)`), "savedmodel" `export`'s SavedModel. The ONNX and LiteRT
+    files take float32 images `[B, S, S, 3]` in [0, 1] of the model's input size S (batch dynamic
+    in ONNX) and give (boxes, scores, classes, valid_detections) as the Keras detector does."""
+    if format == "savedmodel":
+        return export(model, num_classes, input_size, path, **postprocess)
+    det = make_detector(model, num_classes, input_size, **postprocess)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    if format == "onnx":
+        import opforge.onnx
+
+        return opforge.onnx.export(det, path)
+    if format == "tflite":
+        import opforge.lite
+
+        content = opforge.lite.convert(det)
+        Path(path).write_bytes(content)
+        return content
+    raise ValueError(f"format must be one of {', '.join(EXPORT_FORMATS)}, got {format!r}")
+
+
+def compare_detections(got, expected, box_tolerance: float = 1e-5, score_tolerance: float = 1e-6):
+    """(same, text): whether another runtime's (boxes, scores, classes, valid_detections) are
+    TensorFlow's (counts and classes equal, boxes and scores within the tolerances), and a line
+    saying how far apart they are."""
+    got = [np.asarray(g) for g in got]
+    expected = [np.asarray(e) for e in expected]
+    counts = np.array_equal(got[3], expected[3])
+    classes = np.array_equal(got[2], expected[2])
+    box = float(np.abs(got[0] - expected[0]).max()) if got[0].size else 0.0
+    score = float(np.abs(got[1] - expected[1]).max()) if got[1].size else 0.0
+    same = counts and classes and box <= box_tolerance and score <= score_tolerance
+    text = (f"{int(expected[3].sum())} detections; counts {'equal' if counts else 'DIFFERENT'}, classes "
+            f"{'equal' if classes else 'DIFFERENT'}, boxes within {box:.1e}, scores within {score:.1e}")
+    return same, text
 
 
 def demo(out_dir: str = "demo_out", seconds_budget: float = 300.0, seed: int = 0) -> int:
@@ -266,6 +331,7 @@ print('RELOAD', same)
     reloaded = "RELOAD True" in proc.stdout
     print(f"wrote {out_dir}/detections.png, {out_dir}/loss.png, {out_dir}/model.keras; reloaded in a fresh "
           f"process: detections {'equal' if reloaded else 'DIFFERENT: ' + proc.stderr[-2000:]}")
-    ok = metrics["map50"] >= 0.5 and reloaded
-    print("demo:", "ok" if ok else "FAIL (mAP@0.5 must reach 0.5 and the reload must match)")
+    onnx_same = _demo_onnx(model, size, shown, expected, out_dir)
+    ok = metrics["map50"] >= 0.5 and reloaded and onnx_same
+    print("demo:", "ok" if ok else "FAIL (mAP@0.5 must reach 0.5, the reload and the ONNX detections must match)")
     return 0 if ok else 1
