@@ -219,3 +219,21 @@ def test_spec_forward_cases_give_tensorflows_bits(spec, cases, names):
         ran += 1
     if not ran:
         pytest.skip(f"{spec.name}: no float32 case LiteRT can take")
+
+
+def test_missing_attribute_is_named():
+    fn = tf.function(lambda x: {"y": opforge.ops.leaky_relu(x, alpha=0.1)},
+                     input_signature=[tf.TensorSpec([2, 3], tf.float32, name="x")])
+    damaged = lite.convert(fn, standard_ops=False).replace(b"alpha", b"alphb")  # the flexbuffer key
+    it = lite.interpreter(model_content=damaged)
+    with pytest.raises(RuntimeError, match="Opforge>LeakyRelu: attribute alpha is missing"):
+        it.allocate_tensors()
+
+
+def test_float16_runs_as_in_tensorflow():
+    fn = tf.function(lambda x: {"y": opforge.ops.leaky_relu(x, alpha=0.1)},
+                     input_signature=[tf.TensorSpec([2, 3], tf.float16, name="x")])
+    it = lite.interpreter(model_content=lite.convert(fn, standard_ops=False))
+    it.allocate_tensors()
+    x = np.float16([[-1, 2, 3], [4, -5, 6]])
+    assert bits_equal(_run(it, {"x": x})["y"], fn(x)["y"].numpy())
