@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 import opforge.models as M
+import opforge.lite as ol
 import opforge.onnx as oo
 from opforge import audio_demo, cli
 from opforge.models import app
@@ -88,3 +89,28 @@ def test_audio_export_onnx_gives_tensorflows_audio(tmp_path, capsys):
     got = session.run(None, {"mfcc": mfcc})[0]
     assert got.shape == expected.shape
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6 * np.abs(expected).max())
+
+
+needs_lite = pytest.mark.skipif(not ol.library_path(must_exist=False).exists(),
+                                reason="libopforge_lite.so not built (opforge doctor says why)")
+
+
+@needs_lite
+def test_yolo_export_tflite_detects_as_tensorflow(trained_dir, tmp_path):
+    d, model, images = trained_dir
+    out = tmp_path / "det.tflite"
+    assert cli.main(["yolo", "export", "--model", str(d), "--format", "tflite", "--out", str(out),
+                     "--score", "0.05"]) == 0
+    assert "Opforge>YoloPostprocess" in ol.custom_op_names(out.read_bytes())
+    det = app.make_detector(model, CLASSES, SIZE, score_threshold=0.05)
+    interp = ol.interpreter(out, num_threads=2)
+    run = interp.get_signature_runner()
+    for batch in (1, 4):
+        x = images[:batch]
+        expected = [t.numpy() for t in det(x, training=False)]
+        assert expected[3].min() > 0
+        outputs = run(**{next(iter(run.get_input_details())): x})
+        ordered = [outputs[f"output_{i}"] for i in range(4)]  # the Keras detector's output order
+        same, text = app.compare_detections(ordered, expected)
+        assert same, text
+
