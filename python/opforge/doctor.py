@@ -40,9 +40,6 @@ def run() -> int:
 
     print(f"opforge {__version__}")
     print(f"  library:              {library_path()}")
-    ort_library = library_path().parent / "libopforge_ort.so"  # opforge.onnx.ORT_LIBRARY_NAME (needs onnx)
-    print(f"  ONNX Runtime library: {ort_library}" + ("" if ort_library.is_file() else
-          " (not built: models with opforge ONNX nodes need it; standard-op exports run without it)"))
     print(f"  TensorFlow running:   {tf.__version__} ({tf.__file__.rsplit('/', 1)[0]})")
     print(f"  TensorFlow supported: {SUPPORTED_TF[0]} to {SUPPORTED_TF[1]} (each built and tested by "
           "`make compat-check`)")
@@ -71,10 +68,14 @@ def run() -> int:
             binding = "no (no nvcc at build time)"
         print(f"  GPU binding:          {binding}")
         print(f"  XLA lowerings:        {'yes (jit_compile=True)' if b.XLA else 'no: ' + b.XLA_WHY_NOT}")
+        for line in runtime_lines(library_path().parent, b):
+            print(line)
         if b.TF_COMPILE_FLAGS != running_flags:
             print(f"  WARNING: running TensorFlow's compile flags differ: {' '.join(running_flags)}")
     except ImportError:
         print("  build info:           missing (library not built)")
+        for line in runtime_lines(library_path().parent, None):
+            print(line)
     build = tf.sysconfig.get_build_info()
     gpus = tf.config.list_physical_devices("GPU")
     print(f"  TensorFlow CUDA build: {build.get('is_cuda_build')}"
@@ -111,3 +112,31 @@ def run() -> int:
         note = " (CPU only, by design: no GPU kernel)" if name in CPU_ONLY else ""
         print(f"  {name:<{width}}" + ("; ".join(entries) if entries else "NO KERNELS") + note)
     return 1 if missing else 0
+
+
+def runtime_lines(folder, build_info) -> list:
+    """The doctor's lines on the other runtimes' adapters: which were built, where they are, what
+    runs them, and why one was not built (the build's reason)."""
+    lines = []
+    ort = folder / "libopforge_ort.so"
+    lite = folder / "libopforge_lite.so"
+    if ort.is_file():
+        api = getattr(build_info, "ORT_API_VERSION", "")
+        needs = f", needs ONNX Runtime >= 1.{api}" if api else ""
+        lines.append(f"  ONNX Runtime adapter: {ort} (opforge.onnx.session{needs})")
+    else:
+        why = getattr(build_info, "ORT_WHY_NOT", "") or "not found"
+        lines.append(f"  ONNX Runtime adapter: not built: {why} (models with opforge ONNX nodes need it; "
+                     "standard-op exports run without it)")
+    if lite.is_file():
+        lines.append(f"  LiteRT delegate:      {lite} (opforge.lite.interpreter)")
+    else:
+        why = getattr(build_info, "LITE_WHY_NOT", "") or "not found"
+        lines.append(f"  LiteRT delegate:      not built: {why}")
+    try:
+        import onnxruntime
+
+        lines.append(f"  onnxruntime:          {onnxruntime.__version__}")
+    except ImportError:
+        lines.append("  onnxruntime:          not installed (pip install 'opforge[onnx]')")
+    return lines
