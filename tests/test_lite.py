@@ -237,3 +237,16 @@ def test_float16_runs_as_in_tensorflow():
     it.allocate_tensors()
     x = np.float16([[-1, 2, 3], [4, -5, 6]])
     assert bits_equal(_run(it, {"x": x})["y"], fn(x)["y"].numpy())
+
+
+def test_the_same_delegate_runs_in_ai_edge_litert(small):
+    """The path rests on LiteRT's external-delegate C ABI, which both TensorFlow's interpreter and
+    the standalone LiteRT package (ai_edge_litert) load: the same library, the same bits."""
+    litert = pytest.importorskip("ai_edge_litert.interpreter")
+    model, content = small
+    x = np.random.default_rng(3).standard_normal((5, 8)).astype(np.float32)
+    it = litert.Interpreter(model_content=content, experimental_delegates=[litert.load_delegate(str(LIB))],
+                            num_threads=2)
+    runner = it.get_signature_runner()
+    got = runner(x=x)["y"]
+    assert bits_equal(got, model(tf.constant(x))["y"].numpy())
