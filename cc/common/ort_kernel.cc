@@ -13,6 +13,13 @@
 
 #define OPFORGE_ORT_EXPORT extern "C" __attribute__((visibility("default")))
 
+// The ONNX domain of the library's ops: "opforge" for opforge's own library; a user's library
+// (opforge.build with ort_sources) is compiled with its own (-DOPFORGE_ORT_DOMAIN="custom"), so
+// both can be registered in one session.
+#ifndef OPFORGE_ORT_DOMAIN
+#define OPFORGE_ORT_DOMAIN "opforge"
+#endif
+
 namespace opforge {
 namespace ort {
 namespace {
@@ -531,9 +538,9 @@ OrtStatus* AllocateOutputs(const OrtApi* api, OrtKernelContext* context, const E
 
 // --- the library's entry points -------------------------------------------------------------------
 
-// Adds domain "opforge" with every registered kernel to the session options. ONNX Runtime calls
-// it from SessionOptions.register_custom_ops_library (Python) / RegisterCustomOpsLibrary (C, C++,
-// C#, Java).
+// Adds domain OPFORGE_ORT_DOMAIN ("opforge") with every registered kernel to the session options.
+// ONNX Runtime calls it from SessionOptions.register_custom_ops_library (Python) /
+// RegisterCustomOpsLibrary (C, C++, C#, Java).
 OPFORGE_ORT_EXPORT OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions* options,
                                                             const OrtApiBase* api_base) {
   using opforge::ort::g_api;
@@ -555,7 +562,7 @@ OPFORGE_ORT_EXPORT OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions* 
   static OrtCustomOpDomain* domain = nullptr;
   static OrtStatus* failed = nullptr;
   std::call_once(once, [api]() {
-    if ((failed = api->CreateCustomOpDomain("opforge", &domain))) return;
+    if ((failed = api->CreateCustomOpDomain(OPFORGE_ORT_DOMAIN, &domain))) return;
     for (const auto& entry : opforge::ort::Registry()) {
       if ((failed = api->CustomOpDomain_Add(domain, &entry->op))) return;
     }
@@ -579,6 +586,9 @@ OPFORGE_ORT_EXPORT const char* OpforgeOrtOpNames() {
   }();
   return names.c_str();
 }
+
+// The ONNX domain of the library's op types (OPFORGE_ORT_DOMAIN).
+OPFORGE_ORT_EXPORT const char* OpforgeOrtDomain() { return OPFORGE_ORT_DOMAIN; }
 
 // The C API version the library was built against (ONNX Runtime 1.<version> or later runs it).
 OPFORGE_ORT_EXPORT int OpforgeOrtApiVersion() { return ORT_API_VERSION; }

@@ -2,7 +2,8 @@
 //
 // libopforge_ort.so is an ONNX Runtime custom-op library (SessionOptions.
 // register_custom_ops_library): its one entry point, RegisterCustomOps (common/ort_kernel.cc),
-// adds domain "opforge" with every op registered here. An op joins it with one line in
+// adds domain "opforge" (OPFORGE_ORT_DOMAIN: a user's library built by opforge.build has its own)
+// with every op registered here. An op joins it with one line in
 // cc/ops/<op>/<op>_ort.cc, naming the ONNX op type (TensorFlow's op name without "Opforge>"),
 // the op struct of cc/ops/<op>/<op>_op.h (the one TensorFlow runs), its element types and its
 // signature:
@@ -180,8 +181,8 @@ bool RegisterKernel(const char* name, const char* inputs, const char* outputs, I
 #define OPFORGE_ORT_KERNEL_(T, ID, NAME, OP, INPUTS, OUTPUTS, ORDER) \
   ::opforge::ort::RegisterKernel<OP, T>(NAME, INPUTS, OUTPUTS, ORDER),
 
-// Registers OrtKernel<OP, T> as ONNX op type NAME (domain "opforge") for each T of TYPES; ID is
-// a C identifier unique in the file.
+// Registers OrtKernel<OP, T> as ONNX op type NAME (domain OPFORGE_ORT_DOMAIN) for each T of
+// TYPES; ID is a C identifier unique in the file.
 #define OPFORGE_ORT_KERNELS_ORDERED(ID, NAME, OP, TYPES, INPUTS, OUTPUTS, ORDER)  \
   namespace {                                                                   \
   [[maybe_unused]] const bool kOrtRegistered_##ID[] = {                         \
