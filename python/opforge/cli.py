@@ -1,6 +1,6 @@
-"""The `opforge` command: doctor, verify, bench (and bench paths, bench gpu), check, the YOLO
-workflow (`opforge yolo ...`) and MFCCs back to audio (`opforge audio demo`, `opforge audio
-bench`)."""
+"""The `opforge` command: doctor, verify, bench (and bench paths, bench gpu, bench deploy), check,
+the YOLO workflow (`opforge yolo ...`) and MFCCs back to audio (`opforge audio demo`, `opforge
+audio bench`)."""
 from __future__ import annotations
 
 import argparse
@@ -20,6 +20,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         from opforge import gpu_bench
 
         return gpu_bench.main(argv[2:] if argv[0] == "bench" else argv[1:])
+    if argv[:2] == ["bench", "deploy"]:  # the detector in ONNX Runtime and LiteRT, its own options
+        from opforge import deploy_bench
+
+        return deploy_bench.main(argv[2:])
     parser = argparse.ArgumentParser(prog="opforge", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("doctor", help="build and runtime information; exits non-zero if the library cannot load")
@@ -34,7 +38,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                                                 "write an activation, timed, and what each supports "
                                                 "(opforge bench paths --help); or `gpu`: the GPU kernels "
                                                 "against TensorFlow's and a device copy (opforge bench gpu "
-                                                "--help; also `opforge gpu-bench`)")
+                                                "--help; also `opforge gpu-bench`); or `deploy`: the YOLO "
+                                                "detector and its post-processing in ONNX Runtime and LiteRT "
+                                                "against TensorFlow (opforge bench deploy --help)")
     p_bench.add_argument("--size", type=int, default=None,
                          help="elements in every case; model-shaped cases scale their batch "
                               "(default: each case's own size, 4M for element-wise ops)")
