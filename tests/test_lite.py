@@ -250,3 +250,16 @@ def test_the_same_delegate_runs_in_ai_edge_litert(small):
     runner = it.get_signature_runner()
     got = runner(x=x)["y"]
     assert bits_equal(got, model(tf.constant(x))["y"].numpy())
+
+
+def test_clipped_identity_stays_opforge_in_litert(tmp_path):
+    """TFLite has no builtin for ClipByValue (the forward's standard form): with standard_ops=True
+    the op stays opforge's custom op, which the delegate runs, instead of an unresolvable one."""
+    fn = tf.function(lambda x: opforge.ops.clipped_identity(x, -1.0, 1.0),
+                     input_signature=[tf.TensorSpec([3, 4], tf.float32)])
+    content = lite.convert(fn)
+    assert lite.custom_op_names(content) == ["Opforge>ClippedIdentity"]
+    x = np.float32([[np.nan, -3, -1, 0], [0.5, 1, 2, np.inf], [-np.inf, 1e-3, -0.0, 7]])
+    runner = lite.interpreter(model_content=content).get_signature_runner()
+    got = next(iter(runner(**{next(iter(runner.get_input_details())): x}).values()))
+    assert bits_equal(got, fn(tf.constant(x)).numpy())

@@ -23,26 +23,29 @@ __all__ = ["STATE", "standard_ops", "standard_ops_enabled"]
 
 
 class _State(threading.local):
-    # The class attribute is the default every thread sees until it enters standard_ops().
+    # The class attributes are the defaults every thread sees until it enters standard_ops().
     standard = False
+    keep: frozenset = frozenset()  # wrappers that stay opforge ops for this target
 
 
 STATE = _State()
 
 
 @contextlib.contextmanager
-def standard_ops(enabled: bool = True) -> Iterator[None]:
+def standard_ops(enabled: bool = True, keep=()) -> Iterator[None]:
     """While active (in this thread), opforge's op wrappers emit TensorFlow's built-in ops where
     an exact standard equivalent exists; `enabled=False` forces opforge's own ops (inside an
     outer `standard_ops()` too). The previous setting is restored on exit. Trace the model
     (`tf.function.get_concrete_function`, a converter's from_function) inside the block: a
-    function already traced outside it keeps the ops it was traced with."""
-    previous = STATE.standard
-    STATE.standard = bool(enabled)
+    function already traced outside it keeps the ops it was traced with. `keep` names wrappers
+    (by function name) that stay opforge ops for a target whose converter has no builtin for
+    their chain (TFLite has none for ClipByValue: `opforge.lite` keeps "clipped_identity")."""
+    previous = STATE.standard, STATE.keep
+    STATE.standard, STATE.keep = bool(enabled), frozenset(keep)
     try:
         yield
     finally:
-        STATE.standard = previous
+        STATE.standard, STATE.keep = previous
 
 
 def standard_ops_enabled() -> bool:

@@ -42,11 +42,13 @@ STANDARD_OPS: Dict[str, str] = {
                                "would differ from TensorFlow's)",
     "Opforge>Swish": "LOGISTIC + MUL",
     "Opforge>BiasLeakyRelu": "ADD + LEAKY_RELU",
-    "Opforge>ClippedIdentity": "MINIMUM + MAXIMUM (the forward)",
     "Opforge>FusedConv2DBiasLeakyRelu": "CONV_2D (with its bias) + LEAKY_RELU",
 }
-# The ops with no exact builtin: custom ops with standard_ops=True too.
-CUSTOM_OPS = ("Opforge>YoloDecode", "Opforge>YoloTargets", "Opforge>YoloPostprocess",
+# The ops with no exact builtin: custom ops with standard_ops=True too. ClippedIdentity's forward
+# is TensorFlow's ClipByValue, which has no TFLite builtin (the converter would leave an
+# unresolvable custom op): it stays opforge's.
+KEEP = ("clipped_identity",)
+CUSTOM_OPS = ("Opforge>ClippedIdentity", "Opforge>YoloDecode", "Opforge>YoloTargets", "Opforge>YoloPostprocess",
               "Opforge>CombinedNonMaxSuppression", "Opforge>MfccToMel", "Opforge>MelToStft",
               "Opforge>GriffinLim", "Opforge>FusedBatchNormLeakyRelu")
 
@@ -264,7 +266,7 @@ def convert(model, standard_ops: bool = True, input_signature=None) -> bytes:
     from opforge import _export
 
     opforge.ops._common.lib()  # the op defs must be registered
-    with _export.standard_ops(standard_ops):
+    with _export.standard_ops(standard_ops, keep=KEEP):
         concrete, holder = _concrete(model, input_signature)  # traced here, inside the switch
     # Variables frozen into constants here: the converter would keep them as resource variables
     # (VAR_HANDLE / READ_VARIABLE), which a plain interpreter leaves uninitialised.

@@ -60,7 +60,7 @@ def clipped_identity(x, clip_min: float = -1.0, clip_max: float = 1.0, leak: flo
         x = _x("ClippedIdentity", x)
         attrs = _attrs("ClippedIdentity", clip_min, clip_max, leak)
         clip_min, clip_max, leak = attrs["clip_min"], attrs["clip_max"], attrs["leak"]
-    if _EXPORT.standard:  # tracing for export (opforge._export): the forward's clip in TensorFlow ops
+    if _EXPORT.standard and "clipped_identity" not in _EXPORT.keep:  # tracing for export (opforge._export)
         return tf.raw_ops.ClipByValue(t=x, clip_value_min=_attr(clip_min, x.dtype),
                                       clip_value_max=_attr(clip_max, x.dtype), name=name)
     return lib().opforge_clipped_identity(x, clip_min=clip_min, clip_max=clip_max, leak=leak, name=name)
