@@ -29,6 +29,17 @@ renamed into place: a half-written library is never loaded.
 
 Every compiler run is recorded in the entry's `builds.log`; a failed build raises
 :class:`BuildError` with the first error line, the exact command and the compiler's full output.
+
+The same op struct runs in ONNX Runtime: with `ort_sources=` (files) or `ort_source=` (text) a
+second library, an ONNX Runtime custom-op library, is built in the same cache entry, without
+TensorFlow's headers: the ORT sources (the op struct's header or text, `common/ort_kernel.h` and
+one `OPFORGE_ORT_KERNELS(...)` line per op), the `sources` that include nothing of TensorFlow (the
+core), and opforge's ONNX Runtime skeleton (`common/ort_kernel.cc`, `common/parallel.cc`), with
+TensorFlow's ABI and Eigen defines and Eigen from TensorFlow's include directory (nothing else of
+it). Its ops form the ONNX domain of the ops' namespace, lowercased (`Custom>MyOp` is op type
+`MyOp` of domain `custom`; see `ort_domain`). `ort_library_path(module)` gives its path, for
+`opforge.onnx.session(..., libraries=[...])`; `opforge.onnx.export` writes the module's ops as
+nodes of that domain.
 """
 from __future__ import annotations
 
@@ -60,11 +71,22 @@ __all__ = [
     "include_paths",
     "load",
     "load_inline",
+    "ort_domain",
+    "ort_include_path",
+    "ort_library_path",
 ]
 
-# Bumped when the layout of a cache entry or the way a key is computed changes.
-_CACHE_FORMAT = 1
+# Bumped when the layout of a cache entry or the way a key is computed changes (2: the ONNX Runtime
+# library, -ffp-contract=off).
+_CACHE_FORMAT = 2
 _HELPER_SOURCES = ("tf_glue.cc", "parallel.cc")
+# opforge's ONNX Runtime skeleton, compiled into each user's ONNX Runtime library.
+_ORT_HELPER_SOURCES = ("ort_kernel.cc", "parallel.cc")
+_ORT_EXPORTS = "{ global: RegisterCustomOps; OpforgeOrt*; local: *; };\n"
+# A source that needs TensorFlow's headers (the binding); the others are the core, compiled into
+# the ONNX Runtime library too.
+_TF_ONLY = re.compile(r'#\s*include\s*[<"](?:tensorflow/|absl/|tsl/|xla/|third_party/|(?:opforge/)?common/tf_)'
+                      r'|\bREGISTER_OP\s*\(|\bREGISTER_KERNEL_BUILDER\s*\(|\bOPFORGE_REGISTER_KERNELS\s*\(')
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _REGISTER_OP = re.compile(r'REGISTER_OP\s*\(\s*"([^"]+)"\s*\)')
 # nvcc's default targets, as opforge's own CMake build: PTX for every GPU from Turing on, native
@@ -131,6 +153,36 @@ def include_paths() -> List[str]:
 
 def _helpers_dir() -> Path:
     return _include_root() / "opforge" / "common"
+
+
+def ort_include_path() -> Optional[str]:
+    """The directory of ONNX Runtime's C API header (`onnxruntime_c_api.h`) installed with opforge,
+    or None where this opforge was installed without its ONNX Runtime adapter (then `ort_sources`
+    cannot be built)."""
+    root = _include_root()
+    if (root / "onnxruntime" / "onnxruntime_c_api.h").is_file() and all(
+            (root / "opforge" / "common" / f).is_file() for f in ("ort_kernel.h", "ort_kernel.cc")):
+        return str(root / "onnxruntime")
+    return None
+
+
+def ort_domain(op_names: Sequence[str], name: str) -> str:
+    """The ONNX domain of a module's ops in its ONNX Runtime library: their namespace, lowercased
+    (`Custom>MyOp` -> `custom`), or the module's name where they have none. One library is one
+    domain, so the ops of a module with ONNX Runtime sources share one namespace (or none)."""
+    spaces = sorted({op.split(">", 1)[0].lower() if ">" in op else "" for op in op_names})
+    if len(spaces) > 1:
+        raise ValueError(
+            f"opforge.build: the ONNX Runtime library of {name!r} is one ONNX domain, but its ops "
+            f"have several namespaces ({', '.join(repr(op) for op in op_names)}): give them one "
+            "namespace (\"MyOps>A\", \"MyOps>B\"), or build them as separate modules")
+    domain = spaces[0] if spaces and spaces[0] else name.lower()
+    if domain == "opforge":
+        raise ValueError(
+            f"opforge.build: the ops of {name!r} ({', '.join(op_names)}) would be ONNX domain "
+            "'opforge', the domain of opforge's own ONNX Runtime library: give them a namespace of "
+            "your own (\"MyOps>Op\")")
+    return domain
 
 
 # --- what a build depends on ----------------------------------------------------------------------
@@ -294,7 +346,8 @@ class _Plan:
     def __init__(self, name: str, sources: List[Tuple[str, bytes]], cuda_sources: List[Tuple[str, bytes]],
                  source_paths: Optional[List[Path]], cuda_paths: Optional[List[Path]],
                  extra_cflags: Optional[Flags], extra_ldflags: Sequence[str],
-                 include_dirs: Sequence[str], build_directory: Optional[str]):
+                 include_dirs: Sequence[str], build_directory: Optional[str],
+                 ort_sources: Sequence[Tuple[str, bytes]] = (), ort_paths: Optional[List[Path]] = None):
         if not isinstance(name, str) or not _NAME.match(name):
             raise ValueError(f"opforge.build: name must be a C identifier (letters, digits, _), got {name!r}")
         if not sources and not cuda_sources:
@@ -343,7 +396,14 @@ class _Plan:
             "helpers": self.helpers,
         }
         self.config_key = _digest(self.config)
-        self.key = _digest({
+        self.op_names = _op_names(b.decode(errors="replace") for _, b in sources)
+        # The ONNX Runtime library: its sources, the core among `sources`, its domain.
+        self.ort_sources = list(ort_sources)
+        self.ort_paths = ort_paths
+        self.ort_domain = ""
+        self.ort_header = ""
+        self.ort_core: List[int] = []
+        key_fields = {
             "config": self.config_key,
             "name": name,
             "sources": [(n, _sha(b)) for n, b in sources],
@@ -352,17 +412,43 @@ class _Plan:
             "nvcc": [self.nvcc or "", self.nvcc_version],
             "extra_nvcc": self.extra_nvcc,
             "extra_ldflags": self.extra_ldflags,
-        })
+        }
+        if self.ort_sources:
+            self.ort_include = ort_include_path()
+            if self.ort_include is None:
+                raise BuildError(
+                    "opforge.build: ONNX Runtime sources were given, but this opforge was installed "
+                    f"without its ONNX Runtime adapter (no {_include_root() / 'onnxruntime' / 'onnxruntime_c_api.h'} "
+                    "or common/ort_kernel.cc): its build found no ONNX Runtime headers. Reinstall "
+                    "opforge where they are found (`opforge doctor` says what the build found), or "
+                    "build without ort_sources/ort_source.")
+            self.ort_domain = ort_domain(self.op_names, name)
+            self.ort_core = [i for i, (_, b) in enumerate(sources)
+                             if not _TF_ONLY.search(_strip_comments(b.decode(errors="replace")))]
+            self.ort_header = _sha((Path(self.ort_include) / "onnxruntime_c_api.h").read_bytes())
+            key_fields["ort"] = {
+                "sources": [(n, _sha(b)) for n, b in self.ort_sources],
+                "source_dirs": [str(p.parent) for p in (ort_paths or [])],
+                "domain": self.ort_domain,
+                "header": self.ort_header,
+            }
+        self.key = _digest(key_fields)
         root = cache_dir()
         self.entry = (Path(build_directory).expanduser().resolve() if build_directory
                       else root / f"{name}-{self.key[:16]}")
         self.shared = root / "_shared" / self.config_key[:16]
         self.library = self.entry / f"{name}_{self.key[:12]}.so"
-        self.op_names = _op_names(b.decode(errors="replace") for _, b in sources)
+        self.ort_library = self.entry / f"lib{name}_ort_{self.key[:12]}.so" if self.ort_sources else None
+        # opforge's ONNX Runtime skeleton for this configuration, domain and ONNX Runtime header.
+        self.ort_shared = (self.shared / f"ort_{self.ort_domain}_{self.ort_header[:12]}"
+                           if self.ort_sources else None)
 
     # The flags of every C++ compile (helpers, precompiled header and user sources alike).
     def cxx_flags(self) -> List[str]:
         flags = ["-O2", "-fPIC", f"-std=c++{self.tf['cxx_standard']}",
+                 # As opforge's core: no fused multiply-adds the source does not write, so the
+                 # same op struct gives the same bits here and in the ONNX Runtime library.
+                 "-ffp-contract=off",
                  # As opforge's own library: export nothing (TensorFlow finds the kernels through
                  # static registration), so our inline Eigen code never interposes with
                  # TensorFlow's copies, nor the helpers of two user modules with each other.
@@ -381,6 +467,25 @@ class _Plan:
         if self.gpu_binding:
             flags += ["-DGOOGLE_CUDA=1", "-DEIGEN_USE_GPU", "-isystem", str(self.cuda_home / "include")]
         return flags + self.extra_cxx
+
+    def ort_cxx_flags(self) -> List[str]:
+        """The ONNX Runtime library's compiles: no TensorFlow header (Eigen from its include
+        directory, nothing else of it), TensorFlow's defines (_GLIBCXX_USE_CXX11_ABI,
+        EIGEN_MAX_ALIGN_BYTES: the core is compiled as in the TensorFlow library), hidden symbols."""
+        flags = ["-O2", "-fPIC", f"-std=c++{self.tf['cxx_standard']}", "-ffp-contract=off",
+                 "-fvisibility=hidden", "-fvisibility-inlines-hidden",
+                 f'-DOPFORGE_ORT_DOMAIN="{self.ort_domain}"']
+        for d in self.include_dirs:
+            flags += ["-I", d]
+        for d in include_paths() + [self.ort_include, str(self.ort_shared / "eigen")]:
+            flags += ["-isystem", d]
+        flags += [f for f in self.tf["compile_flags"] if f.startswith("-D")]
+        return flags + self.extra_cxx
+
+    def ort_link_flags(self) -> List[str]:
+        # Only the entry points are exported (as libopforge_ort.so), and nothing is left undefined.
+        return [f"-Wl,--version-script={self.ort_shared / 'exports.map'}", "-Wl,--no-undefined",
+                "-Wl,--exclude-libs,ALL", "-Wl,--as-needed"] + self.extra_ldflags
 
     def nvcc_flags(self) -> List[str]:
         defines = [f for f in self.tf["compile_flags"] if f.startswith("-D")]
@@ -493,6 +598,8 @@ def _stale_reason(plan: _Plan, meta: Optional[dict]) -> Optional[str]:
         return "its sources or flags changed"
     if not plan.library.is_file():
         return "its library is missing"
+    if plan.ort_library is not None and not plan.ort_library.is_file():
+        return "its ONNX Runtime library is missing"
     if not _deps_match(meta.get("deps", {})):
         return "a header it includes changed"
     return None
@@ -586,7 +693,14 @@ def _build_error(plan: _Plan, job: _Job, others: Sequence[_Job] = ()) -> BuildEr
     readable = re.sub(r"`(_Z\w+)'", lambda m: f"`{demangle(m.group(1))}'", output)
     more = "".join(f"\n({o.what} failed too: {_first_error(o.output)})" for o in others)
     hint = ""
-    if "undefined reference" in output and "std::" in readable and "__cxx11" not in readable:
+    if job.what.startswith("ONNX Runtime") and re.search(
+            r"(tensorflow|absl|tsl|xla|third_party)/\S*: No such file|common/tf_\w+\.h: No such file", output):
+        hint = ("\nThe ONNX Runtime library is compiled without TensorFlow's headers (only Eigen of "
+                "its include directory): its sources, the op struct's header and the core (every "
+                "source in `sources` that includes no TensorFlow header and registers no op) must "
+                "not include one. Move the op struct to a header of its own that includes "
+                "common/op_call.h and the core's header only.")
+    elif "undefined reference" in output and "std::" in readable and "__cxx11" not in readable:
         hint = ("\nThe missing symbols take std::string or std::list without the C++11 ABI "
                 "(`__cxx11`): something was compiled with another _GLIBCXX_USE_CXX11_ABI than "
                 f"TensorFlow's ({plan.tf['abi']}, from tf.sysconfig); compile everything you link "
@@ -673,6 +787,54 @@ def _shared_ready(plan: _Plan, verbose: bool):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def _ort_shared_ready(plan: _Plan, verbose: bool):
+    """opforge's ONNX Runtime skeleton (ort_kernel.cc, parallel.cc) compiled for this
+    configuration and domain, the version script and the Eigen-only include directory: made once,
+    shared by every module of that domain. Yields (objects, jobs still to run), as _shared_ready."""
+    if plan.ort_library is None:
+        yield [], []
+        return
+    shared = plan.ort_shared
+    objects = [shared / (Path(s).stem + ".o") for s in _ORT_HELPER_SOURCES]
+    eigen = shared / "eigen"
+    if all(o.is_file() for o in objects) and (shared / "exports.map").is_file() and eigen.is_dir():
+        yield objects, []
+        return
+    # Its own lock: _shared_ready may hold the configuration's (flock is per open file).
+    with _flock(shared / "lock", "opforge's ONNX Runtime skeleton", verbose):
+        for stale in shared.glob("tmp-*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        if not (shared / "exports.map").is_file():
+            _write_atomic(shared / "exports.map", _ORT_EXPORTS.encode())
+        if not eigen.is_dir():
+            # Eigen, and nothing else of TensorFlow's include directory (as opforge's CMake build
+            # compiles its core): a TensorFlow include in the ONNX Runtime library fails to compile.
+            tf_include = next((f[2:] for f in plan.tf["compile_flags"] if f.startswith("-I")), "")
+            tmp_eigen = Path(tempfile.mkdtemp(dir=shared, prefix="tmp-eigen-"))
+            for d in ("Eigen", "unsupported"):
+                if (Path(tf_include) / d).is_dir():
+                    os.symlink(str(Path(tf_include) / d), tmp_eigen / d)
+            os.replace(tmp_eigen, eigen)
+        log = shared / "builds.log"
+        tmp = Path(tempfile.mkdtemp(dir=shared, prefix="tmp-"))
+        try:
+            flags = plan.ort_cxx_flags()
+            jobs = [_Job(f"opforge ONNX Runtime helper {src}",
+                         [plan.cxx, *flags, "-c", str(_helpers_dir() / src), "-o", str(tmp / obj.name)],
+                         tmp, log)
+                    for src, obj in zip(_ORT_HELPER_SOURCES, objects) if not obj.is_file()]
+            try:
+                yield objects, jobs
+            finally:
+                for job in jobs:
+                    if job.proc is not None and job.proc.returncode == 0:
+                        with contextlib.suppress(OSError):
+                            os.replace(job.command[-1], shared / Path(job.command[-1]).name)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 def _parse_deps(depfile: Path, exclude: Sequence[str]) -> List[str]:
     try:
         text = depfile.read_text().replace("\\\n", " ")
@@ -703,15 +865,21 @@ def _build(plan: _Plan, reason: str, verbose: bool) -> None:
             src_dir = entry / "src"
             src_dir.mkdir(exist_ok=True)
             paths = []
-            for filename, data in plan.sources + plan.cuda_sources:
+            for filename, data in plan.sources + plan.cuda_sources + plan.ort_sources:
                 path = src_dir / filename
                 if not path.is_file() or path.read_bytes() != data:
                     _write_atomic(path, data)
                 paths.append(path)
-            cxx_paths, cu_paths = paths[:len(plan.sources)], paths[len(plan.sources):]
+            n_cxx, n_cu = len(plan.sources), len(plan.cuda_sources)
+            cxx_paths, cu_paths = paths[:n_cxx], paths[n_cxx:n_cxx + n_cu]
+            ort_paths = paths[n_cxx + n_cu:]
         else:
             cxx_paths, cu_paths = plan.source_paths, plan.cuda_paths or []
-        with _shared_ready(plan, verbose) as (helper_objects, pch, helper_jobs):
+            ort_paths = plan.ort_paths or []
+        # The ONNX Runtime library's own sources, then the core among the TensorFlow library's.
+        ort_compiles = list(ort_paths) + [cxx_paths[i] for i in plan.ort_core]
+        with _shared_ready(plan, verbose) as (helper_objects, pch, helper_jobs), \
+                _ort_shared_ready(plan, verbose) as (ort_helper_objects, ort_helper_jobs):
             flags = plan.cxx_flags()
             include = ["-include", str(pch), "-Winvalid-pch"] if pch else []
             jobs, depfiles, objects = [], [], []
@@ -732,15 +900,32 @@ def _build(plan: _Plan, reason: str, verbose: bool) -> None:
                                   "-o", str(obj)], entry, log))
                 depfiles.append(dep)
                 objects.append(obj)
-            _run_jobs(helper_jobs + jobs, plan, verbose)
+            ort_flags = plan.ort_cxx_flags() if ort_compiles else []
+            ort_objects = []
+            for i, src in enumerate(ort_compiles):
+                obj = tmp / f"ort{i}_{src.stem}.o"
+                dep = tmp / f"ort{i}_{src.stem}.d"
+                jobs.append(_Job(f"ONNX Runtime compile {src.name}",
+                                 [plan.cxx, *ort_flags, "-MMD", "-MF", str(dep), "-c", str(src),
+                                  "-o", str(obj)], entry, log))
+                depfiles.append(dep)
+                ort_objects.append(obj)
+            _run_jobs(helper_jobs + ort_helper_jobs + jobs, plan, verbose)
         tmp_library = tmp / plan.library.name
         link = _Job("link", [plan.cxx, "-shared", "-o", str(tmp_library), *map(str, objects),
                              *map(str, helper_objects), *plan.link_flags()], entry, log)
-        _run_jobs([link], plan, verbose)
+        links = [link]
+        if plan.ort_library is not None:
+            tmp_ort_library = tmp / plan.ort_library.name
+            links.append(_Job("ONNX Runtime link",
+                              [plan.cxx, "-shared", "-o", str(tmp_ort_library), *map(str, ort_objects),
+                               *map(str, ort_helper_objects), *plan.ort_link_flags()], entry, log))
+        _run_jobs(links, plan, verbose)
 
         exclude = [str(Path(p).resolve()) for p in include_paths()] + [str(plan.shared.resolve())]
         exclude += [str((entry / "src").resolve())] if plan.source_paths is None else []
-        exclude += [str(Path(p).resolve()) for p in (plan.source_paths or []) + (plan.cuda_paths or [])]
+        exclude += [str(Path(p).resolve()) for p in
+                    (plan.source_paths or []) + (plan.cuda_paths or []) + (plan.ort_paths or [])]
         if plan.cuda_home:
             exclude.append(str(plan.cuda_home.resolve()))
         deps = {}
@@ -758,17 +943,23 @@ def _build(plan: _Plan, reason: str, verbose: bool) -> None:
             "deps": deps,
             "link_command": link.command,
             "compile_commands": [j.command for j in jobs],
+            "ort_library": plan.ort_library.name if plan.ort_library is not None else None,
+            "ort_domain": plan.ort_domain or None,
+            "ort_link_command": links[1].command if len(links) > 1 else None,
             "build_seconds": round(seconds, 3),
             "built": time.strftime("%Y-%m-%dT%H:%M:%S"),
         }
         # Old libraries of this entry (a build_directory reused with other sources) go; a process
         # that has one loaded keeps its mapping.
-        for old in entry.glob(f"{plan.name}_*.so"):
-            if old.name != plan.library.name:
+        keep = {plan.library.name, plan.ort_library.name if plan.ort_library is not None else ""}
+        for old in list(entry.glob(f"{plan.name}_*.so")) + list(entry.glob(f"lib{plan.name}_ort_*.so")):
+            if old.name not in keep:
                 with contextlib.suppress(OSError):
                     old.unlink()
-        # The library first, then the record that names it: a reader that sees the record sees
-        # a whole library (each appears by an atomic rename).
+        # The libraries first, then the record that names them: a reader that sees the record
+        # sees whole libraries (each appears by an atomic rename).
+        if plan.ort_library is not None:
+            os.replace(tmp_ort_library, plan.ort_library)
         os.replace(tmp_library, plan.library)
         _write_atomic(entry / "build.json", json.dumps(meta, indent=1).encode())
         with open(log, "a") as f:
@@ -807,6 +998,57 @@ def _ensure_built(plan: _Plan, verbose: bool) -> Path:
 _load_lock = threading.RLock()
 _loaded: Dict[str, ModuleType] = {}  # key -> module
 _op_owners: Dict[str, Tuple[str, str, str]] = {}  # op name -> (module name, key, library path)
+# op name -> (ONNX domain, ONNX Runtime library path or None), for opforge.onnx.export.
+_op_domains: Dict[str, Tuple[str, Optional[str]]] = {}
+
+
+def _record_module(plan: _Plan, module: ModuleType, ops: Iterable[str]) -> None:
+    """Remembers the loaded ops (owner, ONNX domain) and the module's ONNX Runtime library."""
+    library = str(plan.ort_library) if plan.ort_library is not None else None
+    for op in ops:
+        _op_owners[op] = (plan.name, plan.key, str(plan.library))
+        if plan.ort_domain:
+            domain = plan.ort_domain
+        else:  # no ONNX Runtime library: the domain it would have (ops of several namespaces: each its own)
+            domain = op.split(">", 1)[0].lower() if ">" in op else plan.name.lower()
+        _op_domains[op] = (domain, library)
+    with contextlib.suppress(AttributeError, TypeError):
+        module._opforge_ort_library = library
+    _loaded[plan.key] = module
+
+
+def loaded_op_domains() -> Dict[str, Tuple[str, Optional[str]]]:
+    """The ops this process loaded through opforge.build: op name -> (its ONNX domain, the path of
+    its module's ONNX Runtime library, or None where it was built without one). opforge.onnx.export
+    writes these ops as nodes of their domain."""
+    with _load_lock:
+        return dict(_op_domains)
+
+
+def ort_library_path(library: Union[ModuleType, str, os.PathLike]) -> Path:
+    """The ONNX Runtime custom-op library built beside a module's TensorFlow library, for
+    `opforge.onnx.session(..., libraries=[...])` (or `SessionOptions.register_custom_ops_library`).
+
+    Args:
+      library: the module `load` / `load_inline` returned, or the path `build_library` returned.
+
+    Raises:
+      ValueError: it was built without `ort_sources` / `ort_source` (or not by opforge.build).
+    """
+    if isinstance(library, ModuleType):
+        path = getattr(library, "_opforge_ort_library", False)
+        if path:
+            return Path(path)
+        what = (f"the module {library.__name__!r} was built without ONNX Runtime sources"
+                if path is None else f"the module {library.__name__!r} was not loaded by opforge.build")
+    else:
+        tf_library = Path(library).expanduser().resolve()
+        meta = _read_json(tf_library.parent / "build.json") or {}
+        if meta.get("library") == tf_library.name and meta.get("ort_library"):
+            return tf_library.parent / meta["ort_library"]
+        what = f"{tf_library} is no library opforge.build built with ONNX Runtime sources"
+    raise ValueError(f"opforge.build.ort_library_path: {what}; build it with ort_sources=[...] "
+                     "(load, build_library) or ort_source=... (load_inline) for an ONNX Runtime library")
 
 
 def _conflict_message(plan: _Plan, op: str) -> str:
@@ -867,9 +1109,7 @@ def _load_plan(plan: _Plan, verbose: bool) -> ModuleType:
             import tensorflow as tf
 
             module = tf.load_op_library(str(plan.library))
-            for op in _library_ops(plan.library, plan.op_names):
-                _op_owners[op] = (plan.name, plan.key, str(plan.library))
-            _loaded[plan.key] = module
+            _record_module(plan, module, _library_ops(plan.library, plan.op_names))
             return module
         # Before compiling: an op this process already has cannot be loaded again.
         for op in plan.op_names:
@@ -888,9 +1128,7 @@ def _load_plan(plan: _Plan, verbose: bool) -> ModuleType:
             # TensorFlow skips, silently, an op the process already has (registered meanwhile).
             if op not in registered and op_def_registry.get(op) is not None:
                 raise OpConflictError(_conflict_message(plan, op))
-        for op in registered:
-            _op_owners[op] = (plan.name, plan.key, str(library))
-        _loaded[plan.key] = module
+        _record_module(plan, module, registered)
         return module
 
 
@@ -949,32 +1187,43 @@ def build_library(name: str, sources: Sequence[Union[str, os.PathLike]] = (),
                   cuda_sources: Sequence[Union[str, os.PathLike]] = (), extra_cflags: Flags = (),
                   extra_ldflags: Sequence[str] = (), include_dirs: Sequence[str] = (),
                   build_directory: Optional[str] = None, verbose: bool = False,
-                  cpp_source: Optional[str] = None, cuda_source: Optional[str] = None) -> Path:
+                  cpp_source: Optional[str] = None, cuda_source: Optional[str] = None,
+                  ort_sources: Sequence[Union[str, os.PathLike]] = (),
+                  ort_source: Optional[Union[str, Sequence[str]]] = None) -> Path:
     """Builds (or finds in the cache) the library and returns its path, without loading it.
 
-    Takes `sources`/`cuda_sources` (files) as `load`, or `cpp_source`/`cuda_source` (text) as
-    `load_inline`.
+    Takes `sources`/`cuda_sources`/`ort_sources` (files) as `load`, or
+    `cpp_source`/`cuda_source`/`ort_source` (text) as `load_inline`. The ONNX Runtime library, if
+    any, is `ort_library_path(<the returned path>)`.
     """
     plan = _plan(name, sources, cuda_sources, extra_cflags, extra_ldflags, include_dirs,
-                 build_directory, cpp_source, cuda_source)
+                 build_directory, cpp_source, cuda_source, ort_sources, ort_source)
     with _load_lock:
         return _ensure_built(plan, verbose)
 
 
 def _plan(name, sources, cuda_sources, extra_cflags, extra_ldflags, include_dirs, build_directory,
-          cpp_source=None, cuda_source=None) -> _Plan:
+          cpp_source=None, cuda_source=None, ort_sources=(), ort_source=None) -> _Plan:
     if cpp_source is not None or cuda_source is not None:
+        if _as_list(ort_sources):
+            raise ValueError("opforge.build: with the sources as text (cpp_source), give the ONNX "
+                             "Runtime sources as text too (ort_source)")
         srcs = [(f"{name}.cc", _text(cpp_source).encode())] if cpp_source is not None else []
         cus = [(f"{name}_cuda.cu", _text(cuda_source).encode())] if cuda_source is not None else []
+        orts = [(f"{name}_ort.cc", _text(ort_source).encode())] if ort_source is not None else []
         return _Plan(name, srcs, cus, None, None, extra_cflags, extra_ldflags, include_dirs,
-                     build_directory)
+                     build_directory, orts, None)
+    if ort_source is not None:
+        raise ValueError("opforge.build: with the sources as files, give the ONNX Runtime sources as "
+                         "files too (ort_sources)")
     srcs, src_paths = _read_sources(_as_list(sources))
     cus, cu_paths = _read_sources(_as_list(cuda_sources))
-    for path in src_paths:
+    orts, ort_paths = _read_sources(_as_list(ort_sources))
+    for path in src_paths + ort_paths:
         if path.suffix == ".cu":
             raise ValueError(f"opforge.build: {path} is a CUDA source: pass it in cuda_sources")
     return _Plan(name, srcs, cus, src_paths, cu_paths, extra_cflags, extra_ldflags, include_dirs,
-                 build_directory)
+                 build_directory, orts, ort_paths)
 
 
 def _text(source) -> str:
@@ -985,7 +1234,8 @@ def _text(source) -> str:
 
 def load(name: str, sources: Sequence[Union[str, os.PathLike]], cuda_sources: Sequence[Union[str, os.PathLike]] = (),
          extra_cflags: Flags = (), extra_ldflags: Sequence[str] = (), include_dirs: Sequence[str] = (),
-         build_directory: Optional[str] = None, verbose: bool = False) -> ModuleType:
+         build_directory: Optional[str] = None, verbose: bool = False,
+         ort_sources: Sequence[Union[str, os.PathLike]] = ()) -> ModuleType:
     """Compiles the C++ (and CUDA) source files into an op library against the running
     TensorFlow, caches it, loads it with `tf.load_op_library` and returns that module.
 
@@ -1003,6 +1253,12 @@ def load(name: str, sources: Sequence[Union[str, os.PathLike]], cuda_sources: Se
         `$XDG_CACHE_HOME/opforge` or `~/.cache/opforge`); a later build with other sources
         replaces it.
       verbose: print the commands, the compiler's output and the time taken to stderr.
+      ort_sources: C++ files of the ONNX Runtime adapter: they include the op struct's header (no
+        TensorFlow header in it) and `common/ort_kernel.h`, with one `OPFORGE_ORT_KERNELS(...)`
+        line per op. They are built, with the files of `sources` that include no TensorFlow
+        header (the core) and opforge's ONNX Runtime skeleton, into a second library in the same
+        cache entry, an ONNX Runtime custom-op library without TensorFlow
+        (`ort_library_path(module)`); its ops are the ONNX domain `ort_domain(...)` gives.
 
     Returns the module `tf.load_op_library` returns: one function per op (`AddOne` becomes
     `add_one`). The same sources and flags loaded again in this process return the
@@ -1015,16 +1271,20 @@ def load(name: str, sources: Sequence[Union[str, os.PathLike]], cuda_sources: Se
       LoadError: TensorFlow could not load the library (the reason, explained).
     """
     return _load_plan(_plan(name, sources, cuda_sources, extra_cflags, extra_ldflags, include_dirs,
-                            build_directory), verbose)
+                            build_directory, ort_sources=ort_sources), verbose)
 
 
 def load_inline(name: str, cpp_source: Union[str, Sequence[str]], cuda_source: Optional[Union[str, Sequence[str]]] = None,
                 extra_cflags: Flags = (), extra_ldflags: Sequence[str] = (), include_dirs: Sequence[str] = (),
-                build_directory: Optional[str] = None, verbose: bool = False) -> ModuleType:
+                build_directory: Optional[str] = None, verbose: bool = False,
+                ort_source: Optional[Union[str, Sequence[str]]] = None) -> ModuleType:
     """`load` with the sources given as text (a string, or a list of strings joined by newlines).
 
-    The C++ source is written to `<entry>/src/<name>.cc` (and the CUDA source to
-    `<name>_cuda.cu`), where compiler messages point. See `load` for the rest.
+    The C++ source is written to `<entry>/src/<name>.cc` (the CUDA source to `<name>_cuda.cu`, the
+    ONNX Runtime source to `<name>_ort.cc`), where compiler messages point. A list lets one op
+    struct serve both runtimes: `cpp_source=[op_struct, tf_binding]`,
+    `ort_source=[op_struct, ort_registration]` (the op struct's text includes `common/op_call.h`,
+    no TensorFlow header). See `load` for the rest.
     """
     return _load_plan(_plan(name, (), (), extra_cflags, extra_ldflags, include_dirs, build_directory,
-                            cpp_source, cuda_source), verbose)
+                            cpp_source, cuda_source, ort_source=ort_source), verbose)

@@ -14,6 +14,14 @@ name without `Opforge>`, e.g. `opforge.YoloPostprocess`), with every attribute o
 node but its type attributes. ONNX Runtime runs those through opforge's custom-op library
 (`library_path()`), which `session` registers. `standard_ops=False` writes every opforge op as
 an `opforge` node.
+
+Your own ops, built with `opforge.build` (`load(..., ort_sources=[...])`, `load_inline(...,
+ort_source=...)`), export the same way: each becomes a node of its module's domain (the op's
+namespace lowercased: `Custom>MyOp` is `custom.MyOp`), run by the module's ONNX Runtime library:
+
+    lib = opforge.build.load_inline("my_op", [op_struct, tf_binding], ort_source=[op_struct, ort_line])
+    opforge.onnx.export(f, "f.onnx", standard_ops=False)
+    sess = opforge.onnx.session("f.onnx", libraries=[opforge.build.ort_library_path(lib)])
 """
 from __future__ import annotations
 
@@ -23,7 +31,8 @@ import os
 import re
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Union
+from types import ModuleType
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 import onnx  # the top-level onnx package (absolute import), not this module
 from onnx import AttributeProto, helper
@@ -36,6 +45,9 @@ DOMAIN_VERSION = 1
 ORT_LIBRARY_NAME = "libopforge_ort.so"
 # The C function the ORT library exports: a comma-separated list of the op types it registers.
 OP_NAMES_SYMBOL = "OpforgeOrtOpNames"
+# ... and the ONNX domain it registers them in (libraries built by opforge.build; "opforge" where
+# a library does not export it).
+DOMAIN_SYMBOL = "OpforgeOrtDomain"
 
 # What each opforge op becomes with standard_ops=True: the standard ONNX ops that compute the same
 # values (opforge._export makes the op wrappers emit the TensorFlow chain that tf2onnx maps so).
@@ -115,6 +127,45 @@ def _library_op_types(path: Path) -> Optional[Set[str]]:
     return {n.strip() for n in names.decode().split(",") if n.strip()}
 
 
+def _library_domain(path: Path) -> Optional[str]:
+    """The ONNX domain an opforge-made library registers (its `OpforgeOrtDomain()`), or None where
+    it does not export that function (opforge's own library before it did: "opforge"; another
+    runtime's library: unknown)."""
+    try:
+        handle = ctypes.CDLL(str(path))
+    except OSError as exc:
+        raise OrtLibraryError(f"the ONNX Runtime library {path} could not be loaded: {exc}") from None
+    try:
+        fn = getattr(handle, DOMAIN_SYMBOL)
+    except AttributeError:
+        return None
+    fn.restype = ctypes.c_char_p
+    fn.argtypes = []
+    return (fn() or b"").decode()
+
+
+def _node_types(model: onnx.ModelProto) -> Dict[str, Set[str]]:
+    """domain -> the op types of the model's nodes of it (subgraphs and functions included)."""
+    types: Dict[str, Set[str]] = {}
+    nodes = [n for g in _graphs(model.graph) for n in g.node] + [n for f in model.functions for n in f.node]
+    for n in nodes:
+        types.setdefault(n.domain, set()).add(n.op_type)
+    return types
+
+
+def _user_library(library) -> Path:
+    """A `libraries` entry of `session`: a path, or a module opforge.build loaded."""
+    if isinstance(library, ModuleType):
+        import opforge.build
+
+        return opforge.build.ort_library_path(library)
+    path = Path(os.fspath(library)).expanduser().resolve()
+    if not path.is_file():
+        raise OrtLibraryError(f"opforge.onnx.session: the ONNX Runtime library {path} (in libraries=) "
+                              "does not exist")
+    return path
+
+
 def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
     yield graph
     for node in graph.node:
@@ -135,20 +186,26 @@ def custom_op_types(model: onnx.ModelProto) -> List[str]:
 
 
 def session(path: Union[PathLike, onnx.ModelProto, bytes], providers: Optional[Sequence[Any]] = None,
-            **session_options: Any):
+            libraries: Sequence[Union[PathLike, ModuleType]] = (), **session_options: Any):
     """An `onnxruntime.InferenceSession` for the model at `path` (or a ModelProto, or its bytes),
     with opforge's ONNX Runtime library registered where the model has `opforge` nodes.
 
     Args:
       path: the .onnx file (as `export` wrote it).
       providers: ONNX Runtime execution providers; default `["CPUExecutionProvider"]`.
+      libraries: more ONNX Runtime custom-op libraries to register besides opforge's own: those of
+        your ops, `opforge.build.ort_library_path(module)` (or the module opforge.build loaded
+        itself), or any other runtime's custom-op library.
       **session_options: attributes set on `onnxruntime.SessionOptions`, e.g.
         `intra_op_num_threads=2`, `graph_optimization_level=ort.GraphOptimizationLevel.ORT_ENABLE_ALL`.
 
     A model of standard ops only needs no library. One with `opforge` nodes needs
     `library_path()` (OrtLibraryError where it is absent), and every op type among its nodes must
     be one the library registers: MissingOpsError names the ones it lacks and the opforge
-    version, before ONNX Runtime would fail with a less helpful message.
+    version, before ONNX Runtime would fail with a less helpful message. Nodes of a library of
+    `libraries` built by opforge.build are checked against it the same way, and nodes of the
+    domain of an op this process loaded through opforge.build with no library for it given are
+    refused with the library to pass.
 
     Raises:
       TypeError: a session option that SessionOptions does not have.
@@ -189,8 +246,50 @@ def session(path: Union[PathLike, onnx.ModelProto, bytes], providers: Optional[S
                     f"It registers: {', '.join(sorted(available)) or 'none'}. Export with the opforge "
                     "version that runs it, or upgrade opforge.")
         options.register_custom_ops_library(str(library))
+    _register_user_libraries(options, model, [_user_library(lib) for lib in libraries],
+                             library_path(must_exist=False) if needed else None)
     return ort.InferenceSession(source, sess_options=options,
                                 providers=list(providers) if providers is not None else ["CPUExecutionProvider"])
+
+
+def _register_user_libraries(options, model: onnx.ModelProto, paths: List[Path],
+                             opforge_library: Optional[Path]) -> None:
+    """Registers `paths` on the session options, after checking the model's nodes of their domains
+    (and of the domains of ops loaded through opforge.build) against what they register."""
+    import opforge.build
+
+    types = _node_types(model)
+    given: Dict[str, List[Tuple[Path, Optional[Set[str]]]]] = {}
+    for path in dict.fromkeys(paths):  # each once, in order
+        if opforge_library is not None and path == opforge_library.resolve():
+            continue  # registered already
+        domain = _library_domain(path)
+        if domain is not None:
+            given.setdefault(domain, []).append((path, _library_op_types(path)))
+        options.register_custom_ops_library(str(path))
+    for domain, libs in given.items():
+        if domain == DOMAIN or domain not in types:
+            continue
+        if any(names is None for _, names in libs):
+            continue  # cannot tell
+        available = set().union(*(names for _, names in libs))
+        missing = sorted(types[domain] - available)
+        if missing:
+            raise MissingOpsError(
+                f"the model has {domain!r} ops that the ONNX Runtime libraries given for that domain "
+                f"({', '.join(str(p) for p, _ in libs)}) do not register: "
+                f"{', '.join(domain + '.' + op for op in missing)}. They register: "
+                f"{', '.join(sorted(available)) or 'none'}. Rebuild the library with an "
+                "OPFORGE_ORT_KERNELS line for each op (ort_sources / ort_source of opforge.build).")
+    for op, (domain, library) in sorted(opforge.build.loaded_op_domains().items()):
+        if domain in types and domain not in given and domain != DOMAIN:
+            hint = (f"libraries=[{str(library)!r}] (opforge.build.ort_library_path(module))" if library
+                    else "an ONNX Runtime library: build the module with ort_sources=[...] / "
+                         "ort_source=... and pass libraries=[opforge.build.ort_library_path(module)]")
+            raise MissingOpsError(
+                f"opforge.onnx.session: the model has nodes of the domain {domain!r} "
+                f"({', '.join(sorted(types[domain]))}), the ops of the opforge.build module that "
+                f"registers {op!r}, but no library given registers that domain: pass {hint}")
 
 
 # --- export ----------------------------------------------------------------------------------
@@ -264,9 +363,10 @@ def node_from_tf_op(op, inputs: Sequence[str], outputs: Sequence[str]) -> onnx.N
     return node
 
 
-def _custom_node_handler(tf_op: str) -> Callable:
+def _custom_node_handler(tf_op: str, domain: str = DOMAIN) -> Callable:
     """A tf2onnx custom-op handler that turns the TensorFlow node of `tf_op` into an `opforge`
-    node: domain `opforge`, op type without the `Opforge>` prefix, the op def's attributes but its
+    node: domain `opforge` (a user's op: its module's domain), op type without the namespace
+    (`Opforge>`), the op def's attributes but its
     type attributes (T, U, Tshape), converted by the op def's types. Inputs and outputs keep
     TensorFlow's dtypes (int32 sizes, shapes and thresholds stay int32) and order, but where ONNX
     needs another (onnx_input_order)."""
@@ -280,17 +380,27 @@ def _custom_node_handler(tf_op: str) -> Callable:
         if order != list(range(len(node.input))):
             ctx.replace_inputs(node, [node.input[i] for i in order])
         node.type = tf_op.split(">", 1)[-1]
-        node.domain = DOMAIN
+        node.domain = domain
         return node
 
     return handler
 
 
-def _custom_op_handlers() -> Dict[str, tuple]:
+def _custom_op_handlers() -> Tuple[Dict[str, tuple], List[str]]:
+    """The handlers of opforge's ops and of the ops loaded through opforge.build (each as a node
+    of its module's domain), and those modules' domains."""
+    import opforge.build
     import opforge.ops
 
     opforge.ops._common.lib()  # the op defs must be registered
-    return {op: (_custom_node_handler(op), []) for op in opforge.ops.OP_NAMES}
+    handlers = {op: (_custom_node_handler(op), []) for op in opforge.ops.OP_NAMES}
+    domains: List[str] = []
+    for op, (domain, _) in sorted(opforge.build.loaded_op_domains().items()):
+        if op not in handlers:
+            handlers[op] = (_custom_node_handler(op, domain), [])
+            if domain not in domains:
+                domains.append(domain)
+    return handlers, domains
 
 
 def _spec_list(input_signature) -> List[Any]:
@@ -417,7 +527,11 @@ def export(model, path: PathLike, input_signature=None, opset: int = 17,
         that op (`STANDARD_OPS`) and the others as `opforge` nodes (`CUSTOM_OPS`); False writes
         every opforge op as an `opforge` node (run by opforge's ONNX Runtime library).
 
-    The `opforge` opset (version 1) is imported where the model has `opforge` nodes.
+    The `opforge` opset (version 1) is imported where the model has `opforge` nodes. Ops loaded
+    through `opforge.build` become nodes of their module's domain (`opforge.build.ort_domain`:
+    `Custom>MyOp` is `custom.MyOp`, version 1), with their op def's attributes; their module's
+    ONNX Runtime library (`opforge.build.ort_library_path`) runs them
+    (`session(..., libraries=[...])`).
 
     Raises:
       ExportError: TensorFlow ops tf2onnx cannot map (named).
@@ -430,7 +544,7 @@ def export(model, path: PathLike, input_signature=None, opset: int = 17,
     from opforge import _export
 
     fn, signature, output_names = _traceable(model, input_signature)
-    handlers = _custom_op_handlers()
+    handlers, user_domains = _custom_op_handlers()
     tf2onnx_logger = logging.getLogger("tf2onnx")
     level = tf2onnx_logger.level
     tf2onnx_logger.setLevel(max(level, logging.ERROR))
@@ -457,15 +571,18 @@ def export(model, path: PathLike, input_signature=None, opset: int = 17,
             proto, _ = tf2onnx.convert.from_graph_def(
                 graph_def, name=concrete.name, input_names=input_names, output_names=output_names_tf,
                 opset=opset, custom_op_handlers=handlers,
-                extra_opset=[helper.make_opsetid(DOMAIN, DOMAIN_VERSION)], tensors_to_rename=rename)
+                extra_opset=[helper.make_opsetid(d, DOMAIN_VERSION) for d in [DOMAIN] + user_domains],
+                tensors_to_rename=rename)
     finally:
         tf2onnx_logger.setLevel(level)
     unmapped = _unmapped_nodes(proto)
     if unmapped:
         raise ExportError("opforge.onnx.export: tf2onnx could not convert these TensorFlow ops to ONNX "
                           f"(opset {opset}): {', '.join(unmapped)}")
-    if not custom_op_types(proto):
-        kept = [o for o in proto.opset_import if o.domain != DOMAIN]
+    used = _node_types(proto)
+    unused = {d for d in [DOMAIN] + user_domains if d not in used}
+    if unused:
+        kept = [o for o in proto.opset_import if o.domain not in unused]
         del proto.opset_import[:]
         proto.opset_import.extend(kept)
     _rename_outputs(proto, output_names)
