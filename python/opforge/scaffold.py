@@ -4,7 +4,10 @@
 The op it writes is complete and real: `y = scale * x * x` with its gradient
 `dx = 2 * scale * x * dy`, over half, bfloat16, float32 and float64, with a shape function, a
 validated attribute, a C++ gradient op, CUDA kernels (compiled against a CUDA TensorFlow), a
-Python wrapper, tests against NumPy and a benchmark. Every place to change for another op is
+Python wrapper, tests against NumPy and a benchmark. The op struct (`<name>_op.h`, no TensorFlow
+header) runs in TensorFlow (`<name>_tf.cc`) and in ONNX Runtime (`<name>_ort.cc`, one
+registration line per op): both libraries are built by `opforge.build.load`, and the tests run
+the exported op in ONNX Runtime against TensorFlow, bit for bit. Every place to change for another op is
 marked `YOUR MATHS` (the C++ element formulas, the NumPy reference) or `YOUR ATTRIBUTES`.
 """
 from __future__ import annotations
@@ -272,17 +275,75 @@ opforge::Status BackwardGpu(opforge::DType dtype, const Params& p, const void* g
 }}  // namespace {name}
 '''
 
-_BINDING = '''\
-// {Name}'s TensorFlow binding: the ops (inputs, outputs, attributes, shape functions) and the
-// structs that opforge's TfKernel runs (attributes, validation, outputs, the core calls).
-#include "common/tf_kernel.h"
+_OP = '''\
+// {Name}'s op structs: what every runtime's skeleton runs (common/op_call.h): the attributes, the
+// validation and the outputs of one call, and the core calls. No TensorFlow header: the same
+// structs run in TensorFlow ({name}_tf.cc) and in ONNX Runtime ({name}_ort.cc).
+#ifndef {GUARD}_OP_H_
+#define {GUARD}_OP_H_
+
+#include "common/op_call.h"
 #include "{name}.h"
 
 namespace {name} {{
-namespace {{
 
-using opforge::Status;
-using opforge::TfCall;
+struct Attrs {{
+  using Params = {name}::Params;
+  Params attrs;
+  opforge::Status Init(opforge::AttrReader& reader) {{
+    reader.Read("scale", &attrs.scale);  // YOUR ATTRIBUTES
+    return Validate(attrs);
+  }}
+}};
+
+struct ForwardOp : Attrs {{
+  opforge::Status Validate(opforge::OpCall& call, Params* params) const {{
+    *params = attrs;
+    params->size = call.NumElements(0);
+    call.Output(0, call.shape(0), {{0}});  // may reuse the input's buffer
+    return opforge::Status::Ok();
+  }}
+  template <typename T>
+  void Cpu(const Params& p, const opforge::OpCall& call, const opforge::Parallel& parallel) const {{
+    Forward<T>(p, call.in<T>(0), call.out<T>(0), parallel);
+  }}
+  opforge::Status Gpu(opforge::DType dtype, const Params& p, const opforge::OpCall& call,
+                      void* stream) const {{
+    return ForwardGpu(dtype, p, call.in(0), call.out(0), stream);
+  }}
+}};
+
+struct BackwardOp : Attrs {{
+  opforge::Status Validate(opforge::OpCall& call, Params* params) const {{
+    *params = attrs;
+    OPFORGE_RETURN_IF_ERROR(ValidateGrad(*params, call.shape(0), call.shape(1)));
+    params->size = call.NumElements(0);
+    call.Output(0, call.shape(0), {{0}});
+    return opforge::Status::Ok();
+  }}
+  template <typename T>
+  void Cpu(const Params& p, const opforge::OpCall& call, const opforge::Parallel& parallel) const {{
+    Backward<T>(p, call.in<T>(0), call.in<T>(1), call.out<T>(0), parallel);
+  }}
+  opforge::Status Gpu(opforge::DType dtype, const Params& p, const opforge::OpCall& call,
+                      void* stream) const {{
+    return BackwardGpu(dtype, p, call.in(0), call.in(1), call.out(0), stream);
+  }}
+}};
+
+}}  // namespace {name}
+
+#endif  // {GUARD}_OP_H_
+'''
+
+_BINDING = '''\
+// {Name}'s TensorFlow binding: the ops (inputs, outputs, attributes, shape functions) and one
+// registration line per op for the structs of {name}_op.h, which opforge's TfKernel runs.
+#include "common/tf_kernel.h"
+#include "{name}_op.h"
+
+namespace {name} {{
+namespace {{
 
 REGISTER_OP("{op}")
     .Input("x: T")
@@ -307,52 +368,27 @@ REGISTER_OP("{op}Grad")
     }})
     .Doc("backprops = gradients * d{Name}/dx.");
 
-struct Attrs {{
-  using Params = {name}::Params;
-  Params attrs;
-  Status Init(opforge::AttrReader& reader) {{
-    reader.Read("scale", &attrs.scale);  // YOUR ATTRIBUTES
-    return Validate(attrs);
-  }}
-}};
-
-struct ForwardOp : Attrs {{
-  Status Validate(TfCall& call, Params* params) const {{
-    *params = attrs;
-    params->size = call.NumElements(0);
-    call.Output(0, call.shape(0), {{0}});  // may reuse the input's buffer
-    return Status::Ok();
-  }}
-  template <typename T>
-  void Cpu(const Params& p, const TfCall& call, const opforge::Parallel& parallel) const {{
-    Forward<T>(p, call.in<T>(0), call.out<T>(0), parallel);
-  }}
-  Status Gpu(opforge::DType dtype, const Params& p, const TfCall& call, void* stream) const {{
-    return ForwardGpu(dtype, p, call.in(0), call.out(0), stream);
-  }}
-}};
-
-struct BackwardOp : Attrs {{
-  Status Validate(TfCall& call, Params* params) const {{
-    *params = attrs;
-    OPFORGE_RETURN_IF_ERROR(ValidateGrad(*params, call.shape(0), call.shape(1)));
-    params->size = call.NumElements(0);
-    call.Output(0, call.shape(0), {{0}});
-    return Status::Ok();
-  }}
-  template <typename T>
-  void Cpu(const Params& p, const TfCall& call, const opforge::Parallel& parallel) const {{
-    Backward<T>(p, call.in<T>(0), call.in<T>(1), call.out<T>(0), parallel);
-  }}
-  Status Gpu(opforge::DType dtype, const Params& p, const TfCall& call, void* stream) const {{
-    return BackwardGpu(dtype, p, call.in(0), call.in(1), call.out(0), stream);
-  }}
-}};
-
 OPFORGE_REGISTER_KERNELS(Name("{op}"), ForwardOp, OPFORGE_FLOAT_TYPES, OPFORGE_FLOAT_TYPES)
 OPFORGE_REGISTER_KERNELS(Name("{op}Grad"), BackwardOp, OPFORGE_FLOAT_TYPES, OPFORGE_FLOAT_TYPES)
 
 }}  // namespace
+}}  // namespace {name}
+'''
+
+_ORT = '''\
+// {Name} in ONNX Runtime: the op structs of {name}_op.h, the ones TensorFlow runs, registered as
+// ONNX op types of the domain "{domain}" (common/ort_kernel.h). opforge.build compiles this, the
+// core ({name}_cpu.cc) and opforge's ONNX Runtime skeleton into lib{name}_ort_<key>.so, without
+// TensorFlow. Each line: an identifier, the ONNX op type (the TensorFlow op's name without
+// "{namespace}>"), the struct, its element types, its inputs' and outputs' types.
+#include "common/ort_kernel.h"
+#include "{name}_op.h"
+
+namespace {name} {{
+
+OPFORGE_ORT_KERNELS({Name}, "{Name}", ForwardOp, OPFORGE_FLOAT_TYPES, "T", "T")
+OPFORGE_ORT_KERNELS({Name}Grad, "{Name}Grad", BackwardOp, OPFORGE_FLOAT_TYPES, "T, T", "T")
+
 }}  // namespace {name}
 '''
 
@@ -386,9 +422,22 @@ def library():
     global _module
     if _module is None:
         cuda = [str(HERE / "{name}.cu")] if tf.test.is_built_with_cuda() else []
+        # The ONNX Runtime library is built beside it, from the same op struct ({name}_op.h),
+        # where this opforge has ONNX Runtime's headers (see ort_library).
+        ort = [str(HERE / "{name}_ort.cc")] if opforge.build.ort_include_path() else []
         _module = opforge.build.load("{name}", [str(HERE / "{name}_cpu.cc"), str(HERE / "{name}_tf.cc")],
-                                     cuda_sources=cuda, include_dirs=[str(HERE)])
+                                     cuda_sources=cuda, include_dirs=[str(HERE)], ort_sources=ort)
     return _module
+
+
+def ort_library() -> Optional[str]:
+    """The op's ONNX Runtime custom-op library (domain "{domain}"), for running a model exported
+    with opforge.onnx.export: `opforge.onnx.session(path, libraries=[{name}.ort_library()])`.
+    None where this opforge was installed without ONNX Runtime's headers."""
+    try:
+        return str(opforge.build.ort_library_path(library()))
+    except ValueError:
+        return None
 
 
 def {name}(x, scale: float = 1.0, name: Optional[str] = None) -> tf.Tensor:
@@ -478,6 +527,33 @@ def test_bad_arguments_are_named():
         op.{name}(tf.ones([2]), scale="big")
     with pytest.raises(tf.errors.InvalidArgumentError, match="{Name}: x must be a tensor"):
         op.{name}(None)
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.float64], ids=lambda d: d.name)
+def test_runs_in_onnx_runtime_with_tensorflows_bits(dtype, tmp_path):
+    """The same op struct in ONNX Runtime ({name}_ort.cc): a tf.function using the op, exported
+    with opforge.onnx (the op as a node of the domain "{domain}"), gives TensorFlow's bits."""
+    pytest.importorskip("onnxruntime", reason="onnxruntime is not installed")
+    pytest.importorskip("tf2onnx", reason="tf2onnx (opforge.onnx.export) is not installed")
+    import opforge.onnx
+
+    library = op.ort_library()
+    if library is None:
+        pytest.skip("this opforge was installed without ONNX Runtime's headers (no ONNX Runtime library)")
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 7], dtype, name="x")])
+    def f(x):
+        return op.{name}(x, scale=0.75)
+
+    path = tmp_path / "{name}.onnx"
+    model = opforge.onnx.export(f, path, standard_ops=False)
+    assert [(n.domain, n.op_type) for n in model.graph.node] == [("{domain}", "{Name}")]
+    session = opforge.onnx.session(path, libraries=[library])
+    x = np.random.default_rng(2).standard_normal((5, 7)).astype(dtype.as_numpy_dtype)
+    (y,) = session.run(None, {{"x": x}})
+    expected = f(x).numpy()
+    assert y.dtype == expected.dtype and y.shape == expected.shape
+    np.testing.assert_array_equal(y.view(np.uint8), expected.view(np.uint8))
 '''
 
 _BENCH = '''\
@@ -528,10 +604,18 @@ until you change the maths.
 |---|---|---|
 | `{name}_element.h` | the element formulas, shared by CPU and GPU | **YOUR MATHS**: `Value`, `Backprop` |
 | `{name}.h`, `{name}_cpu.cc` | the core: parameters, their check, parallel loops | **YOUR ATTRIBUTES** |
+| `{name}_op.h` | the op structs every runtime runs: attributes, checks, outputs | **YOUR ATTRIBUTES** |
 | `{name}_tf.cc` | the TensorFlow binding: ops, shape functions, kernels | the op's attributes |
+| `{name}_ort.cc` | the ONNX Runtime registration: one line per op | nothing, for an element-wise op |
 | `{name}.cu` | CUDA kernels (built against a CUDA TensorFlow) | nothing, for an element-wise op |
 | `{name}.py` | the wrapper, the gradient, the NumPy reference | `reference`, the docstring |
-| `test_{name}.py`, `bench_{name}.py` | tests and a benchmark | the benchmark's TensorFlow version |
+| `test_{name}.py`, `bench_{name}.py` | tests (ONNX Runtime too) and a benchmark | the benchmark's TensorFlow version |
+
+`{name}.library()` builds the TensorFlow library and, beside it, the ONNX Runtime one (from the same
+op structs); to run the op outside TensorFlow:
+
+    opforge.onnx.export(f, "f.onnx", standard_ops=False)      # the op: node "{domain}.{Name}"
+    sess = opforge.onnx.session("f.onnx", libraries=[{name}.ort_library()])
 
     python -c "import {name}; print({name}.{name}([1.0, 2.0], scale=3.0))"   # builds, then runs
     opforge check {name}:{name}                                            # the op's self-check
@@ -544,7 +628,9 @@ FILES: Dict[str, str] = {
     "{name}_element.h": _ELEMENT,
     "{name}_cpu.cc": _CPU,
     "{name}.cu": _CUDA,
+    "{name}_op.h": _OP,
     "{name}_tf.cc": _BINDING,
+    "{name}_ort.cc": _ORT,
     "{name}.py": _PYTHON,
     "test_{name}.py": _TEST,
     "bench_{name}.py": _BENCH,
@@ -560,7 +646,8 @@ def new_project(name: str, directory: Optional[str] = None, force: bool = False)
         raise FileExistsError(f"opforge new: {root} exists and is not empty (use --force to overwrite)")
     root.mkdir(parents=True, exist_ok=True)
     values = dict(name=name, Name=camel_case(name), op=f"{OP_NAMESPACE}>{camel_case(name)}",
-                  fn=f"{OP_NAMESPACE.lower()}_{name}", GUARD=f"{name.upper()}")
+                  fn=f"{OP_NAMESPACE.lower()}_{name}", GUARD=f"{name.upper()}",
+                  namespace=OP_NAMESPACE, domain=OP_NAMESPACE.lower())
     written = []
     for pattern, template in FILES.items():
         path = root / pattern.format(**values)
