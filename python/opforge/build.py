@@ -71,6 +71,7 @@ __all__ = [
     "include_paths",
     "load",
     "load_inline",
+    "loaded_op_domains",
     "ort_domain",
     "ort_include_path",
     "ort_library_path",
