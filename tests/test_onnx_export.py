@@ -79,7 +79,7 @@ def _standard_model():
     y = Swish()(y)
     y = ClippedIdentity(-0.5, 0.5)(y)
     y = _MulBiasLeaky()(y)
-    conv_bn = ConvBNLeaky(5, 3, alpha=0.1)
+    conv_bn = ConvBNLeaky(5, 3, alpha=0.1, name="conv_bn_leaky")  # named: unique in any process
     y = conv_bn(y)
     model = keras.Model(x, y, name="small")
     # Batch norm statistics that are not the identity, so the folding is exercised.
