@@ -230,3 +230,30 @@ def name_raw_op_errors(module: ModuleType) -> None:
         functools.update_wrapper(wrapper, fn)
         wrapper._opforge_named = True
         setattr(module, attr, wrapper)
+
+
+def adapter_string(path, symbol: str, error) -> Optional[str]:
+    """The string a runtime adapter library returns from its C function `symbol` (`const char*
+    f(void)`: `OpforgeOrtOpNames`, `OpforgeOrtDomain`, `OpforgeLiteOpNames`); None where the
+    library lacks the function (an older build). A library that cannot be loaded raises `error`
+    (the caller's exception class) with the reason."""
+    import ctypes
+
+    try:
+        handle = ctypes.CDLL(str(path))
+    except OSError as exc:
+        raise error(f"opforge's runtime library {path} could not be loaded: {exc}. Run `opforge doctor`; "
+                    "rebuild opforge if the library is damaged.") from None
+    try:
+        fn = getattr(handle, symbol)
+    except AttributeError:
+        return None
+    fn.restype = ctypes.c_char_p
+    fn.argtypes = []
+    return (fn() or b"").decode()
+
+
+def adapter_names(path, symbol: str, error) -> Optional[set]:
+    """The comma-separated names `adapter_string` reads, as a set (None where it gives None)."""
+    text = adapter_string(path, symbol, error)
+    return None if text is None else {n.strip() for n in text.split(",") if n.strip()}

@@ -17,7 +17,6 @@ which `interpreter` loads.
 """
 from __future__ import annotations
 
-import ctypes
 import os
 import warnings
 from pathlib import Path
@@ -86,19 +85,9 @@ def library_path(must_exist: bool = True) -> Path:
 
 def _library_op_names(path: Path) -> Optional[Set[str]]:
     """The custom ops the library runs (its `OpforgeLiteOpNames()`), None where it lacks it."""
-    try:
-        handle = ctypes.CDLL(str(path))
-    except OSError as exc:
-        raise LiteLibraryError(f"opforge's LiteRT library {path} could not be loaded: {exc}. Run "
-                               "`opforge doctor`; rebuild opforge if the library is damaged.") from None
-    try:
-        fn = getattr(handle, OP_NAMES_SYMBOL)
-    except AttributeError:
-        return None
-    fn.restype = ctypes.c_char_p
-    fn.argtypes = []
-    names = fn() or b""
-    return {n.strip() for n in names.decode().split(",") if n.strip()}
+    from opforge._loader import adapter_names
+
+    return adapter_names(path, OP_NAMES_SYMBOL, LiteLibraryError)
 
 
 def custom_op_names(model_content: bytes) -> List[str]:

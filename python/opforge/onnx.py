@@ -25,7 +25,6 @@ namespace lowercased: `Custom>MyOp` is `custom.MyOp`), run by the module's ONNX 
 """
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import re
@@ -112,36 +111,18 @@ def library_path(must_exist: bool = True) -> Path:
 def _library_op_types(path: Path) -> Optional[Set[str]]:
     """The op types the library registers (its `OpforgeOrtOpNames()`), or None where it does not
     export that function."""
-    try:
-        handle = ctypes.CDLL(str(path))
-    except OSError as exc:
-        raise OrtLibraryError(f"opforge's ONNX Runtime library {path} could not be loaded: {exc}. "
-                              "Run `opforge doctor`; rebuild opforge if the library is damaged.") from None
-    try:
-        fn = getattr(handle, OP_NAMES_SYMBOL)
-    except AttributeError:
-        return None
-    fn.restype = ctypes.c_char_p
-    fn.argtypes = []
-    names = fn() or b""
-    return {n.strip() for n in names.decode().split(",") if n.strip()}
+    from opforge._loader import adapter_names
+
+    return adapter_names(path, OP_NAMES_SYMBOL, OrtLibraryError)
 
 
 def _library_domain(path: Path) -> Optional[str]:
     """The ONNX domain an opforge-made library registers (its `OpforgeOrtDomain()`), or None where
     it does not export that function (opforge's own library before it did: "opforge"; another
     runtime's library: unknown)."""
-    try:
-        handle = ctypes.CDLL(str(path))
-    except OSError as exc:
-        raise OrtLibraryError(f"the ONNX Runtime library {path} could not be loaded: {exc}") from None
-    try:
-        fn = getattr(handle, DOMAIN_SYMBOL)
-    except AttributeError:
-        return None
-    fn.restype = ctypes.c_char_p
-    fn.argtypes = []
-    return (fn() or b"").decode()
+    from opforge._loader import adapter_string
+
+    return adapter_string(path, DOMAIN_SYMBOL, OrtLibraryError)
 
 
 def _node_types(model: onnx.ModelProto) -> Dict[str, Set[str]]:

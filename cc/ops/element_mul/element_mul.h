@@ -25,18 +25,24 @@
 
 // The forward op's dtypes (all of tf.multiply's on the CPU), and the gradient's: the floats, the
 // complex types and the 32- and 64-bit signed integers.
+#define OPFORGE_ELEMENT_MUL_COMPLEX_TYPES(X, ...) \
+  X(std::complex<float>, __VA_ARGS__)             \
+  X(std::complex<double>, __VA_ARGS__)
 #define OPFORGE_ELEMENT_MUL_GRAD_TYPES(X, ...) \
   OPFORGE_FLOAT_INT_TYPES(X, __VA_ARGS__)      \
-  X(std::complex<float>, __VA_ARGS__)          \
-  X(std::complex<double>, __VA_ARGS__)
-#define OPFORGE_ELEMENT_MUL_TYPES(X, ...)        \
-  OPFORGE_ELEMENT_MUL_GRAD_TYPES(X, __VA_ARGS__) \
-  X(int8_t, __VA_ARGS__)                         \
-  X(uint8_t, __VA_ARGS__)                        \
-  X(int16_t, __VA_ARGS__)                        \
-  X(uint16_t, __VA_ARGS__)                       \
-  X(uint32_t, __VA_ARGS__)                       \
+  OPFORGE_ELEMENT_MUL_COMPLEX_TYPES(X, __VA_ARGS__)
+// The forward's types but the complex ones (ONNX Runtime's custom ops take no complex tensors).
+#define OPFORGE_ELEMENT_MUL_REAL_TYPES(X, ...) \
+  OPFORGE_FLOAT_INT_TYPES(X, __VA_ARGS__)      \
+  X(int8_t, __VA_ARGS__)                       \
+  X(uint8_t, __VA_ARGS__)                      \
+  X(int16_t, __VA_ARGS__)                      \
+  X(uint16_t, __VA_ARGS__)                     \
+  X(uint32_t, __VA_ARGS__)                     \
   X(uint64_t, __VA_ARGS__)
+#define OPFORGE_ELEMENT_MUL_TYPES(X, ...)        \
+  OPFORGE_ELEMENT_MUL_REAL_TYPES(X, __VA_ARGS__) \
+  OPFORGE_ELEMENT_MUL_COMPLEX_TYPES(X, __VA_ARGS__)
 
 namespace opforge {
 
