@@ -257,3 +257,13 @@ def adapter_names(path, symbol: str, error) -> Optional[set]:
     """The comma-separated names `adapter_string` reads, as a set (None where it gives None)."""
     text = adapter_string(path, symbol, error)
     return None if text is None else {n.strip() for n in text.split(",") if n.strip()}
+
+
+def adapter_path(name: str, must_exist: bool, error, missing: str) -> Path:
+    """The path of runtime adapter library `name` in the package directory, next to
+    `_opforge_ops.so`. Where it is absent and `must_exist`, raises `error` (the caller's exception
+    class) saying it was not found, then `missing` (what that means for the caller and what to do)."""
+    path = Path(__file__).resolve().parent / name
+    if must_exist and not path.is_file():
+        raise error(f"opforge's {name} was not found at {path}: {missing}")
+    return path

@@ -72,15 +72,13 @@ def library_path(must_exist: bool = True) -> Path:
     Raises LiteLibraryError when the file is absent (pass `must_exist=False` to get the path
     anyway, e.g. to test for it).
     """
-    path = Path(__file__).resolve().parent / LITE_LIBRARY_NAME
-    if must_exist and not path.is_file():
-        raise LiteLibraryError(
-            f"opforge's LiteRT delegate library {LITE_LIBRARY_NAME} was not found at {path}: this opforge "
-            "was built without its LiteRT adapter, so models with Opforge> custom ops cannot run in "
-            "LiteRT. Run `opforge doctor` to see what the build found; convert with "
-            "opforge.lite.convert(..., standard_ops=True) for a model of builtin ops where the model "
-            "allows it.")
-    return path
+    from opforge._loader import adapter_path
+
+    return adapter_path(
+        LITE_LIBRARY_NAME, must_exist, LiteLibraryError,
+        "this opforge was built without its LiteRT adapter, so models with Opforge> custom ops cannot run "
+        "in LiteRT. Run `opforge doctor` to see what the build found; convert with "
+        "opforge.lite.convert(..., standard_ops=True) for a model of builtin ops where the model allows it.")
 
 
 def _library_op_names(path: Path) -> Optional[Set[str]]:

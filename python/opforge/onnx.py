@@ -94,18 +94,14 @@ def library_path(must_exist: bool = True) -> Path:
     Raises OrtLibraryError when the file is absent (pass `must_exist=False` to get the path
     anyway, e.g. to test for it).
     """
-    from opforge import _loader
+    from opforge._loader import adapter_path
 
-    path = Path(_loader.__file__).resolve().parent / ORT_LIBRARY_NAME
-    if must_exist and not path.is_file():
-        raise OrtLibraryError(
-            f"opforge's ONNX Runtime custom-op library {ORT_LIBRARY_NAME} was not found at {path}: this "
-            "opforge was built without its ONNX Runtime adapter (the build compiles it only where it "
-            "finds ONNX Runtime's headers), so models with `opforge`-domain nodes cannot run in ONNX "
-            "Runtime. Run `opforge doctor` to see what the build found; export with "
-            "opforge.onnx.export(..., standard_ops=True) for a model of standard ops where the model "
-            "allows it.")
-    return path
+    return adapter_path(
+        ORT_LIBRARY_NAME, must_exist, OrtLibraryError,
+        "this opforge was built without its ONNX Runtime adapter (the build compiles it only where it finds "
+        "ONNX Runtime's headers), so models with `opforge`-domain nodes cannot run in ONNX Runtime. Run "
+        "`opforge doctor` to see what the build found; export with opforge.onnx.export(..., "
+        "standard_ops=True) for a model of standard ops where the model allows it.")
 
 
 def _library_op_types(path: Path) -> Optional[Set[str]]:
