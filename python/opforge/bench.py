@@ -5,21 +5,34 @@ the same bytes), timed interleaved in one process; medians and ratios.
 A ratio above 1 means opforge is faster (ratio = other's median / opforge's median). `--size`
 sets the element count of every case (cases at model shapes scale their batch to it). The
 cases come from `opforge.ops.SPECS`; an op adds no line here.
+
+`--dtype bfloat16` (default float32) sets up every case in bfloat16 (`SpeedCase.setup(size,
+dtype)`): the float inputs are bfloat16, opforge and its TensorFlow rival(s) both compute in it
+(a TensorFlow op without a bfloat16 kernel, as the NMS, casts to float32 and back, and the label
+says so), the `py_function` rivals compute on bfloat16 NumPy arrays, the `copy` rival copies the
+bfloat16 bytes, and GB/s counts 2 bytes an element. A case whose op has no bfloat16 kernel (not
+in its spec's dtypes: the audio ops, the target assignment) is left out with a line saying so,
+never run in float32; a candidate whose outputs are not in the dtype asked for (a setup that
+ignored it) stops the run.
+
+Every benchmark's header starts with `machine()`: the CPU model, its vector extensions, and
+whether it has AVX512-BF16 and AMX (what bfloat16 figures depend on). `opforge bench paths`,
+`bench deploy`, `bench gpu` (its host CPU), `yolo bench` and `audio bench` print the same line.
 """
 from __future__ import annotations
 
 import json
 import os
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Set, Tuple
 
-from opforge.spec import SpeedRun
+from opforge.spec import SpeedCase, SpeedRun
 from opforge.timing import interleaved
 
 Row = Dict[str, object]
 
 
-def row(op: str, run: SpeedRun, medians: Dict[str, float]) -> Row:
-    result: Row = {"op": op, "case": run.label}
+def row(op: str, run: SpeedRun, medians: Dict[str, float], dtype: str = "float32") -> Row:
+    result: Row = {"op": op, "case": run.label, "dtype": dtype}
     base = medians["opforge"]
     for name, seconds in medians.items():
         result[f"{name}_ms"] = seconds * 1e3
@@ -50,8 +63,8 @@ def format_rows(rows: List[Row]) -> str:
     return "\n".join(lines)
 
 
-def machine() -> str:
-    """The CPU model and the vector extensions that matter here (figures hold for this CPU)."""
+def cpu_flags() -> Tuple[str, Set[str]]:
+    """The CPU model and the flags of /proc/cpuinfo (its first processor)."""
     model, flags = "unknown CPU", set()
     try:
         with open("/proc/cpuinfo") as f:
@@ -63,15 +76,66 @@ def machine() -> str:
                     flags = set(value.split())
     except OSError:
         pass
-    isa = [name for name in ("avx", "avx2", "fma", "avx512f", "avx512_bf16", "amx_tile") if name in flags]
+    return model, flags
+
+
+def machine() -> str:
+    """The CPU model, the vector extensions that matter here, and whether it has AVX512-BF16
+    (`avx512_bf16`: bfloat16 dot products in AVX-512) and AMX (`amx_tile` with `amx_bf16`: the
+    tile units that oneDNN's bfloat16 matrix products use); figures hold for this CPU. The one
+    source of every benchmark's `machine:` line, e.g. `AMD EPYC 9R14, 2 cores, avx avx2 fma
+    avx512f avx512_bf16; AVX512-BF16: yes, AMX: no`."""
+    model, flags = cpu_flags()
+    isa = [name for name in ("avx", "avx2", "fma", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16")
+           if name in flags]
     line = f"{model}, {os.cpu_count()} cores, {' '.join(isa) or 'no AVX'}"
+    bf16 = "yes" if "avx512_bf16" in flags else "no"
+    if "amx_tile" in flags:
+        amx = "yes" if "amx_bf16" in flags else "tiles without amx_bf16"
+    else:
+        amx = "no"
+    line += f"; AVX512-BF16: {bf16}, AMX: {amx}"
     caps = [f"{var}={os.environ[var]}" for var in ("OPFORGE_MAX_ISA", "ONEDNN_MAX_CPU_ISA") if os.environ.get(var)]
     if caps:
         line += f" (capped: {' '.join(caps)})"
     return line
 
 
-def run(ops: List[str], size: Optional[int], repeats: int, as_json: bool) -> int:
+DTYPES = ("float32", "bfloat16")
+
+
+def skip_reason(spec, speed: SpeedCase, index: int, dtype) -> Optional[str]:
+    """Why a speed case cannot run in `dtype` (a tf.DType), or None: its op has no kernel of that
+    dtype (not in the spec's dtypes), or the case itself runs only in others (`SpeedCase.dtypes`)."""
+    if dtype not in spec.dtypes:
+        return f"skipped in {dtype.name}: {spec.name} has no {dtype.name} kernel"
+    if speed.dtypes is not None and dtype not in speed.dtypes:
+        return (f"skipped in {dtype.name}: {spec.name} speed case {index} runs only in "
+                f"{', '.join(d.name for d in speed.dtypes)}")
+    return None
+
+
+def check_dtype(spec, run: SpeedRun, dtype) -> None:
+    """Raises if a candidate of a run set up in `dtype` computes in another float dtype: where the
+    op's own outputs (on the spec's first case of that dtype) include `dtype`, every candidate
+    returning float tensors must too (a `copy` rival returns none)."""
+    from opforge.spec import float_output_dtypes
+
+    case = next(c for c in spec.cases if c.dtypes is None or dtype in c.dtypes)
+    if dtype not in float_output_dtypes(spec.call(spec.op, case, case.tensors(dtype))):
+        return  # outputs in another dtype by design (resize: float32 for every input)
+    for name, fn in run.candidates.items():
+        found = float_output_dtypes(fn())
+        if found and dtype not in found:
+            raise RuntimeError(
+                f"opforge bench: {spec.name} case {run.label!r} was set up in {dtype.name}, but its {name!r} "
+                f"candidate returns {', '.join(sorted(d.name for d in found))}: its SpeedCase.setup must make "
+                "its float inputs in the dtype it is given (opforge.spec.speed_normal)")
+
+
+def run(ops: List[str], size: Optional[int], repeats: int, as_json: bool, dtype: str = "float32") -> int:
+    import tensorflow as tf
+
     from opforge.ops import SPECS
 
     known = {s.name for s in SPECS} | {s.group for s in SPECS}
@@ -79,18 +143,35 @@ def run(ops: List[str], size: Optional[int], repeats: int, as_json: bool) -> int
     if unknown:
         print(f"opforge bench: unknown op(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
         return 2
+    if dtype not in DTYPES:
+        print(f"opforge bench: --dtype must be one of {', '.join(DTYPES)}, got {dtype}")
+        return 2
+    tf_dtype = tf.as_dtype(dtype)
     rows: List[Row] = []
+    skipped: List[Row] = []
     for spec in SPECS:
         if ops and spec.name not in ops and spec.group not in ops:
             continue
-        for speed in spec.speed:
-            r = speed.setup(size)
+        for index, speed in enumerate(spec.speed):
+            reason = skip_reason(spec, speed, index, tf_dtype)
+            if reason is not None:
+                if not any(s["op"] == spec.name and s["skipped"] == reason for s in skipped):
+                    skipped.append({"op": spec.name, "dtype": dtype, "skipped": reason})
+                continue
+            r = speed.setup(size, tf_dtype)
             if r is None:  # a case shown only at its default size
                 continue
-            rows.append(row(spec.name, r, interleaved(r.candidates, min(repeats, speed.max_repeats or repeats))))
+            if tf_dtype != tf.float32:
+                check_dtype(spec, r, tf_dtype)
+            medians = interleaved(r.candidates, min(repeats, speed.max_repeats or repeats))
+            rows.append(row(spec.name, r, medians, dtype))
     if as_json:
-        print(json.dumps([dict(r, machine=machine()) for r in rows], indent=2))
+        print(json.dumps([dict(r, machine=machine()) for r in rows + skipped], indent=2))
     else:
         print(f"machine: {machine()}")
-        print(format_rows(rows))
+        print(f"dtype: {dtype}")
+        if rows:
+            print(format_rows(rows))
+        for s in skipped:
+            print(s["skipped"])
     return 0

@@ -33,7 +33,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     p_verify.add_argument("--size", type=int, default=None,
                           help="elements in the speed check (default: each op's own case)")
     p_verify.add_argument("--repeats", type=int, default=30)
-    p_bench = sub.add_parser("bench", help="time ops against TensorFlow and tf.py_function")
+    p_bench = sub.add_parser("bench", help="time ops against TensorFlow and tf.py_function, in float32 or "
+                                           "bfloat16 (--dtype); the header names the CPU, with AVX512-BF16 and AMX")
     p_bench.add_argument("ops", nargs="*", help="ops to benchmark (default: all); or `paths`: the four ways to "
                                                 "write an activation, timed, and what each supports "
                                                 "(opforge bench paths --help); or `gpu`: the GPU kernels "
@@ -45,7 +46,12 @@ def main(argv: Optional[List[str]] = None) -> int:
                          help="elements in every case; model-shaped cases scale their batch "
                               "(default: each case's own size, 4M for element-wise ops)")
     p_bench.add_argument("--repeats", type=int, default=50)
-    p_bench.add_argument("--json", action="store_true")
+    p_bench.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                         help="dtype of every float speed case: its inputs are made in it and opforge and its "
+                              "TensorFlow rival(s) both compute in it (a TensorFlow op without that kernel casts "
+                              "to float32 and back, and says so); a case whose op has no kernel of it is left out, "
+                              "with a line saying so (default float32)")
+    p_bench.add_argument("--json", action="store_true", help="machine-readable rows, each with its dtype and machine")
     p_fuzz = sub.add_parser("fuzz", help="malformed calls of every op in child processes: crashes, hangs, "
                                          "vague errors")
     p_fuzz.add_argument("--calls", type=int, default=200, help="calls per op (default 200)")
@@ -102,10 +108,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     y_demo.add_argument("--out", default="demo_out")
     y_demo.add_argument("--seconds", type=float, default=300.0)
     y_bench = yolo.add_parser("bench", help="training step and inference post-processing, opforge against TF "
-                                            "built-ins; the fused Darknet block")
+                                            "built-ins; the fused Darknet block; in float32 or under Keras's "
+                                            "mixed_bfloat16 policy (--policy)")
     y_bench.add_argument("cases", nargs="*", help="train, train_full, post, infer (default), block, fused")
     y_bench.add_argument("--repeats", type=int, default=10)
     y_bench.add_argument("--size", type=int, action="append", help="input size (repeatable; default 416)")
+    y_bench.add_argument("--policy", choices=("float32", "mixed_bfloat16"), default="float32",
+                         help="Keras dtype policy both models (opforge's and its TensorFlow twin) are built and "
+                              "run under: mixed_bfloat16 computes in bfloat16 with float32 variables; the previous "
+                              "policy is restored afterwards (default float32)")
     y_parity = yolo.add_parser("parity", help="ops='opforge' against ops='tf': first-step loss, gradients, 20 steps")
     y_parity.add_argument("--size", type=int, default=416)
     y_parity.add_argument("--dtype", choices=("float32", "float64"), default="float32",
@@ -175,7 +186,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             return verify.run(args.json, args.size, args.repeats, args.ops)
         from opforge import bench
 
-        return bench.run(args.ops, args.size, args.repeats, args.json)
+        return bench.run(args.ops, args.size, args.repeats, args.json, args.dtype)
     except LoadError as exc:
         print(f"opforge {args.command}: {exc}", file=sys.stderr)
         return 1
@@ -225,7 +236,7 @@ def _yolo(args) -> int:
         if args.yolo_command == "bench":
             from opforge.models import bench
 
-            return bench.run(repeats=args.repeats, sizes=args.size, cases=args.cases or None)
+            return bench.run(repeats=args.repeats, sizes=args.size, cases=args.cases or None, policy=args.policy)
         if args.yolo_command == "parity":
             from opforge.models import parity
 

@@ -383,9 +383,9 @@ def run(ops: List[str], device_kind: str, quick: bool, json_path: Optional[str],
                 continue
             try:
                 with tf.device(device):
-                    probe = speed.setup(size)
+                    probe = speed.setup(size, tf.float32)
                     if probe is not None and probe.bytes_moved:
-                        probe = speed.setup(elementwise_size)
+                        probe = speed.setup(elementwise_size, tf.float32)
                 if probe is None or "tf" not in probe.candidates:
                     continue
                 rows.append(_row(spec.name, probe.label, probe.candidates, probe.bytes_moved, device, sync, budget))

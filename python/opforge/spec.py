@@ -119,7 +119,8 @@ class BadInput:
 @dataclass
 class SpeedRun:
     """What a speed case times: candidates by name ('opforge' and its rivals: 'tf',
-    'py_function', 'copy'...), a label with the shapes, and the bytes an op call moves."""
+    'py_function', 'copy'...), a label with the shapes, and the bytes an op call moves (at the
+    dtype the case was set up in: 2 bytes an element in bfloat16)."""
 
     label: str
     candidates: Dict[str, Callable[[], object]]
@@ -128,14 +129,32 @@ class SpeedRun:
 
 @dataclass(frozen=True)
 class SpeedCase:
-    """`setup(size)` builds a SpeedRun. `size` is the element count asked for on the command
-    line, or None for the case's own default; cases at model shapes scale their batch to it
-    (`scaled_batch`). A case that only shows a default size (the same op at 1K and at 1M
-    elements) returns None when a size is asked for, so that no case runs twice. `max_repeats`
-    caps the rounds of slow cases."""
+    """`setup(size, dtype)` builds a SpeedRun.
 
-    setup: Callable[[Optional[int]], Optional[SpeedRun]]
+    `size` is the element count asked for on the command line, or None for the case's own
+    default; cases at model shapes scale their batch to it (`scaled_batch`). A case that only
+    shows a default size (the same op at 1K and at 1M elements) returns None when a size is
+    asked for, so that no case runs twice.
+
+    `dtype` (a tf.DType: tf.float32, or tf.bfloat16 under `opforge bench --dtype bfloat16`) is
+    the dtype of the case's float inputs: make every float input tensor with `speed_normal` (or
+    `tf.cast(..., dtype)` of what it made in float32), so that opforge and its TensorFlow
+    rival(s) both compute in it, name it in the label where the label names a dtype, and count
+    `bytes_moved` with `dtype.size`. A rival that cannot run in `dtype` casts to float32 and back
+    (and says so in the label); a `copy` rival copies the bytes of `dtype`
+    (`timing.numpy_copy(n, dtype)`). Inputs that are not float values (class ids, the float32
+    gradient of a float32-only output) keep their own dtype. `opforge bench` checks that the
+    candidates' outputs are in `dtype` where the op's are, so a setup that ignores `dtype` fails
+    loudly rather than timing float32 under a bfloat16 label.
+
+    `dtypes`: the float dtypes the case can be set up in (None: its op spec's dtypes); `opforge
+    bench` leaves out, with a line saying so, a case asked for in any other dtype. A case with no
+    float input (integers only) says `(tf.float32,)`: the default run keeps it, a bfloat16 run
+    leaves it out. `max_repeats` caps the rounds of slow cases."""
+
+    setup: Callable[[Optional[int], Any], Optional[SpeedRun]]
     max_repeats: Optional[int] = None
+    dtypes: Optional[Tuple[Any, ...]] = None
 
 
 @dataclass(frozen=True, repr=False)
@@ -310,22 +329,38 @@ def determinism_outputs(spec: OpSpec, dtype=None) -> List[Any]:
     return outputs + [g for g in grads if g is not None]
 
 
-def elementwise_speed(label: str, make: Callable, default: int = 1 << 22,
-                      bytes_per_element: Optional[int] = None, only_default: bool = False) -> SpeedCase:
-    """A speed case over `n` float32 elements (`size`, or `default`): `make(x, g)` gets two
-    random [n] tensors and returns the candidates; `bytes_per_element` (bytes an opforge call
-    moves per element) adds GB/s; `only_default`: a second size of a case, skipped when a size
-    is asked for."""
+def speed_normal(shape, dtype, seed: Optional[int] = None, stddev: float = 1.0):
+    """A speed case's float input: `tf.random.normal(shape, stddev=stddev, seed=seed)` drawn in
+    float32 (the same values whatever the dtype) and cast to `dtype` (no op for float32)."""
     import tensorflow as tf
 
-    def setup(size):
+    return tf.cast(tf.random.normal(shape, stddev=stddev, seed=seed), dtype)
+
+
+def float_output_dtypes(outputs) -> set:
+    """The float dtypes among a call's outputs (tensors, nested in lists, tuples, namedtuples)."""
+    import tensorflow as tf
+
+    return {t.dtype for t in tf.nest.flatten(outputs)
+            if isinstance(t, (tf.Tensor, tf.Variable)) and t.dtype.is_floating}
+
+
+def elementwise_speed(label: str, make: Callable, default: int = 1 << 22,
+                      elements_moved: Optional[int] = None, only_default: bool = False) -> SpeedCase:
+    """A speed case over `n` elements (`size`, or `default`) of the dtype asked for: `make(x, g)`
+    gets two random [n] tensors in that dtype and returns the candidates (a rival that needs the
+    dtype takes `x.dtype`); `elements_moved` (the elements an opforge call reads and writes per
+    element of x: 2 for y = f(x), 3 for a gradient) adds GB/s, at the dtype's size;
+    `only_default`: a second size of a case, skipped when a size is asked for."""
+
+    def setup(size, dtype):
         if size and only_default:
             return None
         n = size or default
-        x = tf.random.normal([n], seed=1)
-        g = tf.random.normal([n], seed=2)
-        moved = None if bytes_per_element is None else bytes_per_element * n
-        return SpeedRun(f"{label} float32 [{n}]", make(x, g), moved)
+        x = speed_normal([n], dtype, seed=1)
+        g = speed_normal([n], dtype, seed=2)
+        moved = None if elements_moved is None else elements_moved * dtype.size * n
+        return SpeedRun(f"{label} {dtype.name} [{n}]", make(x, g), moved)
 
     return SpeedCase(setup)
 

@@ -42,7 +42,9 @@ def verify(spec: OpSpec, size: Optional[int], repeats: int) -> Row:
     if not spec.differentiable:
         grad = math.nan
     ratio, label = math.nan, "-"
-    runs = ((speed, speed.setup(size)) for speed in spec.speed)
+    import tensorflow as tf
+
+    runs = ((speed, speed.setup(size, tf.float32)) for speed in spec.speed)
     speed, run = next(((s, r) for s, r in runs if r is not None), (None, None))
     if run is not None:
         medians = interleaved(run.candidates, min(repeats, speed.max_repeats or repeats))

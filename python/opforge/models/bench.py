@@ -24,9 +24,18 @@ Rows:
 `sizes`: the input sizes of the train, infer and fused rows (default [416]; post-processing is
 always at 416). `cases`: any of "train", "train_full", "post", "infer", "block", "fused"
 (default the first four).
+
+`policy` ("float32" or "mixed_bfloat16"): the Keras dtype policy every model and layer of the
+run is built and called under, both opforge's and its TensorFlow twin (`keras.config.
+set_dtype_policy`; the previous policy is restored afterwards). Under mixed_bfloat16 the layers
+compute in bfloat16 with float32 variables; the inputs that are no model's (the post-processing's
+head maps, the block's input) are made in bfloat16 too, and TensorFlow's NMS, which has no
+bfloat16 kernel, runs in float32 between casts. The header prints `policy: ...` and each row
+notes the compute dtype its models' layers report.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 from typing import Callable, Dict, List, Optional, Sequence
@@ -38,6 +47,46 @@ FULL_MAX_REPEATS = 3
 NUM_CLASSES = 80
 # Post-processing settings of yolov3-tf2's yolo_nms and of YoloPostprocess's defaults.
 POST = dict(max_detections=100, max_detections_per_class=100, iou_threshold=0.5, score_threshold=0.5)
+POLICIES = ("float32", "mixed_bfloat16")
+
+
+@contextlib.contextmanager
+def dtype_policy(name: str):
+    """Keras's global dtype policy set to `name` for the block, the previous one restored after."""
+    import keras
+
+    before = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(name)
+    try:
+        yield keras.config.dtype_policy()
+    finally:
+        keras.config.set_dtype_policy(before)
+
+
+def _compute_dtype() -> str:
+    """The compute dtype of the global policy: what the inputs that are no model's are made in."""
+    import keras
+
+    return keras.config.dtype_policy().compute_dtype
+
+
+def compute_dtypes(*models) -> str:
+    """The compute dtypes of the layers with weights of `models` (the check that a policy took)."""
+    names = set()
+    for model in models:
+        flatten = getattr(model, "_flatten_layers", None)  # Keras 3: every layer, nested ones too
+        for layer in (flatten(include_self=False) if flatten else model.layers):
+            if layer.weights:
+                names.add(layer.compute_dtype)
+    return "/".join(sorted(names)) or "-"
+
+
+def _dtype_note(*models) -> str:
+    return "" if _compute_dtype() == "float32" else f"layers compute in {compute_dtypes(*models)}"
+
+
+def _join(*notes: str) -> str:
+    return "; ".join(n for n in notes if n)
 
 
 def _row(case: str, medians: Dict[str, float], note: str = "") -> Row:
@@ -118,7 +167,7 @@ def train_rows(kind: str, size: int, repeats: int) -> List[Row]:
     medians = _timed({ops: (lambda s=s: s(x, y)) for ops, s in steps.items()}, r, warmup=1 if full else 2)
     name = "YoloV3Tiny" if kind == "tiny" else "YoloV3"
     return [_row(f"train step {name} {size} B={TRAIN_BATCH} (SGD)", medians,
-                 f"{r} rounds" if full else "")]
+                 _join(f"{r} rounds" if full else "", _dtype_note(ours, twin)))]
 
 
 # --- post-processing -----------------------------------------------------------------------------
@@ -170,8 +219,9 @@ def post_rows(repeats: int, batches: Sequence[int] = (1, 8)) -> List[Row]:
     unfused = tf.function(lambda maps: _unfused(layer, maps))
     rows = []
 
+    dtype = _compute_dtype()
     for batch in batches:
-        maps = yolo_like_heads(batch)
+        maps = [tf.cast(m, dtype) for m in yolo_like_heads(batch)]
         medians = _timed({"opforge": lambda: ours_post(maps), "tf": lambda: tf_post(maps),
                           "unfused": lambda: unfused(maps)}, repeats)
         a, b = ours_post(maps), tf_post(maps)
@@ -181,12 +231,13 @@ def post_rows(repeats: int, batches: Sequence[int] = (1, 8)) -> List[Row]:
         obj = tf.concat([tf.reshape(m, (batch, -1, 85))[..., 4] for m in maps], 1)
         share = float(tf.reduce_mean(tf.cast(obj > -0.0308, tf.float32)))
         rows.append(_row(f"post decode+NMS 3 scales 416 C=80 B={batch}", medians,
-                         note + f"; {share:.1%} of boxes decoded"))
+                         _join(note + f"; {share:.1%} of boxes decoded",
+                               "" if dtype == "float32" else f"maps and layer in {layer.compute_dtype}")))
         rows.append(_row(f"  same maths as separate ops (yolo_decode + combined NMS) B={batch}",
                          {"opforge": medians["unfused"], "tf": medians["tf"]}))
     # An untrained head: objectness centred on 0, so half the boxes can reach the threshold.
     batch = batches[-1]
-    maps = yolo_like_heads(batch, obj_mean=0.0)
+    maps = [tf.cast(m, dtype) for m in yolo_like_heads(batch, obj_mean=0.0)]
     medians = _timed({"opforge": lambda: ours_post(maps), "tf": lambda: tf_post(maps)}, repeats)
     rows.append(_row(f"post, untrained head (objectness ~ N(0, 3)) B={batch}", medians,
                      f"detections/image {ours_post(maps)[3].numpy().mean():.1f}"))
@@ -208,7 +259,7 @@ def infer_rows(size: int, repeats: int, batches: Sequence[int] = (1, 8)) -> List
     for batch in batches:
         x = tf.random.uniform((batch, size, size, 3), seed=batch)
         rows.append(_row(f"infer YoloV3Tiny {size} + post B={batch}", _timed(
-            {"opforge": lambda: ours_fn(x), "tf": lambda: tf_fn(x)}, repeats)))
+            {"opforge": lambda: ours_fn(x), "tf": lambda: tf_fn(x)}, repeats), _dtype_note(det, twin)))
     return rows
 
 
@@ -219,9 +270,7 @@ def _timed(candidates: Dict[str, Callable[[], object]], repeats: int, warmup: in
 
 
 def run(repeats: int = 10, json_out: bool = False, sizes: Optional[Sequence[int]] = None,
-        cases: Optional[Sequence[str]] = None) -> int:
-    from opforge.bench import machine
-
+        cases: Optional[Sequence[str]] = None, policy: str = "float32") -> int:
     sizes = list(sizes or [416])
     known = {"train", "train_full", "post", "infer", "block", "fused"}
     cases = set(cases or ("train", "train_full", "post", "infer"))
@@ -229,8 +278,19 @@ def run(repeats: int = 10, json_out: bool = False, sizes: Optional[Sequence[int]
     if unknown:
         print(f"opforge yolo bench: unknown case(s) {sorted(unknown)}; known: {', '.join(sorted(known))}")
         return 2
+    if policy not in POLICIES:
+        print(f"opforge yolo bench: policy must be one of {', '.join(POLICIES)}, got {policy}")
+        return 2
+    with dtype_policy(policy):
+        return _run(repeats, json_out, sizes, cases, policy)
+
+
+def _run(repeats: int, json_out: bool, sizes: List[int], cases: set, policy: str) -> int:
+    from opforge.bench import machine
+
     if not json_out:
         print(f"machine: {machine()}", flush=True)
+        print(f"policy: {policy}", flush=True)
     rows: List[Row] = []
 
     def emit(new: List[Row]) -> None:
@@ -257,7 +317,7 @@ def run(repeats: int = 10, json_out: bool = False, sizes: Optional[Sequence[int]
         for size in sizes:
             emit(fused_model_rows(size, repeats))
     if json_out:
-        print(json.dumps({"machine": machine(), "rows": rows}, indent=2))
+        print(json.dumps({"machine": machine(), "policy": policy, "rows": rows}, indent=2))
     return 0
 
 
@@ -285,8 +345,9 @@ def block_rows(repeats: int) -> List[Row]:
     from opforge.layers import ConvBNLeaky
 
     rows: List[Row] = []
+    dtype = _compute_dtype()  # the input in the policy's compute dtype, as a model's layer would pass it
     for shape, k, filters in BLOCK_SHAPES:
-        x = tf.random.normal(shape)
+        x = tf.cast(tf.random.normal(shape), dtype)
         chain = _block_layers(filters, k)
         fused = ConvBNLeaky(filters, k, alpha=0.1)
         y = x
@@ -299,7 +360,7 @@ def block_rows(repeats: int) -> List[Row]:
         chain[0].set_weights(weights[:1])
         chain[1].set_weights(weights[1:])
         fused.set_weights(weights)
-        dy = tf.random.normal(fused.compute_output_shape(shape))
+        dy = tf.cast(tf.random.normal(fused.compute_output_shape(shape)), dtype)
 
         def unfused_call(training):
             y = x
@@ -318,25 +379,26 @@ def block_rows(repeats: int) -> List[Row]:
 
         unfused_vars = chain[0].trainable_variables + chain[1].trainable_variables
         label = f"{list(shape)} -> {k}x{k}x{filters}"
+        in_dtype = "" if dtype == "float32" else f"in {fused.compute_dtype}"
         rows.append(_row(f"block train step {label}", _timed(
             {"opforge": train(lambda: fused(x, training=True), fused.trainable_variables),
-             "tf": train(lambda: unfused_call(True), unfused_vars)}, repeats), "vs Keras 3 unfused"))
+             "tf": train(lambda: unfused_call(True), unfused_vars)}, repeats), _join("vs Keras 3 unfused", in_dtype)))
         ours_inf = tf.function(lambda: fused(x, training=False))
         keras_inf = tf.function(lambda: unfused_call(False))
         bn = chain[1]
 
         @tf.function
         def grappler_inf():
-            z = tf.nn.conv2d(x, chain[0].kernel, 1, "SAME")
+            z = tf.nn.conv2d(x, tf.cast(chain[0].kernel, dtype), 1, "SAME")
             z, _, _ = tf.compat.v1.nn.fused_batch_norm(z, bn.gamma, bn.beta, bn.moving_mean, bn.moving_variance,
                                                        epsilon=bn.epsilon, is_training=False)
             return tf.nn.leaky_relu(z, 0.1)
 
         med = _timed({"opforge": ours_inf, "tf": keras_inf, "grappler": grappler_inf}, repeats)
         rows.append(_row(f"block inference {label}", {"opforge": med["opforge"], "tf": med["tf"]},
-                         "vs Keras 3 unfused"))
+                         _join("vs Keras 3 unfused", in_dtype)))
         rows.append(_row(f"block inference {label}", {"opforge": med["opforge"], "tf": med["grappler"]},
-                         "vs conv2d + fused_batch_norm + leaky_relu (grappler-fused)"))
+                         _join("vs conv2d + fused_batch_norm + leaky_relu (grappler-fused)", in_dtype)))
     return rows
 
 
@@ -356,7 +418,8 @@ def fused_model_rows(size: int, repeats: int) -> List[Row]:
     steps = {name: _train_step(m, M.YoloLoss(anchors, masks, NUM_CLASSES)) for name, m in
              (("opforge", fused), ("tf", unfused))}
     rows.append(_row(f"fused YoloV3Tiny train step {size} B={TRAIN_BATCH}", _timed(
-        {k: (lambda s=s: s(x, y)) for k, s in steps.items()}, repeats, warmup=2), "vs unfused opforge model"))
+        {k: (lambda s=s: s(x, y)) for k, s in steps.items()}, repeats, warmup=2),
+        _join("vs unfused opforge model", _dtype_note(fused, unfused))))
     full = M.YoloV3(NUM_CLASSES, size)
     full_fused = opforge.fuse.fold_batch_norm(full)
     for batch in (1, 8):
@@ -365,5 +428,5 @@ def fused_model_rows(size: int, repeats: int) -> List[Row]:
         theirs = tf.function(lambda v: full(v, training=False))
         rows.append(_row(f"fold_batch_norm(YoloV3) inference {size} B={batch}", _timed(
             {"opforge": lambda: ours(xb), "tf": lambda: theirs(xb)}, min(repeats, 5), warmup=1),
-            "vs the unfused model"))
+            _join("vs the unfused model", _dtype_note(full_fused, full))))
     return rows

@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from opforge._export import STATE as _EXPORT
 from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib, python_number, to_tensor
-from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch
+from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch, speed_normal
 
 __all__ = ["bias_leaky_relu"]
 OP_NAMES = ("Opforge>BiasLeakyRelu",)
@@ -93,9 +93,9 @@ def tf_reference(features, bias, alpha=0.2):
 
 
 def _speed():
-    def setup(size):
+    def setup(size, dtype):
         shape = scaled_batch((8, 52, 52, 256), size)
-        x, b = tf.random.normal(shape), tf.random.normal(shape[-1:])
+        x, b = speed_normal(shape, dtype), speed_normal(shape[-1:], dtype)
         return SpeedRun(f"{list(shape)} + [{shape[-1]}] (rival: tf.nn.bias_add + tf.nn.leaky_relu)", {
             "opforge": tf.function(lambda: bias_leaky_relu(x, b, 0.1)),
             "tf": tf.function(lambda: tf.nn.leaky_relu(tf.nn.bias_add(x, b), 0.1))})

@@ -140,7 +140,8 @@ def _tf_gradient(g, x):
 
 
 def _numpy_clip(t):
-    return np.clip(t.numpy(), -1.0, 1.0)
+    v = t.numpy()
+    return np.clip(v, -1.0, 1.0).astype(v.dtype, copy=False)  # bfloat16 in, bfloat16 out
 
 
 SPECS = (
@@ -169,14 +170,14 @@ SPECS = (
             elementwise_speed("forward", lambda x, g: {
                 "opforge": lambda: clipped_identity(x, -1.0, 1.0, 0.01),
                 "tf": lambda: tf.clip_by_value(x, -1.0, 1.0),
-                "copy": numpy_copy(int(x.shape[0]))}, bytes_per_element=8),
+                "copy": numpy_copy(int(x.shape[0]), x.dtype)}, elements_moved=2),
             elementwise_speed("gradient", lambda x, g: {
                 "opforge": lambda: lib().opforge_clipped_identity_grad(g, x, clip_min=-1.0, clip_max=1.0, leak=0.01),
                 "tf": lambda: _tf_gradient(g, x),
-                "copy": numpy_copy(int(x.shape[0]))}, bytes_per_element=12),
+                "copy": numpy_copy(int(x.shape[0]), x.dtype)}, elements_moved=3),
             elementwise_speed("forward vs py_function", lambda x, g: {
                 "opforge": lambda: clipped_identity(x, -1.0, 1.0, 0.01),
-                "py_function": lambda: tf.py_function(_numpy_clip, [x], tf.float32)}, default=1 << 16),
+                "py_function": lambda: tf.py_function(_numpy_clip, [x], x.dtype)}, default=1 << 16),
         ),
         bad_inputs={
             "string x": BadInput("opforge.ops.clipped_identity(tf.constant(['a']))", ("x", "string")),

@@ -214,20 +214,27 @@ def yolo_like_detections(batch: int, seed: int = 0):
 
 
 def _nms_speed(score_threshold: float, soft: bool = False) -> SpeedCase:
-    def setup(size):
+    def setup(size, dtype):
         batch = 8 if size is None else max(1, int(round(size / (10647 * 80))))
-        boxes, scores = yolo_like_detections(batch)
+        boxes, scores = (tf.cast(t, dtype) for t in yolo_like_detections(batch))
         kw = dict(max_output_size_per_class=100, max_total_size=100, iou_threshold=0.5,
                   score_threshold=score_threshold)
         label = f"B={batch}, 10647 boxes x 80 classes, score_threshold {score_threshold}"
+        # TensorFlow's NMS ops take float32 only: in another dtype the rival casts its inputs to
+        # float32 and its boxes and scores back (tf_reference; no casts in float32).
+        cast = "" if dtype == tf.float32 else f", tf in float32 with casts from and to {dtype.name}"
         if soft:
             kw["soft_nms_sigma"] = 0.5
-            return SpeedRun(label + ", soft-NMS sigma 0.5 (rival: per-class tf.image soft-NMS)", {
+            return SpeedRun(label + f", soft-NMS sigma 0.5 (rival: per-class tf.image soft-NMS{cast})", {
                 "opforge": lambda: combined_non_max_suppression(boxes, scores, **kw),
                 "tf": lambda: tf_reference(boxes, scores, **kw)})
-        return SpeedRun(label, {
+        if dtype == tf.float32:
+            return SpeedRun(label, {
+                "opforge": lambda: combined_non_max_suppression(boxes, scores, **kw),
+                "tf": lambda: tf.image.combined_non_max_suppression(boxes, scores, **kw)})
+        return SpeedRun(label + f" (rival: tf.image.combined_non_max_suppression{cast})", {
             "opforge": lambda: combined_non_max_suppression(boxes, scores, **kw),
-            "tf": lambda: tf.image.combined_non_max_suppression(boxes, scores, **kw)})
+            "tf": lambda: tf_reference(boxes, scores, **kw)})
 
     return SpeedCase(setup, max_repeats=20 if not soft else 3)
 

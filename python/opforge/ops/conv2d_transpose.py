@@ -10,7 +10,7 @@ from opforge._export import STATE as _EXPORT
 from opforge.ops._common import (FLOAT_DTYPES, check_dtype, invalid_argument, lib, python_int, short_repr,
                                  to_tensor)
 from opforge.ops._direct_conv import direct_conv2d_transpose
-from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch
+from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch, speed_normal
 
 __all__ = ["conv2d_transpose"]
 OP_NAMES = ("Opforge>Conv2DTranspose", "Opforge>Conv2DTransposeInputGrad", "Opforge>Conv2DTransposeFilterGrad")
@@ -276,12 +276,12 @@ def _case(i, x, f, out, s, pad, integer_valued):
 
 
 def _speed(shape, k, co, s, part: str) -> SpeedCase:
-    def setup(size):
+    def setup(size, dtype):
         n, h, w, ci = scaled_batch(shape, size)
         out = [n, h * s, w * s, co]
-        x = tf.random.normal([n, h, w, ci], seed=8)
-        f = tf.random.normal([k, k, co, ci], seed=9) * 0.05
-        g = tf.random.normal(out, seed=10)
+        x = speed_normal([n, h, w, ci], dtype, seed=8)
+        f = speed_normal([k, k, co, ci], dtype, seed=9, stddev=0.05)
+        g = speed_normal(out, dtype, seed=10)
         attrs = dict(strides=[1, s, s, 1], padding="SAME")
 
         def with_grads(fn):

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from opforge._export import STATE as _EXPORT
 from opforge.ops._common import check_dtype, invalid_argument, lib, to_tensor
-from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun
+from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, speed_normal
 from opforge.timing import numpy_copy
 
 __all__ = ["element_mul"]
@@ -115,21 +115,21 @@ def _operands(sa, sb, seed=0):
 def _speed(label: str, shapes, with_gradient: bool = False, rival: str = "tf"):
     """`shapes(n)` gives the two operand shapes for n elements (`size`, default 4M)."""
 
-    def setup(size):
+    def setup(size, dtype):
         n = size or (1 << 22)
         sa, sb = shapes(n)
-        a = tf.random.normal(sa, seed=4)
-        b = tf.random.normal(sb, seed=5)
+        a = speed_normal(sa, dtype, seed=4)
+        b = speed_normal(sb, dtype, seed=5)
         if rival == "py_function":
-            numpy_mul = lambda u, v: u.numpy() * v.numpy()  # noqa: E731
+            numpy_mul = lambda u, v: u.numpy() * v.numpy()  # noqa: E731 (bfloat16 arrays multiply as bfloat16)
             candidates = {"opforge": lambda: element_mul(a, b),
-                          "py_function": lambda: tf.py_function(numpy_mul, [a, b], tf.float32)}
-            return SpeedRun(f"{label} float32 {sa}", candidates)
+                          "py_function": lambda: tf.py_function(numpy_mul, [a, b], dtype)}
+            return SpeedRun(f"{label} {dtype.name} {sa}", candidates)
         if not with_gradient:
-            moved = 4 * (2 * int(np.prod(sa)) + int(np.prod(sb)))
+            moved = dtype.size * (2 * int(np.prod(sa)) + int(np.prod(sb)))
             candidates = {"opforge": lambda: element_mul(a, b), "tf": lambda: tf.multiply(a, b),
-                          "copy": numpy_copy(int(np.prod(sa)))}
-            return SpeedRun(f"forward float32 {label} {sa}*{sb}", candidates, moved)
+                          "copy": numpy_copy(int(np.prod(sa)), dtype)}
+            return SpeedRun(f"forward {dtype.name} {label} {sa}*{sb}", candidates, moved)
 
         def grads(fn):
             def run():
@@ -140,7 +140,7 @@ def _speed(label: str, shapes, with_gradient: bool = False, rival: str = "tf"):
 
             return run
 
-        return SpeedRun(f"forward+gradient float32 {label} {sa}*{sb}",
+        return SpeedRun(f"forward+gradient {dtype.name} {label} {sa}*{sb}",
                         {"opforge": grads(element_mul), "tf": grads(tf.multiply)})
 
     return SpeedCase(setup)
@@ -175,10 +175,11 @@ SPECS = (
             _speed("same shape", _SAME, with_gradient=True),
             _speed("broadcast row", _ROW, with_gradient=True),
             _speed("broadcast column", _COLUMN, with_gradient=True),
-            SpeedCase(lambda size: _speed("forward vs py_function", _SAME, rival="py_function").setup(size or 1 << 10)),
+            SpeedCase(lambda size, dtype: _speed("forward vs py_function", _SAME,
+                                                 rival="py_function").setup(size or 1 << 10, dtype)),
             # The same at 1M elements (only at the default sizes: with --size it would be a repeat).
-            SpeedCase(lambda size: None if size else _speed("forward vs py_function", _SAME,
-                                                            rival="py_function").setup(1 << 20)),
+            SpeedCase(lambda size, dtype: None if size else _speed("forward vs py_function", _SAME,
+                                                                   rival="py_function").setup(1 << 20, dtype)),
         ),
         bad_inputs={
             "incompatible shapes": BadInput(

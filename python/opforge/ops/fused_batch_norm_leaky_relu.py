@@ -11,7 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib, python_number, to_tensor
-from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch
+from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch, speed_normal
 
 __all__ = ["fused_batch_norm_leaky_relu", "FusedBatchNormLeakyReluResult"]
 OP_NAMES = ("Opforge>FusedBatchNormLeakyRelu", "Opforge>FusedBatchNormLeakyReluGrad")
@@ -161,15 +161,17 @@ def _gcase(name, shape, seed, alpha=0.1):
 
 
 def _speed(shape, label, gradient):
-    def setup(size):
+    def setup(size, dtype):
         s = scaled_batch(shape, size)
-        x = tf.random.normal(s)
-        gamma, beta = tf.ones(s[-1]), tf.zeros(s[-1])
+        x = speed_normal(s, dtype)
+        gamma, beta = tf.ones(s[-1]), tf.zeros(s[-1])  # float32 for half and bfloat16 x, as Keras's
         import keras
 
-        bn = keras.layers.BatchNormalization()
+        # In half or bfloat16, Keras's mixed policy of that dtype: float32 variables and
+        # statistics, the input and output in x's dtype (what the op does).
+        bn = keras.layers.BatchNormalization(dtype=None if dtype == tf.float32 else f"mixed_{dtype.name}")
         bn.build(s)
-        dy = tf.random.normal(s)
+        dy = speed_normal(s, dtype)
 
         def ours_fn():
             return fused_batch_norm_leaky_relu(x, gamma, beta, alpha=0.1).y

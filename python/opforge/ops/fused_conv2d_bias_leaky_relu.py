@@ -14,7 +14,7 @@ from opforge.ops.bias_leaky_relu import integer_bias_leaky_relu
 from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib, python_number, to_tensor
 from opforge.ops._direct_conv import direct_conv2d, explicit_or_string
 from opforge.ops.conv2d_transpose import _convert_padding, _get_sequence
-from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch
+from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch, speed_normal
 
 __all__ = ["fused_conv2d_bias_leaky_relu"]
 OP_NAMES = ("Opforge>FusedConv2DBiasLeakyRelu",)
@@ -192,11 +192,11 @@ def _case(name, x, k, strides, padding, alpha=0.1, dilations=None, integer=False
 
 
 def _speed(x_shape, k, co, stride, label):
-    def setup(size):
+    def setup(size, dtype):
         shape = scaled_batch(x_shape, size)
-        x = tf.random.normal(shape)
-        w = tf.random.normal((k, k, shape[3], co)) * 0.05
-        b = tf.random.normal((co,))
+        x = speed_normal(shape, dtype)
+        w = speed_normal((k, k, shape[3], co), dtype, stddev=0.05)
+        b = speed_normal((co,), dtype)
         ours = tf.function(lambda: fused_conv2d_bias_leaky_relu(x, w, b, stride, "SAME", alpha=0.1))
         theirs = tf.function(lambda: tf.nn.leaky_relu(tf.nn.bias_add(tf.nn.conv2d(x, w, stride, "SAME"), b), 0.1))
         return SpeedRun(f"{label} {list(shape)} -> {k}x{k}x{co} s{stride}, inference "
@@ -210,13 +210,13 @@ def _matmul_speed():
     """The convolution core's matrix product against TensorFlow's matmul: a 1x1 convolution of
     [1, 64, 64, K] to N channels is the product [4096, K] x [K, N] (plus a bias and an identity
     activation, alpha = 1), against tf.linalg.matmul of the same operands."""
-    def setup(size):
+    def setup(size, dtype):
         if size is not None:
             return None
         k = n = 1024
-        x = tf.random.normal((1, 64, 64, k))
-        w = tf.random.normal((1, 1, k, n)) * 0.03
-        b = tf.zeros((n,))
+        x = speed_normal((1, 64, 64, k), dtype)
+        w = speed_normal((1, 1, k, n), dtype, stddev=0.03)
+        b = tf.zeros((n,), dtype)
         a2, w2 = tf.reshape(x, (4096, k)), tf.reshape(w, (k, n))
         ours = tf.function(lambda: fused_conv2d_bias_leaky_relu(x, w, b, 1, "VALID", alpha=1.0))
         theirs = tf.function(lambda: tf.linalg.matmul(a2, w2))

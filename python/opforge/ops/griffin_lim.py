@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from opforge.ops._common import (check_dtype, invalid_argument, lib, python_bool, python_int, python_number,
                                  short_repr, to_tensor)
-from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch
+from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch, speed_normal
 
 __all__ = ["griffin_lim"]
 OP_NAMES = ("Opforge>GriffinLim",)
@@ -238,18 +238,18 @@ def _case_name(shape, attrs) -> str:
 
 def _speed(shape, n_iter: int = 32) -> SpeedCase:
     """5 s of 22.05 kHz audio: S [1025, 216], n_fft 2048, hop 512, 32 iterations."""
-    def setup(size):
+    def setup(size, dtype):
         s = scaled_batch(shape, size)
-        x = tf.abs(tf.random.normal(s, seed=4))
+        x = tf.abs(speed_normal(s, dtype, seed=4))
 
         def via_librosa():
             import librosa
 
             return tf.numpy_function(
-                lambda a: librosa.griffinlim(a, n_iter=n_iter, **librosa_seed_kwargs(0)).astype(np.float32), [x],
-                tf.float32)
+                lambda a: librosa.griffinlim(a, n_iter=n_iter, **librosa_seed_kwargs(0)).astype(dtype.as_numpy_dtype),
+                [x], dtype)
 
-        return SpeedRun(f"float32 {s}, {n_iter} iterations (librosa through tf.numpy_function)",
+        return SpeedRun(f"{dtype.name} {s}, {n_iter} iterations (librosa through tf.numpy_function)",
                         {"opforge": lambda: griffin_lim(x, n_iter=n_iter, seed=0), "librosa": via_librosa})
 
     return SpeedCase(setup, max_repeats=5)

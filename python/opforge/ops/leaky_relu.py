@@ -122,7 +122,7 @@ def _mask_reference(features, alpha):
 
 def _numpy_leaky_relu(t):
     v = t.numpy()
-    return np.where(v > 0, v, v * np.float32(0.2))
+    return np.where(v > 0, v, v * np.float32(0.2)).astype(v.dtype, copy=False)  # bfloat16 in, bfloat16 out
 
 
 SPECS = (
@@ -146,17 +146,17 @@ SPECS = (
         speed=(
             elementwise_speed("forward", lambda x, g: {
                 "opforge": lambda: leaky_relu(x, 0.2), "tf": lambda: tf.nn.leaky_relu(x, 0.2),
-                "copy": numpy_copy(int(x.shape[0]))}, bytes_per_element=8),
+                "copy": numpy_copy(int(x.shape[0]), x.dtype)}, elements_moved=2),
             elementwise_speed("gradient", lambda x, g: {
                 "opforge": lambda: lib().opforge_leaky_relu_grad(g, x, alpha=0.2),
                 "tf": lambda: tf.raw_ops.LeakyReluGrad(gradients=g, features=x, alpha=0.2),
-                "copy": numpy_copy(int(x.shape[0]))}, bytes_per_element=12),
+                "copy": numpy_copy(int(x.shape[0]), x.dtype)}, elements_moved=3),
             elementwise_speed("forward vs py_function", lambda x, g: {
                 "opforge": lambda: leaky_relu(x, 0.2),
-                "py_function": lambda: tf.py_function(_numpy_leaky_relu, [x], tf.float32)}, default=1 << 10),
+                "py_function": lambda: tf.py_function(_numpy_leaky_relu, [x], x.dtype)}, default=1 << 10),
             elementwise_speed("forward vs py_function", lambda x, g: {
                 "opforge": lambda: leaky_relu(x, 0.2),
-                "py_function": lambda: tf.py_function(_numpy_leaky_relu, [x], tf.float32)}, default=1 << 20,
+                "py_function": lambda: tf.py_function(_numpy_leaky_relu, [x], x.dtype)}, default=1 << 20,
                 only_default=True),
         ),
         bad_inputs={
@@ -201,7 +201,9 @@ SPECS = (
         speed=(
             elementwise_speed("forward", lambda x, g: {
                 "opforge": lambda: leaky_relu_with_mask(x, 0.2),
-                "tf": lambda: (tf.nn.leaky_relu(x, 0.2), tf.where(x > 0, 1.0, 0.2))}, bytes_per_element=12),
+                "tf": lambda: (tf.nn.leaky_relu(x, 0.2),
+                       tf.where(x > 0, tf.constant(1.0, x.dtype), tf.constant(0.2, x.dtype)))},
+                elements_moved=3),
         ),
         bad_inputs={
             "nan alpha": BadInput("opforge.ops.leaky_relu_with_mask(tf.ones([3]), alpha=float('nan'))", ("alpha", "finite")),

@@ -156,20 +156,20 @@ def _case_name(shape, attrs) -> str:
 def _speed(shape) -> SpeedCase:
     """5 s of 22.05 kHz audio (216 frames of 128 bands), n_fft 2048: librosa's L-BFGS-B through
     tf.numpy_function against opforge."""
-    def setup(size):
+    def setup(size, dtype):
         s = scaled_batch(shape, size)
         # A real Mel power spectrogram: noise with a decaying spectrum (what MFCC inversion feeds).
         rng = np.random.default_rng(3)
         mel = (rng.random(s) * np.exp(-np.arange(s[-2]) / 30.0)[:, None]).astype(np.float32)
-        x = tf.constant(mel)
+        x = tf.cast(tf.constant(mel), dtype)
 
         def via_librosa():
             import librosa
 
-            return tf.numpy_function(lambda a: librosa.feature.inverse.mel_to_stft(a).astype(np.float32),
-                                     [x], tf.float32)
+            return tf.numpy_function(lambda a: librosa.feature.inverse.mel_to_stft(a).astype(dtype.as_numpy_dtype),
+                                     [x], dtype)
 
-        return SpeedRun(f"float32 {s} -> n_fft 2048 (librosa through tf.numpy_function)",
+        return SpeedRun(f"{dtype.name} {s} -> n_fft 2048 (librosa through tf.numpy_function)",
                         {"opforge": lambda: mel_to_stft(x), "librosa": via_librosa})
 
     return SpeedCase(setup, max_repeats=5)

@@ -9,7 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 from opforge.ops._common import check_dtype, invalid_argument, lib, python_int, python_number, short_repr, to_tensor
-from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch
+from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch, speed_normal
 
 __all__ = ["mfcc_to_mel"]
 OP_NAMES = ("Opforge>MfccToMel", "Opforge>MfccToMelGrad")
@@ -143,17 +143,18 @@ def _case_name(shape, attrs) -> str:
 
 
 def _speed(shape, n_mels: int) -> SpeedCase:
-    def setup(size):
+    def setup(size, dtype):
         s = scaled_batch(shape, size)
-        x = tf.random.normal(s, stddev=10.0, seed=5)
+        x = speed_normal(s, dtype, seed=5, stddev=10.0)
 
         def via_librosa():
             import librosa
 
             return tf.numpy_function(
-                lambda a: librosa.feature.inverse.mfcc_to_mel(a, n_mels=n_mels).astype(np.float32), [x], tf.float32)
+                lambda a: librosa.feature.inverse.mfcc_to_mel(a, n_mels=n_mels).astype(dtype.as_numpy_dtype), [x],
+                dtype)
 
-        return SpeedRun(f"float32 {s} -> n_mels {n_mels} (librosa through tf.numpy_function)",
+        return SpeedRun(f"{dtype.name} {s} -> n_mels {n_mels} (librosa through tf.numpy_function)",
                         {"opforge": lambda: mfcc_to_mel(x, n_mels=n_mels), "librosa": via_librosa})
 
     return SpeedCase(setup, max_repeats=30)

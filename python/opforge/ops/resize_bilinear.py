@@ -11,7 +11,7 @@ from tensorflow.python.framework import tensor_util
 
 from opforge._export import STATE as _EXPORT
 from opforge.ops._common import check_dtype, invalid_argument, lib, python_bool, python_int, to_tensor
-from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch
+from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch, speed_normal
 
 __all__ = ["resize", "resize_bilinear", "resize_bilinear_grad"]
 OP_NAMES = ("Opforge>ResizeBilinear", "Opforge>ResizeBilinearGrad")
@@ -274,11 +274,13 @@ def _raw_resize_grad_differentiable(grads, original_image, **attrs):
 
 
 def _speed(shape, new_size, mode: str, gradient: bool) -> SpeedCase:
-    def setup(size):
+    def setup(size, dtype):
         s = scaled_batch(shape, size)
-        x = tf.random.normal(s, seed=8)
+        x = speed_normal(s, dtype, seed=8)
         attrs = dict(half_pixel_centers=mode == "half-pixel")
         if gradient:
+            # grads is float32 in every dtype (the forward's output); the image's dtype is the
+            # gradient's.
             g = tf.random.normal([s[0], *new_size, s[3]], seed=9)
             candidates = {"opforge": lambda: lib().opforge_resize_bilinear_grad(g, x, **attrs),
                           "tf": lambda: _raw_resize_grad(g, x, **attrs)}
@@ -296,9 +298,9 @@ def _tf_image_resize(images, size, **attrs):
 
 
 def _resize_speed(shape, new_size) -> SpeedCase:
-    def setup(size):
+    def setup(size, dtype):
         s = scaled_batch(shape, size)
-        x = tf.random.normal(s, seed=8)
+        x = speed_normal(s, dtype, seed=8)
         return SpeedRun(f"forward {s}->{new_size[0]}x{new_size[1]} (tf.image.resize)",
                         {"opforge": lambda: resize(x, list(new_size)),
                          "tf": lambda: tf.image.resize(x, list(new_size))})

@@ -11,7 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib, python_int, short_repr, to_tensor
-from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun
+from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, speed_normal
 from opforge.timing import numpy_copy
 
 __all__ = ["yolo_decode", "YoloDecodeResult", "YOLO_MAX_LOG_SCALE", "BOX_FORMATS"]
@@ -352,15 +352,15 @@ def _case(i, shape, a, c, size, attrs, specials=False):
                 dict(num_classes=c, input_size=size, **attrs))
 
 
-def _yolo_speed_inputs(size, seed=0):
-    """Head outputs of a 416x416 YOLO-v3 (grids 13, 26, 52; A=3, C=80), batch 8 (or scaled so
-    the three maps hold about `size` elements)."""
+def _yolo_speed_inputs(size, seed=0, dtype=tf.float32):
+    """Head outputs of a 416x416 YOLO-v3 (grids 13, 26, 52; A=3, C=80) in `dtype`, batch 8 (or
+    scaled so the three maps hold about `size` elements)."""
     shapes = [(8, g, g, 255) for g in (13, 26, 52)]
     if size is not None:
         total = sum(int(np.prod(s[1:])) for s in shapes)
         b = max(1, int(round(size / total)))
         shapes = [(b,) + s[1:] for s in shapes]
-    feats = [tf.random.normal(s, seed=seed + i) for i, s in enumerate(shapes)]
+    feats = [speed_normal(s, dtype, seed=seed + i) for i, s in enumerate(shapes)]
     return shapes, feats
 
 
@@ -379,8 +379,8 @@ YOLOV3_SPEED_MASKS = ((6, 7, 8), (3, 4, 5), (0, 1, 2))
 
 
 def _decode_speed(gradient: bool) -> SpeedCase:
-    def setup(size):
-        shapes, feats = _yolo_speed_inputs(size)
+    def setup(size, dtype):
+        shapes, feats = _yolo_speed_inputs(size, dtype=dtype)
         anchors = [YOLOV3_SPEED_ANCHORS[list(m)] / 416.0 for m in YOLOV3_SPEED_MASKS]
         kw = dict(num_classes=80, input_size=(416, 416), normalized=True)
 
@@ -407,8 +407,8 @@ def _decode_speed(gradient: bool) -> SpeedCase:
             # The limit: the forward reads the features and writes about as much (class scores,
             # boxes, scores); a copy of the features moves the same bytes.
             elements = sum(int(np.prod(s)) for s in shapes)
-            candidates["copy"] = numpy_copy(elements)
-            moved = 2 * 4 * elements
+            candidates["copy"] = numpy_copy(elements, dtype)
+            moved = 2 * dtype.size * elements
         return SpeedRun(label, candidates, moved)
 
     return SpeedCase(setup, max_repeats=20)

@@ -154,9 +154,17 @@ def tf_yolo_postprocess(head_outputs, anchors, anchor_masks, num_classes, input_
         raise ValueError("tf_yolo_postprocess: tf.image.combined_non_max_suppression has no soft-NMS")
     boxes, scores = _concat_decoded(tf_yolo_decode, head_outputs, anchors, anchor_masks, num_classes, input_size,
                                     scale_x_y, max_log_scale)
-    r = tf.image.combined_non_max_suppression(boxes, scores, max_detections_per_class, max_detections,
-                                              iou_threshold, score_threshold, clip_boxes=clip_boxes)
-    return CombinedNonMaxSuppressionResult(*r)
+    if boxes.dtype == tf.float32:
+        r = tf.image.combined_non_max_suppression(boxes, scores, max_detections_per_class, max_detections,
+                                                  iou_threshold, score_threshold, clip_boxes=clip_boxes)
+        return CombinedNonMaxSuppressionResult(*r)
+    # TensorFlow's NMS takes float32 only: maps decoded in half or bfloat16 (a mixed-precision
+    # model's heads) go through it in float32, boxes and scores back in the maps' dtype.
+    dtype = boxes.dtype
+    r = tf.image.combined_non_max_suppression(tf.cast(boxes, tf.float32), tf.cast(scores, tf.float32),
+                                              max_detections_per_class, max_detections, iou_threshold,
+                                              score_threshold, clip_boxes=clip_boxes)
+    return CombinedNonMaxSuppressionResult(tf.cast(r[0], dtype), tf.cast(r[1], dtype), r[2], r[3])
 
 
 def numpy_tf_reference(*maps, anchors, anchor_masks, num_classes, input_size, max_detections=100,
@@ -217,9 +225,9 @@ def _case(name, batch, grids, c, seed, input_size, masks, obj_mean=-3.0, **attrs
 
 
 def _speed(batch: int) -> SpeedCase:
-    def setup(size):
+    def setup(size, dtype):
         b = batch if size is None else max(1, int(round(size / (10647 * 85))))
-        maps = yolo_like_heads(b)
+        maps = [tf.cast(m, dtype) for m in yolo_like_heads(b)]
         kw = dict(anchors=YOLOV3_SPEED_ANCHORS, anchor_masks=YOLOV3_SPEED_MASKS, num_classes=80, input_size=416,
                   max_detections=100, max_detections_per_class=100, iou_threshold=0.5, score_threshold=0.5)
         # Both inside tf.function: the rival is a graph of many ops, whose eager dispatch alone
@@ -227,7 +235,9 @@ def _speed(batch: int) -> SpeedCase:
         ours = tf.function(lambda m: yolo_postprocess(m, **kw))
         theirs = tf.function(lambda m: tf_yolo_postprocess(m, **kw))
         return SpeedRun(f"YOLO-v3 416 heads (13, 26, 52), C=80, B={b}, score_threshold 0.5 "
-                        "(rival: tf decode per scale + tf.image.combined_non_max_suppression, tf.function)", {
+                        "(rival: tf decode per scale + tf.image.combined_non_max_suppression"
+                        + ("" if dtype == tf.float32 else f" in float32, cast from and to {dtype.name}")
+                        + ", tf.function)", {
                             "opforge": lambda: ours(maps),
                             "tf": lambda: theirs(maps)})
 

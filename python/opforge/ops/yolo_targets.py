@@ -234,12 +234,12 @@ _EDGE_CLASSES = np.array([[3, 5, 0, 1, 2, 7]])
 
 
 def _targets_speed() -> SpeedCase:
-    def setup(size):
+    def setup(size, dtype):
         batch = 8 if size is None else max(1, int(round(size / 400)))
         boxes, cls = random_boxes(batch, 100, seed=5, padding=10)
-        b = tf.constant(boxes, tf.float32)
+        b = tf.cast(tf.constant(boxes, tf.float32), dtype)
         c = tf.constant(cls, tf.int32)
-        anchors = tf.constant(YOLOV3_NORMALIZED_ANCHORS, tf.float32)
+        anchors = tf.cast(tf.constant(YOLOV3_NORMALIZED_ANCHORS, tf.float32), dtype)
         grids = (13, 26, 52)
         return SpeedRun(f"B={batch}, 100 boxes (10 padding), grids 13/26/52", {
             "opforge": lambda: yolo_targets(b, c, anchors, YOLOV3_MASKS, grids),
