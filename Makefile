@@ -189,7 +189,7 @@ gpu-check:
 gpu-carry: deps
 	mkdir -p build/carry/eigen
 	inc=$$($(VPY) -c "import tensorflow as tf; print(tf.sysconfig.get_include())" 2>/dev/null) && \
-	  cp -rL "$$inc/Eigen" "$$inc/unsupported" build/carry/eigen/
+	  cp -rL "$$inc/Eigen" "$$inc/unsupported" "$$inc/external/ducc/src/ducc0" build/carry/eigen/
 	rm -rf build/carry/googletest && cp -r /usr/src/googletest build/carry/googletest
 	du -sh build/carry
 

@@ -6,10 +6,16 @@
 #include <random>
 #include <sstream>
 #include <string>
-#include <unsupported/Eigen/FFT>
+#include <type_traits>
 #include <vector>
 
+#include <Eigen/Core>
+#ifdef __AVX__
+#include <immintrin.h>
+#endif
+
 #include "common/arith.h"
+#include "common/ducc.h"
 #include "common/scratch.h"
 #include "ops/griffin_lim/griffin_lim.h"
 
@@ -20,6 +26,11 @@ constexpr const char* kOp = "GriffinLim";
 constexpr double kPi = 3.14159265358979323846;
 // Output samples per overlap-add task.
 constexpr int64_t kSampleBlock = 4096;
+
+template <typename V>
+struct TypeTag {
+  using type = V;
+};
 
 bool ProductFits(const std::vector<int64_t>& dims) {
   int64_t n = 1;
@@ -286,19 +297,6 @@ int64_t PadSource(int64_t p, int64_t length, StftPadMode mode) {
   return -1;
 }
 
-// One FFT object per thread: Eigen's FFT caches its plans (twiddles) in the object, which is
-// therefore not safe to share; a thread keeps its plans from call to call.
-template <typename T>
-Eigen::FFT<T>& ThreadFft() {
-  static thread_local Eigen::FFT<T> fft = [] {
-    Eigen::FFT<T> f;
-    f.SetFlag(Eigen::FFT<T>::HalfSpectrum);
-    f.SetFlag(Eigen::FFT<T>::Unscaled);
-    return f;
-  }();
-  return fft;
-}
-
 template <typename T>
 Status CheckFinite(const char* argument, const T* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
@@ -311,247 +309,275 @@ Status CheckFinite(const char* argument, const T* x, int64_t n) {
   return Status::Ok();
 }
 
-// The per-thread buffers of the frame and overlap-add passes (a few times n_fft values). A thread
-// keeps them from pass to pass and from call to call, so that the 2 * n_iter passes of a call
-// allocate nothing; for n_fft above kKeptFft a pass uses buffers of its own instead, so that no
-// thread holds on to a large block after the call.
+// The frame passes transform kLanes<T> frames at once: DUCC's real FFT runs on SIMD vectors whose
+// lanes are frames (as ducc0::r2c batches the rows of an array), its butterflies then a vector
+// operation each. 4 doubles or 8 floats (a 256-bit vector: the core is compiled for AVX).
+// Above kKeptFft points a pass transforms one frame at a time (Vec = T), so that its buffers stay
+// a few times n_fft values.
 constexpr int64_t kKeptFft = int64_t{1} << 16;
-
 template <typename T>
-struct FrameScratch {
-  std::vector<T> segment;             // n_fft: the windowed frame; the inverse FFT's output
-  std::vector<std::complex<T>> bins;  // n_freq: the FFT's complex input or output
-  std::vector<T> x_re, x_im;          // n_freq: the re-analysed spectrum (rebuilt)
-  std::vector<T> s_re, s_im;          // n_freq: the updated spectrum (S * angles)
-  std::vector<T> z_re, z_im;          // n_freq: the half-length complex FFT's bins
-  std::vector<double> norm2;          // n_freq: |angles|^2
-  std::vector<double> acc;            // kSampleBlock: the overlap-add's sums
+constexpr int kLanes = std::is_same_v<T, double> ? 4 : 8;
+template <typename T>
+using FftVec = typename ducc0::detail_simd::simd_select<T, kLanes<T>>::type;
+template <typename Vec, typename T>
+constexpr int LanesOf() {
+  if constexpr (std::is_same_v<Vec, T>) {
+    return 1;
+  } else {
+    static_assert(sizeof(Vec) == sizeof(T) * Vec::size(), "a SIMD vector is its lanes, packed");
+    return static_cast<int>(Vec::size());
+  }
+}
 
-  void Reserve(int64_t n_fft, int64_t n_freq) {
+// The per-thread buffers of the frame and overlap-add passes. A thread keeps them from pass to
+// pass and from call to call, so that the 2 * n_iter passes of a call allocate nothing; for n_fft
+// above kKeptFft a pass uses buffers of its own instead, so that no thread holds on to a large
+// block after the call.
+template <typename T, typename Vec>
+struct FrameScratch {
+  std::vector<Vec> a, b;      // FFT data and work buffers (lanes interleaved)
+  std::vector<T> zero_lanes;  // kL zeros: the imaginary parts of bins 0 and n_fft / 2
+  std::vector<double> acc;    // kSampleBlock: the overlap-add's sums
+
+  void Reserve(int64_t fft_buffer) {
     auto grow = [](auto* v, int64_t n) {
       if (static_cast<int64_t>(v->size()) < n) v->resize(static_cast<size_t>(n));
     };
-    grow(&segment, n_fft);
-    grow(&bins, n_freq);
-    for (std::vector<T>* v : {&x_re, &x_im, &s_re, &s_im, &z_re, &z_im}) grow(v, n_freq);
-    grow(&norm2, n_freq);
+    grow(&a, fft_buffer);
+    grow(&b, fft_buffer);
+    zero_lanes.assign(static_cast<size_t>(LanesOf<Vec, T>()), T(0));
     grow(&acc, kSampleBlock);
   }
 };
 
-template <typename T>
-FrameScratch<T>& ThreadScratch() {
-  static thread_local FrameScratch<T> scratch;
-  return scratch;
-}
-
 // Runs fn(scratch) with this thread's kept scratch, or with a fresh one for a large n_fft.
-template <typename T, typename Fn>
-void WithScratch(int64_t n_fft, int64_t n_freq, const Fn& fn) {
+template <typename T, typename Vec, typename Fn>
+void WithScratch(int64_t n_fft, int64_t fft_buffer, const Fn& fn) {
   if (n_fft <= kKeptFft) {
-    FrameScratch<T>& s = ThreadScratch<T>();
-    s.Reserve(n_fft, n_freq);
-    fn(&s);
+    static thread_local FrameScratch<T, Vec> kept;
+    kept.Reserve(fft_buffer);
+    fn(&kept);
   } else {
-    FrameScratch<T> s;
-    s.Reserve(n_fft, n_freq);
+    FrameScratch<T, Vec> s;
+    s.Reserve(fft_buffer);
     fn(&s);
   }
 }
 
-// The STFT and ISTFT of one frame, with a real FFT of n_fft points. Where n_fft is a multiple of
-// 4 it is computed as Eigen's kissfft_impl computes it for real data (one complex FFT of
-// m = n_fft / 2 points of the even and odd samples, then twiddles that separate the two halves;
-// the inverse the other way round), but with the twiddle loops written over split real and
-// imaginary arrays, which the compiler vectorises, instead of std::complex products, which it does
-// not (each carries a NaN check and a call to __mulsc3), and with the twiddles computed in double.
-// Other sizes use Eigen's real FFT as it is.
+// Where bin k of a real FFT of n points lies in FFTPACK's half-complex order, DUCC's: r0, then
+// (re k, im k) for k in [1, (n - 1) / 2], then r(n/2) for an even n (whose imaginary part, like
+// bin 0's, is 0; irfft ignores both).
+inline int64_t RealPos(int64_t k, int64_t n) { return k == 0 ? 0 : (2 * k < n ? 2 * k - 1 : n - 1); }
+inline bool HasImag(int64_t k, int64_t n) { return k > 0 && 2 * k < n; }
+
+// The STFT and ISTFT of frames, with DUCC's real FFT of n_fft points (ducc0::pocketfft_r, the FFT
+// TensorFlow's own tf.signal.rfft runs on, from the headers TensorFlow ships), a plan made once
+// per call and shared by the threads (its exec is const). A pass works on kL = LanesOf<Vec, T>
+// frames at once, interleaved (value j of lane l at [j kL + l]), unscaled both ways (irfft's
+// 1 / n_fft is folded into the synthesis window).
 template <typename T>
 class FrameTransform {
  public:
   FrameTransform(const GriffinLimParams& p, const std::vector<double>& window)
       : n_fft_(p.n_fft),
-        n_freq_(p.n_freq),
         pad_mode_(p.pad_mode),
+        plan_(static_cast<size_t>(p.n_fft)),
         analysis_(static_cast<size_t>(p.n_fft)),
         synthesis_(static_cast<size_t>(p.n_fft)) {
     for (int64_t j = 0; j < n_fft_; ++j) {
       analysis_[j] = static_cast<T>(window[j]);
-      // irfft's 1 / n_fft folded into the window (the FFT runs unscaled).
       synthesis_[j] = static_cast<T>(window[j] / static_cast<double>(n_fft_));
-    }
-    if (n_fft_ % 4 == 0) {
-      // w[k] = exp(-i pi (k / m + 1/2)) = (-sin(pi k / m), -cos(pi k / m)), k in [0, m / 2];
-      // above pi / 4 from the complementary angle, so that w[m / 2] is -1 exactly.
-      m_ = n_fft_ / 2;
-      const int64_t h = m_ / 2;
-      tw_re_.resize(static_cast<size_t>(h + 1));
-      tw_im_.resize(static_cast<size_t>(h + 1));
-      const double step = kPi / static_cast<double>(m_);
-      for (int64_t k = 0; k <= h; ++k) {
-        double c, s;
-        if (2 * k <= h) {
-          c = std::cos(step * static_cast<double>(k));
-          s = std::sin(step * static_cast<double>(k));
-        } else {
-          c = std::sin(step * static_cast<double>(h - k));
-          s = std::cos(step * static_cast<double>(h - k));
-        }
-        tw_re_[k] = static_cast<T>(-s);
-        tw_im_[k] = static_cast<T>(-c);
-      }
     }
   }
 
-  // (s->x_re, s->x_im)[0, n_freq) = rfft(analysis window * the frame of y (a signal of `length`
-  // samples) that starts at `start`, outside the signal padded as pad_mode says).
-  void Forward(const T* y, int64_t length, int64_t start, FrameScratch<T>* s) const {
-    T* __restrict seg = s->segment.data();
+  // Values each of a pass's two FFT buffers holds (lanes count as one).
+  int64_t BufferSize() const { return n_fft_ + static_cast<int64_t>(plan_.bufsize()); }
+
+  // Lane l < lanes of `data` = analysis window * the frame of y (a signal of `length` samples)
+  // that starts at starts[l], outside the signal padded as pad_mode says; lanes from `lanes` on
+  // are zeros.
+  template <typename Vec>
+  void LoadFrames(const T* y, int64_t length, const int64_t* starts, int lanes, Vec* data) const {
+    constexpr int kL = LanesOf<Vec, T>();
+    T* __restrict d = reinterpret_cast<T*>(data);
     const T* __restrict w = analysis_.data();
-    if (start >= 0 && start + n_fft_ <= length) {
-      const T* __restrict src = y + start;
-      for (int64_t j = 0; j < n_fft_; ++j) seg[j] = src[j] * w[j];
-    } else {
+    bool inside = lanes == kL;
+    for (int l = 0; l < lanes; ++l) inside = inside && starts[l] >= 0 && starts[l] + n_fft_ <= length;
+    if (inside) {
+      const T* src[kL];
+      for (int l = 0; l < kL; ++l) src[l] = y + starts[l];
       for (int64_t j = 0; j < n_fft_; ++j) {
-        const int64_t q = PadSource(start + j, length, pad_mode_);
-        seg[j] = q < 0 ? T(0) : y[q] * w[j];
-      }
-    }
-    T* __restrict xr = s->x_re.data();
-    T* __restrict xi = s->x_im.data();
-    if (m_ == 0) {
-      ThreadFft<T>().fwd(s->bins.data(), seg, n_fft_);
-      const T* __restrict b = reinterpret_cast<const T*>(s->bins.data());
-      for (int64_t k = 0; k < n_freq_; ++k) {
-        xr[k] = b[2 * k];
-        xi[k] = b[2 * k + 1];
+        for (int l = 0; l < kL; ++l) d[j * kL + l] = src[l][j] * w[j];
       }
       return;
     }
-    const int64_t m = m_, h = m / 2;
-    ThreadFft<T>().fwd(s->bins.data(), reinterpret_cast<const std::complex<T>*>(seg), m);
-    T* __restrict zr = s->z_re.data();
-    T* __restrict zi = s->z_im.data();
-    const T* __restrict b = reinterpret_cast<const T*>(s->bins.data());
-    for (int64_t k = 0; k < m; ++k) {
-      zr[k] = b[2 * k];
-      zi[k] = b[2 * k + 1];
+    for (int l = 0; l < kL; ++l) {
+      if (l >= lanes) {
+        for (int64_t j = 0; j < n_fft_; ++j) d[j * kL + l] = T(0);
+        continue;
+      }
+      for (int64_t j = 0; j < n_fft_; ++j) {
+        const int64_t q = PadSource(starts[l] + j, length, pad_mode_);
+        d[j * kL + l] = q < 0 ? T(0) : y[q] * w[j];
+      }
     }
-    // Z = fft(even + i odd); X[k] = (Z[k] + conj Z[m-k]) / 2 + (Z[k] - conj Z[m-k]) w[k] / 2 and
-    // X[m-k] = conj((Z[k] + conj Z[m-k]) / 2 - (Z[k] - conj Z[m-k]) w[k] / 2).
-    xr[0] = zr[0] + zi[0];
-    xi[0] = T(0);
-    xr[m] = zr[0] - zi[0];
-    xi[m] = T(0);
-    const T* __restrict wr = tw_re_.data();
-    const T* __restrict wi = tw_im_.data();
-    // Bins k in [1, h) and m - k in (h, m) never meet: no dependence between iterations.
-    OPFORGE_IVDEP
-    for (int64_t k = 1; k < h; ++k) {
-      const int64_t n = m - k;
-      const T f1r = zr[k] + zr[n], f1i = zi[k] - zi[n];
-      const T f2r = zr[k] - zr[n], f2i = zi[k] + zi[n];
-      const T twr = f2r * wr[k] - f2i * wi[k], twi = f2r * wi[k] + f2i * wr[k];
-      xr[k] = (f1r + twr) * T(0.5);
-      xi[k] = (f1i + twi) * T(0.5);
-      xr[n] = (f1r - twr) * T(0.5);
-      xi[n] = (twi - f1i) * T(0.5);
-    }
-    // Bin h (k = m - k, twiddle -1): conj Z[h], as kissfft's last write there gives it.
-    xr[h] = zr[h];
-    xi[h] = -zi[h];
   }
 
-  // frame[0, n_fft) = synthesis window * irfft(re + i im), the spectrum's n_freq bins (irfft
-  // ignores the imaginary parts of bin 0 and, for an even n_fft, bin n_fft / 2).
-  void Inverse(const T* re, const T* im, T* frame, FrameScratch<T>* s) const {
-    T* __restrict seg = s->segment.data();
-    T* __restrict b = reinterpret_cast<T*>(s->bins.data());
-    if (m_ == 0) {
-      for (int64_t k = 0; k < n_freq_; ++k) {
-        b[2 * k] = re[k];
-        b[2 * k + 1] = im[k];
-      }
-      ThreadFft<T>().inv(seg, s->bins.data(), n_fft_);
-    } else {
-      // The inverse of Forward's twiddles: Y[k] = F[k] + i O[k], the even and odd samples' DFTs
-      // (twice over), from X[k] and conj X[m-k]; then one inverse complex FFT of m points.
-      const int64_t m = m_, h = m / 2;
-      T* __restrict yr = s->z_re.data();
-      T* __restrict yi = s->z_im.data();
-      const T* __restrict wr = tw_re_.data();
-      const T* __restrict wi = tw_im_.data();
-      yr[0] = re[0] + re[m];
-      yi[0] = re[0] - re[m];
-      OPFORGE_IVDEP
-      for (int64_t k = 1; k < h; ++k) {
-        const int64_t n = m - k;
-        const T fer = re[k] + re[n], fei = im[k] - im[n];
-        const T tr = re[k] - re[n], ti = im[k] + im[n];
-        const T okr = tr * wr[k] + ti * wi[k], oki = ti * wr[k] - tr * wi[k];
-        yr[k] = fer + okr;
-        yi[k] = fei + oki;
-        yr[n] = fer - okr;
-        yi[n] = oki - fei;
-      }
-      // Bin h (twiddle -1): 2 conj X[h].
-      yr[h] = re[h] + re[h];
-      yi[h] = -(im[h] + im[h]);
-      for (int64_t k = 0; k < m; ++k) {
-        b[2 * k] = yr[k];
-        b[2 * k + 1] = yi[k];
-      }
-      ThreadFft<T>().inv(reinterpret_cast<std::complex<T>*>(seg), s->bins.data(), m);
-    }
-    const T* __restrict w = synthesis_.data();
-    T* __restrict out = frame;
-    for (int64_t j = 0; j < n_fft_; ++j) out[j] = seg[j] * w[j];
+  // The forward or inverse real FFT of every lane of `data`; returns where the result is (`data`
+  // or `work`).
+  template <typename Vec>
+  Vec* Run(Vec* data, Vec* work, bool forward) const {
+    return plan_.exec(data, work, T(1), forward);
   }
+
+  // `data` in half-complex order = the spectra (re, im)[0, n_freq) of kL frames (lanes
+  // interleaved, [k kL + l]).
+  template <typename Vec>
+  void WriteSpectra(const T* __restrict re, const T* __restrict im, int64_t n_freq, Vec* data) const {
+    constexpr int kL = LanesOf<Vec, T>();
+    T* __restrict d = reinterpret_cast<T*>(data);
+    for (int64_t k = 0; k < n_freq; ++k) {
+      T* dr = d + RealPos(k, n_fft_) * kL;
+      for (int l = 0; l < kL; ++l) dr[l] = re[k * kL + l];
+      if (HasImag(k, n_fft_)) {
+        T* di = d + 2 * k * kL;
+        for (int l = 0; l < kL; ++l) di[l] = im[k * kL + l];
+      }
+    }
+  }
+
+  // frames[l][0, n_fft) = synthesis window * lane l of an inverse transform's result, l < lanes
+  // (frame l at frames + l n_fft).
+  template <typename Vec>
+  void StoreFrames(const Vec* result, int lanes, T* __restrict frames) const {
+    constexpr int kL = LanesOf<Vec, T>();
+    const T* __restrict r = reinterpret_cast<const T*>(result);
+    const T* __restrict w = synthesis_.data();
+    int64_t j0 = 0;
+#ifdef __AVX__
+    if constexpr (kL == 8 || kL == 4) {
+      if (lanes == kL) {
+        // kL x kL blocks transposed in registers: rows (samples) of lanes to rows (lanes) of
+        // samples; the same products as below.
+        for (; j0 + kL <= n_fft_; j0 += kL) StoreBlock(r + j0 * kL, w + j0, frames + j0);
+      }
+    }
+#endif
+    for (int l = 0; l < lanes; ++l) {
+      for (int64_t j = j0; j < n_fft_; ++j) frames[l * n_fft_ + j] = r[j * kL + l] * w[j];
+    }
+  }
+
+  int64_t n_fft() const { return n_fft_; }
 
  private:
-  int64_t n_fft_, n_freq_;
-  int64_t m_ = 0;  // n_fft / 2 where n_fft is a multiple of 4, else 0 (Eigen's real FFT)
+#ifdef __AVX__
+  // frames[l n_fft + i] = r[i kL + l] * w[i] for i, l < kL.
+  void StoreBlock(const float* r, const float* w, float* frames) const {
+    __m256 x[8];
+    for (int i = 0; i < 8; ++i) x[i] = _mm256_loadu_ps(r + 8 * i);
+    const __m256 t0 = _mm256_unpacklo_ps(x[0], x[1]), t1 = _mm256_unpackhi_ps(x[0], x[1]);
+    const __m256 t2 = _mm256_unpacklo_ps(x[2], x[3]), t3 = _mm256_unpackhi_ps(x[2], x[3]);
+    const __m256 t4 = _mm256_unpacklo_ps(x[4], x[5]), t5 = _mm256_unpackhi_ps(x[4], x[5]);
+    const __m256 t6 = _mm256_unpacklo_ps(x[6], x[7]), t7 = _mm256_unpackhi_ps(x[6], x[7]);
+    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    const __m256 y[8] = {_mm256_permute2f128_ps(u0, u4, 0x20), _mm256_permute2f128_ps(u1, u5, 0x20),
+                         _mm256_permute2f128_ps(u2, u6, 0x20), _mm256_permute2f128_ps(u3, u7, 0x20),
+                         _mm256_permute2f128_ps(u0, u4, 0x31), _mm256_permute2f128_ps(u1, u5, 0x31),
+                         _mm256_permute2f128_ps(u2, u6, 0x31), _mm256_permute2f128_ps(u3, u7, 0x31)};
+    const __m256 wv = _mm256_loadu_ps(w);
+    for (int l = 0; l < 8; ++l) _mm256_storeu_ps(frames + l * n_fft_, _mm256_mul_ps(y[l], wv));
+  }
+  void StoreBlock(const double* r, const double* w, double* frames) const {
+    const __m256d x0 = _mm256_loadu_pd(r), x1 = _mm256_loadu_pd(r + 4);
+    const __m256d x2 = _mm256_loadu_pd(r + 8), x3 = _mm256_loadu_pd(r + 12);
+    const __m256d t0 = _mm256_unpacklo_pd(x0, x1), t1 = _mm256_unpackhi_pd(x0, x1);
+    const __m256d t2 = _mm256_unpacklo_pd(x2, x3), t3 = _mm256_unpackhi_pd(x2, x3);
+    const __m256d y[4] = {_mm256_permute2f128_pd(t0, t2, 0x20), _mm256_permute2f128_pd(t1, t3, 0x20),
+                          _mm256_permute2f128_pd(t0, t2, 0x31), _mm256_permute2f128_pd(t1, t3, 0x31)};
+    const __m256d wv = _mm256_loadu_pd(w);
+    for (int l = 0; l < 4; ++l) _mm256_storeu_pd(frames + l * n_fft_, _mm256_mul_pd(y[l], wv));
+  }
+#endif
+
+  int64_t n_fft_;
   StftPadMode pad_mode_;
-  std::vector<T> analysis_, synthesis_, tw_re_, tw_im_;
+  ducc0::pocketfft_r<T> plan_;
+  std::vector<T> analysis_, synthesis_;
 };
 
-// librosa's phase update of n bins, on split real and imaginary arrays:
+// librosa's phase update of kL frames at once, in place on their forward FFT (half-complex order,
+// lanes interleaved), with their magnitudes and previous spectra laid out [k kL + l]:
 //   angles = rebuilt - momentum * tprev (not on the first iteration)
 //   spectrum = S * angles / (|angles| + tiny),   tprev = rebuilt
 // |angles| in double (as sqrt(re^2 + im^2): no overflow for float, and the formula the CUDA
-// kernel replays), rounded to T. Three loops the compiler vectorises (and Eigen's vectorised
-// sqrt in between: a plain std::sqrt loop stays scalar, for errno's sake).
-template <typename T>
-void UpdateBins(int64_t n, bool first, T momentum, const T* __restrict x_re,
-                const T* __restrict x_im, const T* __restrict mag, T* __restrict prev_re,
-                T* __restrict prev_im, T* __restrict s_re, T* __restrict s_im,
-                double* __restrict norm2) {
-  if (first) {
-    for (int64_t k = 0; k < n; ++k) {
-      const T re = x_re[k], im = x_im[k];
-      s_re[k] = re;
-      s_im[k] = im;
-      norm2[k] = static_cast<double>(re) * static_cast<double>(re) +
-                 static_cast<double>(im) * static_cast<double>(im);
+// kernel replays), rounded to T. Loops over the lanes the compiler vectorises (and Eigen's
+// vectorised sqrt in between: a plain std::sqrt loop stays scalar, for errno's sake).
+template <typename T, typename Vec>
+void UpdateLanes(int64_t n_fft, int64_t n_freq, bool first, T momentum, const T* __restrict mag,
+                 T* __restrict prev_re, T* __restrict prev_im, Vec* spectrum,
+                 FrameScratch<T, Vec>* s) {
+  constexpr int kL = LanesOf<Vec, T>();
+  if constexpr (kL == 1) {
+    T* __restrict r = spectrum;
+    const T eps = std::numeric_limits<T>::min();
+    for (int64_t k = 0; k < n_freq; ++k) {
+      T& xr = r[RealPos(k, n_fft)];
+      const bool has_imag = HasImag(k, n_fft);
+      const T xi = has_imag ? r[2 * k] : T(0);
+      const T re = first ? xr : xr - momentum * prev_re[k];
+      const T im = first ? xi : xi - momentum * prev_im[k];
+      const double norm = std::sqrt(static_cast<double>(re) * static_cast<double>(re) +
+                                    static_cast<double>(im) * static_cast<double>(im));
+      const T scale = T(1) / (static_cast<T>(norm) + eps);
+      prev_re[k] = xr;
+      prev_im[k] = xi;
+      xr = re * scale * mag[k];
+      if (has_imag) r[2 * k] = im * scale * mag[k];
     }
   } else {
-    for (int64_t k = 0; k < n; ++k) {
-      const T re = x_re[k] - momentum * prev_re[k], im = x_im[k] - momentum * prev_im[k];
-      s_re[k] = re;
-      s_im[k] = im;
-      norm2[k] = static_cast<double>(re) * static_cast<double>(re) +
-                 static_cast<double>(im) * static_cast<double>(im);
+    // The same arithmetic, kL frames at a time in loops over the lanes that the compiler turns
+    // into vector instructions (this file is compiled with -fno-math-errno for the square root).
+    T* __restrict r = reinterpret_cast<T*>(spectrum);
+    const T eps = std::numeric_limits<T>::min();
+    alignas(64) T re[kL], im[kL], scale[kL];
+    alignas(64) double norm[kL];
+    for (int64_t k = 0; k < n_freq; ++k) {
+      T* __restrict xr = r + RealPos(k, n_fft) * kL;
+      const bool has_imag = HasImag(k, n_fft);
+      T* __restrict xi = has_imag ? r + 2 * k * kL : s->zero_lanes.data();
+      const int64_t o = k * kL;
+      T* __restrict pr = prev_re + o;
+      T* __restrict pi = prev_im + o;
+      const T* __restrict mg = mag + o;
+      if (first) {
+        for (int l = 0; l < kL; ++l) {
+          re[l] = xr[l];
+          im[l] = xi[l];
+        }
+      } else {
+        for (int l = 0; l < kL; ++l) {
+          re[l] = xr[l] - momentum * pr[l];
+          im[l] = xi[l] - momentum * pi[l];
+        }
+      }
+      for (int l = 0; l < kL; ++l) {
+        norm[l] = std::sqrt(static_cast<double>(re[l]) * static_cast<double>(re[l]) +
+                            static_cast<double>(im[l]) * static_cast<double>(im[l]));
+      }
+      for (int l = 0; l < kL; ++l) scale[l] = T(1) / (static_cast<T>(norm[l]) + eps);
+      for (int l = 0; l < kL; ++l) {
+        pr[l] = xr[l];
+        pi[l] = xi[l];
+        xr[l] = re[l] * scale[l] * mg[l];
+      }
+      if (has_imag) {
+        for (int l = 0; l < kL; ++l) xi[l] = im[l] * scale[l] * mg[l];
+      }
     }
-  }
-  Eigen::Map<Eigen::ArrayXd> norm(norm2, n);
-  norm = norm.sqrt();
-  const T eps = std::numeric_limits<T>::min();
-  for (int64_t k = 0; k < n; ++k) {
-    const T scale = T(1) / (static_cast<T>(norm2[k]) + eps);
-    s_re[k] = s_re[k] * scale * mag[k];
-    s_im[k] = s_im[k] * scale * mag[k];
-    prev_re[k] = x_re[k];
-    prev_im[k] = x_im[k];
   }
 }
 
@@ -591,12 +617,8 @@ Status GriffinLimForward(const GriffinLimParams& p, const T* magnitude, const T*
     divisor[j] = v > tiny ? static_cast<T>(v) : T(0);
   }
 
-  // Frame by frame ([batch, T, ...]): the magnitudes (n_freq), the spectrum's state (n_freq real
-  // parts, then n_freq imaginary parts: first S * the initial angles, then tprev) and the
-  // windowed inverse FFTs (n_fft) that the overlap-add sums. Every element is written before it
-  // is read.
-  Scratch<T> mag(static_cast<size_t>(total_frames * n_freq));
-  Scratch<T> state(static_cast<size_t>(total_frames * 2 * n_freq));
+  // Frame by frame ([batch, T, ...]) the windowed inverse FFTs (n_fft) that the overlap-add sums,
+  // and the signal they make. Every element is written before it is read.
   Scratch<T> frames(static_cast<size_t>(total_frames * n_fft));
   Scratch<T> signal(static_cast<size_t>(batch * length));
   std::vector<double> uniform;
@@ -623,7 +645,7 @@ Status GriffinLimForward(const GriffinLimParams& p, const T* magnitude, const T*
     if (length == 0) return;
     const double cost = 4.0 * static_cast<double>(kSampleBlock * (n_fft / hop + 1));
     parallel.For(batch * blocks_per_item, cost, [&](int64_t begin, int64_t end) {
-      WithScratch<T>(n_fft, n_freq, [&](FrameScratch<T>* s) {
+      WithScratch<T, T>(n_fft, 0, [&](FrameScratch<T, T>* s) {
         double* __restrict acc = s->acc.data();
         for (int64_t task = begin; task < end; ++task) {
           const int64_t b = task / blocks_per_item;
@@ -653,55 +675,111 @@ Status GriffinLimForward(const GriffinLimParams& p, const T* magnitude, const T*
     });
   };
 
-  // The magnitudes and the initial spectrum S * angles, frame by frame, and the first ISTFT's
-  // frames.
-  parallel.For(total_frames, fft_cost + 40.0 * static_cast<double>(n_freq),
-               [&](int64_t begin, int64_t end) {
-                 WithScratch<T>(n_fft, n_freq, [&](FrameScratch<T>* s) {
-                   for (int64_t u = begin; u < end; ++u) {
-                     const int64_t b = u / n_frames, t = u - b * n_frames;
-                     T* m = mag.data() + u * n_freq;
-                     T* re = state.data() + u * 2 * n_freq;
-                     T* im = re + n_freq;
-                     const int64_t in = b * n_freq * n_frames + t;  // S[b, 0, t]
-                     for (int64_t f = 0; f < n_freq; ++f) m[f] = magnitude[in + f * n_frames];
-                     if (p.init == GriffinLimInit::kOnes) {
-                       for (int64_t f = 0; f < n_freq; ++f) {
-                         re[f] = m[f];
-                         im[f] = T(0) * m[f];
-                       }
-                     } else {
-                       for (int64_t f = 0; f < n_freq; ++f) {
-                         const double phase =
-                             p.init == GriffinLimInit::kRandom
-                                 ? 2.0 * kPi * uniform[static_cast<size_t>(in + f * n_frames)]
-                                 : static_cast<double>(phases[in + f * n_frames]);
-                         re[f] = static_cast<T>(std::cos(phase)) * m[f];
-                         im[f] = static_cast<T>(std::sin(phase)) * m[f];
-                       }
-                     }
-                     transform.Inverse(re, im, frames.data() + u * n_fft, s);
-                   }
-                 });
-               });
-  for (int64_t iter = 0; iter < p.n_iter; ++iter) {
-    overlap_add(signal.data());
-    const bool first = iter == 0;
-    parallel.For(total_frames, 2.0 * fft_cost + 40.0 * static_cast<double>(n_freq),
+  // The frame passes, kL = kLanes<T> frames per FFT (1 above kKeptFft points), frames grouped by
+  // their index alone: lanes never mix, so results do not depend on the partition. Per group of
+  // kL frames ([batch, T] flattened; a last group's missing frames are zeros), lanes interleaved
+  // ([k kL + l]): the magnitudes (n_freq x kL) and the spectrum's state (n_freq x kL real parts,
+  // then as many imaginary parts: first S * the initial angles, then tprev).
+  const int64_t fft_buffer = transform.BufferSize();
+  auto frame_passes = [&](auto vec_tag) {
+    using Vec = typename decltype(vec_tag)::type;
+    constexpr int kL = LanesOf<Vec, T>();
+    const int64_t groups = (total_frames + kL - 1) / kL;
+    const int64_t group_bins = n_freq * kL;
+    Scratch<T> mag(static_cast<size_t>(groups * group_bins));
+    Scratch<T> state(static_cast<size_t>(groups * 2 * group_bins));
+    auto lanes_of = [&](int64_t g) {
+      return static_cast<int>(std::min<int64_t>(kL, total_frames - g * kL));
+    };
+    // The magnitudes and the initial spectrum S * angles, and the first ISTFT's frames.
+    parallel.For(groups, kL * (fft_cost + 40.0 * static_cast<double>(n_freq)),
                  [&](int64_t begin, int64_t end) {
-                   WithScratch<T>(n_fft, n_freq, [&](FrameScratch<T>* s) {
-                     for (int64_t u = begin; u < end; ++u) {
-                       const int64_t b = u / n_frames, t = u - b * n_frames;
-                       transform.Forward(signal.data() + b * length, length, t * hop - offset, s);
-                       T* prev = state.data() + u * 2 * n_freq;
-                       UpdateBins<T>(n_freq, first, momentum, s->x_re.data(), s->x_im.data(),
-                                     mag.data() + u * n_freq, prev, prev + n_freq, s->s_re.data(),
-                                     s->s_im.data(), s->norm2.data());
-                       transform.Inverse(s->s_re.data(), s->s_im.data(), frames.data() + u * n_fft,
-                                         s);
-                     }
-                   });
-                 });
+      WithScratch<T, Vec>(n_fft, fft_buffer, [&](FrameScratch<T, Vec>* s) {
+        for (int64_t g = begin; g < end; ++g) {
+          const int lanes = lanes_of(g);
+          T* m = mag.data() + g * group_bins;
+          T* re = state.data() + g * 2 * group_bins;
+          T* im = re + group_bins;
+          for (int l = 0; l < kL; ++l) {
+            if (l >= lanes) {
+              for (int64_t f = 0; f < n_freq; ++f) m[f * kL + l] = re[f * kL + l] = im[f * kL + l] = T(0);
+              continue;
+            }
+            const int64_t u = g * kL + l;
+            const int64_t b = u / n_frames, t = u - b * n_frames;
+            const int64_t in = b * n_freq * n_frames + t;  // S[b, 0, t]
+            for (int64_t f = 0; f < n_freq; ++f) {
+              const T mf = magnitude[in + f * n_frames];
+              m[f * kL + l] = mf;
+              if (p.init == GriffinLimInit::kOnes) {
+                re[f * kL + l] = mf;
+                im[f * kL + l] = T(0) * mf;
+              } else {
+                const double phase = p.init == GriffinLimInit::kRandom
+                                         ? 2.0 * kPi * uniform[static_cast<size_t>(in + f * n_frames)]
+                                         : static_cast<double>(phases[in + f * n_frames]);
+                re[f * kL + l] = static_cast<T>(std::cos(phase)) * mf;
+                im[f * kL + l] = static_cast<T>(std::sin(phase)) * mf;
+              }
+            }
+          }
+          transform.WriteSpectra(re, im, n_freq, s->a.data());
+          const Vec* out = transform.Run(s->a.data(), s->b.data(), false);
+          transform.StoreFrames(out, lanes, frames.data() + g * kL * n_fft);
+        }
+      });
+    });
+    for (int64_t iter = 0; iter < p.n_iter; ++iter) {
+      overlap_add(signal.data());
+      const bool first = iter == 0;
+      // Each group: its frames' STFT, the phase update and their inverse FFTs, all in cache.
+      parallel.For(groups, kL * (2.0 * fft_cost + 40.0 * static_cast<double>(n_freq)),
+                   [&](int64_t begin, int64_t end) {
+        WithScratch<T, Vec>(n_fft, fft_buffer, [&](FrameScratch<T, Vec>* s) {
+          for (int64_t g = begin; g < end; ++g) {
+            const int lanes = lanes_of(g);
+            // Frames of one group may belong to two batch items: one start per lane.
+            int64_t starts[kL] = {};
+            const T* signals[kL] = {};
+            bool one_item = true;
+            for (int l = 0; l < lanes; ++l) {
+              const int64_t u = g * kL + l;
+              const int64_t b = u / n_frames, t = u - b * n_frames;
+              starts[l] = t * hop - offset;
+              signals[l] = signal.data() + b * length;
+              one_item = one_item && signals[l] == signals[0];
+            }
+            if (one_item) {
+              transform.LoadFrames(signals[0], length, starts, lanes, s->a.data());
+            } else {
+              // Lane by lane (the other lanes of each call then written over by the next).
+              for (int l = 0; l < lanes; ++l) {
+                transform.LoadFrames(signals[l], length, starts, lanes, s->b.data());
+                T* d = reinterpret_cast<T*>(s->a.data());
+                const T* from = reinterpret_cast<const T*>(s->b.data());
+                for (int64_t j = 0; j < n_fft; ++j) d[j * kL + l] = from[j * kL + l];
+              }
+              T* d = reinterpret_cast<T*>(s->a.data());
+              for (int l = lanes; l < kL; ++l) {
+                for (int64_t j = 0; j < n_fft; ++j) d[j * kL + l] = T(0);
+              }
+            }
+            Vec* spectrum = transform.Run(s->a.data(), s->b.data(), true);
+            Vec* work = spectrum == s->a.data() ? s->b.data() : s->a.data();
+            T* prev = state.data() + g * 2 * group_bins;
+            UpdateLanes<T, Vec>(n_fft, n_freq, first, momentum, mag.data() + g * group_bins, prev,
+                                prev + group_bins, spectrum, s);
+            const Vec* out = transform.Run(spectrum, work, false);
+            transform.StoreFrames(out, lanes, frames.data() + g * kL * n_fft);
+          }
+        });
+      });
+    }
+  };
+  if (n_fft <= kKeptFft) {
+    frame_passes(TypeTag<FftVec<T>>{});
+  } else {
+    frame_passes(TypeTag<T>{});
   }
   overlap_add(audio);
   return Status::Ok();
