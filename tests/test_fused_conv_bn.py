@@ -169,3 +169,35 @@ def test_bad_layer_arguments():
 
     with pytest.raises(ValueError, match="fused"):
         M.YoloV3Tiny(5, 64, ops="tf", fused=True)
+
+
+def test_conv_bn_leaky_takes_tensorflows_convolution_in_bfloat16(monkeypatch):
+    # opforge's convolutions run bfloat16 at their float32 rate, TensorFlow's on AVX512-BF16/AMX:
+    # under mixed_bfloat16 the layer's per-layer choice is TensorFlow's convolution, in inference
+    # and in training (Winograd), while float32 keeps opforge's where it measured faster.
+    import opforge.layers.conv_bn_leaky as cbl
+    monkeypatch.setattr(cbl, "INFERENCE_CONV", "auto")
+    layer = ConvBNLeaky(64, 3)
+    shape = (1, 52, 52, 64)
+    assert cbl._opforge_conv_pays(layer, shape, tf.float32)
+    assert cbl._winograd_pays(shape, 64, tf.float32)
+    assert not cbl._opforge_conv_pays(layer, shape, tf.bfloat16)
+    assert not cbl._winograd_pays(shape, 64, tf.bfloat16)
+    # A mixed_bfloat16 layer (bfloat16 compute, float32 variables): no opforge convolution op in
+    # its graph, the float32 layer's values within bfloat16's rounding.
+    rng = np.random.default_rng(2)
+    x = tf.constant(rng.normal(size=shape).astype(np.float32))
+    layer(x)
+    mixed = ConvBNLeaky(64, 3, dtype="mixed_bfloat16")
+    mixed(x)
+    mixed.set_weights(layer.get_weights())
+    for training in (False, True):
+        graph = tf.function(lambda v: mixed(v, training=training)).get_concrete_function(
+            tf.TensorSpec(shape, tf.float32)).graph
+        types = {op.type for op in graph.get_operations()}
+        assert "Opforge>FusedConv2DBiasLeakyRelu" not in types, types
+        assert "Conv2D" in types, types
+    want = layer(x, training=False).numpy()
+    got = mixed(x, training=False)
+    assert got.dtype == tf.bfloat16
+    np.testing.assert_allclose(tf.cast(got, tf.float32).numpy(), want, rtol=0.05, atol=0.05 * np.abs(want).max())

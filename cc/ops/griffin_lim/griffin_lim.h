@@ -21,18 +21,15 @@
 //   kOnes:   angles = 1 (librosa's init=None).
 //   kPhases: angles = exp(i * phases), phases given in radians with S's shape.
 //
-// FFTs: Eigen's FFT module (unsupported/Eigen/FFT) with its default kissfft backend, from the
-// Eigen that TensorFlow bundles (measured against Debian's KISS FFT: see the closing note of
-// issue 13). For n_fft a multiple of 4 the real FFT and its inverse are computed the way Eigen's
-// kissfft_impl computes them (a complex FFT of n_fft / 2 points plus the real-data twiddles), with
-// the twiddle loops in griffin_lim_cpu.cc over split real/imaginary arrays (vectorised; twiddles
-// from double); other sizes use Eigen's real FFT. Arithmetic is in T (float or double) like
-// librosa's complex64/complex128, with |angles| (sqrt(re^2 + im^2)), the overlap-add and the
-// window sums in float64.
+// FFTs: DUCC's real FFT (ducc0::pocketfft_r, what TensorFlow's own FFT ops and numpy's
+// pocketfft compute with), header-only from the copy TensorFlow ships (common/ducc.h), on SIMD
+// vectors whose lanes are frames: 8 float or 4 double frames per transform (one at a time above
+// 2^16 points). Arithmetic is in T (float or double) like librosa's complex64/complex128, with
+// |angles| (sqrt(re^2 + im^2)), the overlap-add and the window sums in float64.
 //
-// Parallelism: a first pass over frames (magnitudes, initial phases' cos/sin, first inverse FFT;
-// the seeded draw itself is serial), then each iteration is two passes over all batch items
-// together, one over frames (STFT of a frame, phase update, inverse FFT of the frame, in cache)
+// Parallelism: a first pass over groups of frames (magnitudes, initial phases' cos/sin, first
+// inverse FFT; the seeded draw itself is serial), then each iteration is two passes over all batch
+// items together, one over groups of frames (their STFT, phase update and inverse FFT, in cache)
 // and one over output samples (the overlap-add, a gather that sums the frames in ascending
 // order), so one long signal uses every thread and results do not depend on the partition.
 //

@@ -26,11 +26,20 @@ def _pair(name: str, value) -> tuple:
     return pair
 
 
-def _winograd_pays(shape, filters: int) -> bool:
+def _bfloat16(dtype) -> bool:
+    """opforge's convolutions compute bfloat16 at their float32 rate, while TensorFlow's (oneDNN)
+    use AVX512-BF16 or AMX where the CPU has them: measured 0.5-0.8x on the AVX512-BF16 EPYC and
+    about 0.2x on an AMX Xeon, so in bfloat16 (mixed_bfloat16) the layers take TensorFlow's."""
+    return dtype is not None and tf.as_dtype(dtype) == tf.bfloat16
+
+
+def _winograd_pays(shape, filters: int, dtype=None) -> bool:
     """Where opforge's Winograd convolution beat TensorFlow's in a training step on the 2-core
     AVX-512 EPYC: 64 channels or more on each side (narrower products run below the GEMM's
     rate) and maps of at least 26x26 (on smaller ones the per-call filter transform is not
-    amortised)."""
+    amortised); never in bfloat16 (`_bfloat16`)."""
+    if _bfloat16(dtype):
+        return False
     h, w, c = shape[1], shape[2], shape[3]
     return (c is not None and c >= 64 and filters >= 64 and h is not None and w is not None
             and h >= 26 and w >= 26)
@@ -43,15 +52,18 @@ def _winograd_pays(shape, filters: int) -> bool:
 INFERENCE_CONV = "auto"
 
 
-def _opforge_conv_pays(layer, shape) -> bool:
+def _opforge_conv_pays(layer, shape, dtype=None) -> bool:
     """Where opforge's fused convolution beat TensorFlow's (oneDNN's, with bias and leaky_relu
     fused into it by grappler) in inference on the 2-core AVX-512 EPYC, layer by layer over
     YOLO-v3 at batch 1 and 8: the 3x3 stride-1 convolutions with 64+ channels on each side and
     maps of 13x13 or larger, which run Winograd on a transformed filter kept between calls
     (1.2-1.5x). TensorFlow's was faster on 1x1 convolutions (0.7-1.0x), on stride 2
-    (0.7-1.1x) and with few input channels (0.3x with 3, 0.7x with 32)."""
+    (0.7-1.1x) and with few input channels (0.3x with 3, 0.7x with 32). Never in bfloat16
+    (`_bfloat16`)."""
     if INFERENCE_CONV != "auto":
         return INFERENCE_CONV == "opforge"
+    if _bfloat16(dtype):
+        return False
     h, w, c = shape[1], shape[2], shape[3]
     return (layer.kernel_size == (3, 3) and layer.strides == (1, 1) and layer.dilation_rate == (1, 1)
             and c is not None and c >= 64 and layer.filters >= 64 and h is not None and w is not None
@@ -146,7 +158,7 @@ class ConvBNLeaky(keras.layers.Layer):
         kernel = tf.cast(self.kernel, inputs.dtype)
         if training:
             if self.kernel_size == (3, 3) and self.strides == (1, 1) and self.dilation_rate == (1, 1) \
-                    and _winograd_pays(inputs.shape, self.filters) and not _gpu_present():
+                    and _winograd_pays(inputs.shape, self.filters, inputs.dtype) and not _gpu_present():
                 # opforge's convolution: Winograd for 3x3 stride 1, in the forward and the input
                 # gradient, where it measured faster than TensorFlow's (see _winograd_pays).
                 args = self._conv_args()
@@ -166,7 +178,7 @@ class ConvBNLeaky(keras.layers.Layer):
             # TensorFlow's convolution (cuDNN), then opforge's bias + leaky_relu kernel.
             return bias_leaky_relu(tf.nn.conv2d(inputs, weights, **self._conv_args()), bias, self.alpha)
         args = self._conv_args()
-        if not _opforge_conv_pays(self, inputs.shape):
+        if not _opforge_conv_pays(self, inputs.shape, inputs.dtype):
             # TensorFlow's convolution with the folded weights; in a tf.function grappler fuses
             # the bias and the activation into it (_FusedConv2D).
             y = tf.nn.bias_add(tf.nn.conv2d(inputs, weights, **args), bias)
