@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import os
 import re
 import threading
 from pathlib import Path
@@ -27,6 +28,38 @@ REBUILD_HINT = (
 # builds each and runs the compat subset of the tests); the wheel's metadata states the same
 # range (pyproject.toml's `cpu` and `gpu` extras).
 SUPPORTED_TF = ("2.16", "2.21")
+
+
+def onednn_library() -> Optional[Path]:
+    """Where PyPI's onednn-cpu-gomp put oneDNN's library (libdnnl.so.3), or None.
+
+    The core opens it with dlopen on its first bfloat16 convolution (common/onednn.h); the
+    package installs it under the environment's lib/, which is on no loader path.
+    """
+    try:
+        import importlib.metadata as metadata
+
+        dist = metadata.distribution("onednn-cpu-gomp")
+    except Exception:  # not installed
+        return None
+    for f in dist.files or ():
+        if str(f).replace("\\", "/").split("/")[-1] == "libdnnl.so.3":
+            path = Path(dist.locate_file(f)).resolve()
+            if path.is_file():
+                return path
+    return None
+
+
+def point_core_at_onednn() -> None:
+    """Sets OPFORGE_ONEDNN_LIBRARY (unless the user set it) before the core first reads it."""
+    if os.environ.get("OPFORGE_ONEDNN_LIBRARY"):
+        return
+    path = onednn_library()
+    if path is not None:
+        os.environ["OPFORGE_ONEDNN_LIBRARY"] = str(path)
+
+
+point_core_at_onednn()
 
 
 def tf_minor(version: str) -> tuple:

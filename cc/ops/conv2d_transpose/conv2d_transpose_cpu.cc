@@ -15,6 +15,7 @@
 
 #include "common/conv2d_core.h"
 #include "common/gemm.h"
+#include "common/onednn.h"
 #include "common/scratch.h"
 #include "ops/conv2d_transpose/conv2d_transpose.h"
 
@@ -942,6 +943,29 @@ void FilterGradNhwc(const Conv2DTransposeParams& p, const C* in, const C* grad, 
       });
 }
 
+// This op's convolution (AsConvGeometry) in oneDNN's terms, in the op's layout.
+onednn::ConvShape OnednnShape(const Conv2DTransposeParams& p) {
+  const conv::Conv2DGeometry g = AsConvGeometry(p);
+  onednn::ConvShape s;
+  s.batch = g.batch;
+  s.in_h = g.in_h;
+  s.in_w = g.in_w;
+  s.in_c = g.in_c;
+  s.out_h = g.out_h;
+  s.out_w = g.out_w;
+  s.out_c = g.out_c;
+  s.filter_h = g.filter_h;
+  s.filter_w = g.filter_w;
+  s.stride_h = g.stride_h;
+  s.stride_w = g.stride_w;
+  s.dilation_h = g.dilation_h;
+  s.dilation_w = g.dilation_w;
+  s.pad_top = g.pad_top;
+  s.pad_left = g.pad_left;
+  s.nchw = p.nchw;
+  return s;
+}
+
 // The float forward pass: NHWC in the compute type (converted and transposed where needed).
 template <typename T>
 void ForwardFloat(const Conv2DTransposeParams& p, const T* input, const T* filter, T* output,
@@ -1021,6 +1045,11 @@ template <typename T>
 void Conv2DTransposeForward(const Conv2DTransposeParams& p, const T* input, const T* filter,
                             T* output, const Parallel& parallel) {
   if (p.OutputSize() == 0) return;
+  if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+    // bfloat16 at the CPU's bfloat16 rate where oneDNN runs it (common/onednn.h): this op is
+    // the input gradient of the convolution it transposes.
+    if (onednn::ConvBackwardDataBf16(OnednnShape(p), input, filter, output)) return;
+  }
   if constexpr (std::is_integral_v<T>) {
     ForwardDirectInteger<T>(p, input, filter, output, parallel);
   } else {
@@ -1033,6 +1062,12 @@ void Conv2DTransposeInputGrad(const Conv2DTransposeParams& p, const T* grad, con
                               T* grad_input, const Parallel& parallel) {
   using C = Compute<T>;
   if (p.InputSize() == 0) return;
+  if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+    // The transposed convolution's convolution, on oneDNN where it runs (see above).
+    if (onednn::ConvForwardBf16(OnednnShape(p), grad, filter, nullptr, false, 0.f, grad_input)) {
+      return;
+    }
+  }
   const View<C> g = AsNhwc<T, C>(grad, p.nchw, p.batch, p.out_h, p.out_w, p.out_c, parallel);
   const View<C> f = AsNhwc<T, C>(filter, false, 1, 1, 1, p.FilterSize(), parallel);
   if constexpr (std::is_same_v<T, C>) {
@@ -1051,6 +1086,10 @@ void Conv2DTransposeFilterGrad(const Conv2DTransposeParams& p, const T* input, c
                                T* grad_filter, const Parallel& parallel) {
   using C = Compute<T>;
   if (p.FilterSize() == 0) return;
+  if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+    // The convolution's filter gradient with this op's output gradient as its input.
+    if (onednn::ConvBackwardWeightsBf16(OnednnShape(p), grad, input, grad_filter)) return;
+  }
   const View<C> in = AsNhwc<T, C>(input, p.nchw, p.batch, p.in_h, p.in_w, p.in_c, parallel);
   const View<C> g = AsNhwc<T, C>(grad, p.nchw, p.batch, p.out_h, p.out_w, p.out_c, parallel);
   if constexpr (std::is_same_v<T, C>) {

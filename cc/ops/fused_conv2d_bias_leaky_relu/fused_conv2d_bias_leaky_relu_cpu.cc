@@ -7,6 +7,7 @@
 #include <sstream>
 #include <type_traits>
 
+#include "common/onednn.h"
 #include "common/scratch.h"
 #include "ops/fused_conv2d_bias_leaky_relu/fused_conv2d_bias_leaky_relu.h"
 
@@ -157,6 +158,27 @@ inline C Leaky(C z, C alpha) {
   return z > C(0) ? z : z * alpha;
 }
 
+// The convolution in oneDNN's terms (NHWC, HWIO).
+onednn::ConvShape OnednnShape(const conv::Conv2DGeometry& g) {
+  onednn::ConvShape s;
+  s.batch = g.batch;
+  s.in_h = g.in_h;
+  s.in_w = g.in_w;
+  s.in_c = g.in_c;
+  s.out_h = g.out_h;
+  s.out_w = g.out_w;
+  s.out_c = g.out_c;
+  s.filter_h = g.filter_h;
+  s.filter_w = g.filter_w;
+  s.stride_h = g.stride_h;
+  s.stride_w = g.stride_w;
+  s.dilation_h = g.dilation_h;
+  s.dilation_w = g.dilation_w;
+  s.pad_top = g.pad_top;
+  s.pad_left = g.pad_left;
+  return s;
+}
+
 }  // namespace
 
 template <typename T>
@@ -171,6 +193,15 @@ void FusedConv2DBiasLeakyRelu(const FusedConv2DParams& p, const T* input, const 
   // The bias in the compute type (half and bfloat16 convert exactly).
   std::vector<C> b(static_cast<size_t>(co));
   for (int64_t c = 0; c < co; ++c) b[static_cast<size_t>(c)] = static_cast<C>(bias[c]);
+  if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+    // bfloat16 products at the CPU's bfloat16 rate where oneDNN runs them (common/onednn.h):
+    // the bias and the activation applied to the float sums, then one rounding, as below.
+    std::vector<float> bias_f(b.begin(), b.end());
+    if (onednn::ConvForwardBf16(OnednnShape(g), input, filter, bias_f.data(), alpha != C(1),
+                                static_cast<float>(alpha), output)) {
+      return;
+    }
+  }
   if constexpr (std::is_same_v<T, C>) {
     const conv::Epilogue<C> epilogue = [&](C* rows, int64_t count, int64_t) {
       for (int64_t r = 0; r < count; ++r) {

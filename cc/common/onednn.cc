@@ -1,0 +1,492 @@
+// bfloat16 convolutions on oneDNN, opened at run time (see onednn.h).
+#include "common/onednn.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "common/cpu_features.h"
+
+#if OPFORGE_HAVE_ONEDNN
+#include <dlfcn.h>
+#include <oneapi/dnnl/dnnl.h>
+
+#include <array>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+#include <vector>
+
+#include "common/scratch.h"
+#endif
+
+namespace opforge {
+namespace onednn {
+
+#if OPFORGE_HAVE_ONEDNN
+
+namespace {
+
+// The C API functions used, resolved from the opened library.
+struct Api {
+#define OPFORGE_DNNL_FUNCTIONS(X)                     \
+  X(dnnl_version)                                     \
+  X(dnnl_engine_create)                               \
+  X(dnnl_stream_create)                               \
+  X(dnnl_stream_wait)                                 \
+  X(dnnl_stream_destroy)                              \
+  X(dnnl_memory_desc_create_with_tag)                 \
+  X(dnnl_memory_desc_destroy)                         \
+  X(dnnl_memory_desc_get_size)                        \
+  X(dnnl_memory_desc_equal)                           \
+  X(dnnl_memory_create)                               \
+  X(dnnl_memory_destroy)                              \
+  X(dnnl_primitive_attr_create)                       \
+  X(dnnl_primitive_attr_destroy)                      \
+  X(dnnl_primitive_attr_set_scratchpad_mode)          \
+  X(dnnl_primitive_attr_set_post_ops)                 \
+  X(dnnl_post_ops_create)                             \
+  X(dnnl_post_ops_destroy)                            \
+  X(dnnl_post_ops_append_eltwise)                     \
+  X(dnnl_convolution_forward_primitive_desc_create)   \
+  X(dnnl_convolution_backward_data_primitive_desc_create) \
+  X(dnnl_convolution_backward_weights_primitive_desc_create) \
+  X(dnnl_reorder_primitive_desc_create)               \
+  X(dnnl_primitive_desc_query_md)                     \
+  X(dnnl_primitive_desc_query)                        \
+  X(dnnl_primitive_desc_destroy)                      \
+  X(dnnl_primitive_create)                            \
+  X(dnnl_primitive_destroy)                           \
+  X(dnnl_primitive_execute)                           \
+  X(dnnl_get_effective_cpu_isa)
+#define OPFORGE_DNNL_MEMBER(name) decltype(&::name) name = nullptr;
+  OPFORGE_DNNL_FUNCTIONS(OPFORGE_DNNL_MEMBER)
+#undef OPFORGE_DNNL_MEMBER
+
+  dnnl_engine_t engine = nullptr;
+  std::string path;
+  std::string why_not;  // empty where the path is on
+};
+
+// Whether the CPU multiplies bfloat16 natively (AVX512-BF16 or AMX-BF16) and the environment
+// allows AVX-512. Without them oneDNN's bfloat16 convolutions convert to float as opforge's
+// own path does, with nothing gained.
+bool CpuHasBf16Products() {
+#if defined(__x86_64__)
+  return CpuHasAvx512() &&
+         (__builtin_cpu_supports("avx512bf16") || __builtin_cpu_supports("amx-bf16"));
+#else
+  return false;
+#endif
+}
+
+const Api& GetApi() {
+  static const Api* api = [] {
+    auto* a = new Api();
+    const char* off = std::getenv("OPFORGE_ONEDNN");
+    if (off != nullptr && std::strcmp(off, "0") == 0) {
+      a->why_not = "off (OPFORGE_ONEDNN=0)";
+      return a;
+    }
+    if (!CpuHasBf16Products()) {
+      a->why_not =
+          "off: the CPU has neither AVX512-BF16 nor AMX (or OPFORGE_MAX_ISA caps it below "
+          "AVX-512)";
+      return a;
+    }
+    const char* env = std::getenv("OPFORGE_ONEDNN_LIBRARY");
+    a->path = (env != nullptr && env[0] != '\0') ? env : "libdnnl.so.3";
+    void* handle = dlopen(a->path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) {
+      const char* err = dlerror();
+      a->why_not = std::string("off: cannot open ") + a->path + " (" +
+                   (err != nullptr ? err : "unknown error") +
+                   "); pip install onednn-cpu-gomp==2023.2.0 provides it";
+      return a;
+    }
+#define OPFORGE_DNNL_RESOLVE(name)                                                     \
+  a->name = reinterpret_cast<decltype(&::name)>(dlsym(handle, #name));                 \
+  if (a->name == nullptr) {                                                            \
+    a->why_not = std::string("off: ") + a->path + " has no " #name " (not oneDNN 3.x)"; \
+    return a;                                                                          \
+  }
+    OPFORGE_DNNL_FUNCTIONS(OPFORGE_DNNL_RESOLVE)
+#undef OPFORGE_DNNL_RESOLVE
+    if (a->dnnl_version()->major != DNNL_VERSION_MAJOR) {
+      a->why_not = "off: " + a->path + " is oneDNN " + std::to_string(a->dnnl_version()->major) +
+                   ".x, opforge needs " + std::to_string(DNNL_VERSION_MAJOR) + ".x";
+      return a;
+    }
+    if (a->dnnl_engine_create(&a->engine, dnnl_cpu, 0) != dnnl_success) {
+      a->why_not = "off: oneDNN could not create a CPU engine";
+      return a;
+    }
+    return a;
+  }();
+  return *api;
+}
+
+// --- descriptors ------------------------------------------------------------------------------
+
+// A memory descriptor owned here.
+struct Md {
+  dnnl_memory_desc_t md = nullptr;
+  Md() = default;
+  Md(const Md&) = delete;
+  Md& operator=(const Md&) = delete;
+  ~Md() {
+    if (md != nullptr) GetApi().dnnl_memory_desc_destroy(md);
+  }
+  bool Create(std::array<int64_t, 4> dims, dnnl_data_type_t type, dnnl_format_tag_t tag) {
+    dnnl_dims_t d = {dims[0], dims[1], dims[2], dims[3]};
+    return GetApi().dnnl_memory_desc_create_with_tag(&md, 4, d, type, tag) == dnnl_success;
+  }
+  bool Create1(int64_t n, dnnl_data_type_t type) {
+    dnnl_dims_t d = {n};
+    return GetApi().dnnl_memory_desc_create_with_tag(&md, 1, d, type, dnnl_a) == dnnl_success;
+  }
+};
+
+struct Pd {
+  dnnl_primitive_desc_t pd = nullptr;
+  dnnl_primitive_t prim = nullptr;
+  Pd() = default;
+  Pd(const Pd&) = delete;
+  Pd& operator=(const Pd&) = delete;
+  ~Pd() {
+    if (prim != nullptr) GetApi().dnnl_primitive_destroy(prim);
+    if (pd != nullptr) GetApi().dnnl_primitive_desc_destroy(pd);
+  }
+  bool Make() { return GetApi().dnnl_primitive_create(&prim, pd) == dnnl_success; }
+  const_dnnl_memory_desc_t Query(dnnl_query_t what) const {
+    return GetApi().dnnl_primitive_desc_query_md(pd, what, 0);
+  }
+  size_t ScratchBytes() const {
+    const_dnnl_memory_desc_t md = Query(dnnl_query_scratchpad_md);
+    return md == nullptr ? 0 : GetApi().dnnl_memory_desc_get_size(md);
+  }
+};
+
+struct Attr {
+  dnnl_primitive_attr_t attr = nullptr;
+  dnnl_post_ops_t ops = nullptr;
+  Attr() = default;
+  Attr(const Attr&) = delete;
+  Attr& operator=(const Attr&) = delete;
+  ~Attr() {
+    if (ops != nullptr) GetApi().dnnl_post_ops_destroy(ops);
+    if (attr != nullptr) GetApi().dnnl_primitive_attr_destroy(attr);
+  }
+  bool Create(bool leaky, float alpha) {
+    const Api& api = GetApi();
+    if (api.dnnl_primitive_attr_create(&attr) != dnnl_success) return false;
+    if (api.dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) !=
+        dnnl_success) {
+      return false;
+    }
+    if (!leaky) return true;
+    return api.dnnl_post_ops_create(&ops) == dnnl_success &&
+           api.dnnl_post_ops_append_eltwise(ops, dnnl_eltwise_relu, alpha, 0.f) == dnnl_success &&
+           api.dnnl_primitive_attr_set_post_ops(attr, ops) == dnnl_success;
+  }
+};
+
+// A reorder between the plain HWIO filter and a primitive's blocked one (either way).
+struct Reorder {
+  Pd p;
+  bool needed = false;
+  bool Create(const_dnnl_memory_desc_t from, const_dnnl_memory_desc_t to) {
+    const Api& api = GetApi();
+    needed = api.dnnl_memory_desc_equal(from, to) == 0;
+    if (!needed) return true;
+    Attr attr;
+    if (!attr.Create(false, 0.f)) return false;
+    return api.dnnl_reorder_primitive_desc_create(&p.pd, from, api.engine, to, api.engine,
+                                                  attr.attr) == dnnl_success &&
+           p.Make();
+  }
+};
+
+enum class Kind { kForward, kBackwardData, kBackwardWeights };
+
+// One geometry's primitives: the convolution, the filter's reorder, the descriptors of the
+// plain operands.
+struct Entry {
+  Md x, w, y, bias;  // plain: x, y NHWC/NCHW, w HWIO, bias float
+  Pd forward_hint;   // backward kinds: the forward primitive descriptor oneDNN asks for
+  Pd conv;
+  Reorder filter;    // plain HWIO <-> conv's filter layout
+  size_t filter_bytes = 0;  // the blocked filter's size
+  bool ok = false;
+};
+
+using Key = std::tuple<int, std::array<int64_t, 16>, bool, bool, float>;
+
+bool Right(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t dilation, int64_t left,
+           int64_t* right) {
+  *right = (out - 1) * stride + (k - 1) * dilation + 1 - in - left;
+  return *right >= 0 && left >= 0;
+}
+
+std::unique_ptr<Entry> Build(Kind kind, const ConvShape& s, bool bias, bool leaky, float alpha) {
+  const Api& api = GetApi();
+  auto e = std::make_unique<Entry>();
+  int64_t pad_bottom = 0, pad_right = 0;
+  if (!Right(s.in_h, s.out_h, s.filter_h, s.stride_h, s.dilation_h, s.pad_top, &pad_bottom) ||
+      !Right(s.in_w, s.out_w, s.filter_w, s.stride_w, s.dilation_w, s.pad_left, &pad_right)) {
+    return e;  // not ok: oneDNN needs non-negative padding
+  }
+  const dnnl_format_tag_t act = s.nchw ? dnnl_nchw : dnnl_nhwc;
+  if (!e->x.Create({s.batch, s.in_c, s.in_h, s.in_w}, dnnl_bf16, act) ||
+      !e->y.Create({s.batch, s.out_c, s.out_h, s.out_w}, dnnl_bf16, act) ||
+      !e->w.Create({s.out_c, s.in_c, s.filter_h, s.filter_w}, dnnl_bf16, dnnl_hwio)) {
+    return e;
+  }
+  Md w_any;
+  if (!w_any.Create({s.out_c, s.in_c, s.filter_h, s.filter_w}, dnnl_bf16, dnnl_format_tag_any)) {
+    return e;
+  }
+  if (bias && !e->bias.Create1(s.out_c, dnnl_f32)) return e;
+  dnnl_dims_t strides = {s.stride_h, s.stride_w};
+  dnnl_dims_t dilates = {s.dilation_h - 1, s.dilation_w - 1};
+  dnnl_dims_t pad_l = {s.pad_top, s.pad_left};
+  dnnl_dims_t pad_r = {pad_bottom, pad_right};
+  Attr attr;
+  if (!attr.Create(leaky, alpha)) return e;
+  if (kind == Kind::kForward) {
+    if (api.dnnl_convolution_forward_primitive_desc_create(
+            &e->conv.pd, api.engine, dnnl_forward_inference, dnnl_convolution_direct, e->x.md,
+            w_any.md, bias ? e->bias.md : nullptr, e->y.md, strides, dilates, pad_l, pad_r,
+            attr.attr) != dnnl_success) {
+      return e;
+    }
+  } else {
+    Attr plain;
+    if (!plain.Create(false, 0.f)) return e;
+    if (api.dnnl_convolution_forward_primitive_desc_create(
+            &e->forward_hint.pd, api.engine, dnnl_forward_training, dnnl_convolution_direct,
+            e->x.md, w_any.md, nullptr, e->y.md, strides, dilates, pad_l, pad_r, plain.attr) !=
+        dnnl_success) {
+      return e;
+    }
+    const dnnl_status_t st =
+        kind == Kind::kBackwardData
+            ? api.dnnl_convolution_backward_data_primitive_desc_create(
+                  &e->conv.pd, api.engine, dnnl_convolution_direct, e->x.md, w_any.md, e->y.md,
+                  strides, dilates, pad_l, pad_r, e->forward_hint.pd, attr.attr)
+            : api.dnnl_convolution_backward_weights_primitive_desc_create(
+                  &e->conv.pd, api.engine, dnnl_convolution_direct, e->x.md, w_any.md, nullptr,
+                  e->y.md, strides, dilates, pad_l, pad_r, e->forward_hint.pd, attr.attr);
+    if (st != dnnl_success) return e;
+  }
+  if (!e->conv.Make()) return e;
+  const_dnnl_memory_desc_t blocked = e->conv.Query(
+      kind == Kind::kBackwardWeights ? dnnl_query_diff_weights_md : dnnl_query_weights_md);
+  if (blocked == nullptr) return e;
+  e->filter_bytes = api.dnnl_memory_desc_get_size(blocked);
+  const bool ok = kind == Kind::kBackwardWeights ? e->filter.Create(blocked, e->w.md)
+                                                 : e->filter.Create(e->w.md, blocked);
+  if (!ok) return e;
+  // The plain operands must be what the primitive takes (oneDNN may pick another layout for an
+  // activation where it was given `any`; here none is, so this holds unless it refuses).
+  e->ok = true;
+  return e;
+}
+
+// The primitives of a geometry, created on first use. Bounded: cleared when full (a model has
+// a few dozen geometries; a sweep over shapes should not keep thousands of JIT kernels).
+const Entry* Lookup(Kind kind, const ConvShape& s, bool bias, bool leaky, float alpha) {
+  static std::mutex mu;
+  static auto* cache = new std::map<Key, std::unique_ptr<Entry>>();
+  const Key key{static_cast<int>(kind),
+                {s.batch, s.in_h, s.in_w, s.in_c, s.out_h, s.out_w, s.out_c, s.filter_h,
+                 s.filter_w, s.stride_h, s.stride_w, s.dilation_h, s.dilation_w, s.pad_top,
+                 s.pad_left, s.nchw ? 1 : 0},
+                bias,
+                leaky,
+                leaky ? alpha : 0.f};
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache->find(key);
+  if (it != cache->end()) return it->second.get();
+  if (cache->size() >= 256) cache->clear();
+  auto entry = Build(kind, s, bias, leaky, alpha);
+  const Entry* e = entry.get();
+  (*cache)[key] = std::move(entry);
+  return e;
+}
+
+// A memory object over a caller's buffer.
+struct Mem {
+  dnnl_memory_t m = nullptr;
+  Mem(const_dnnl_memory_desc_t md, const void* data) {
+    if (GetApi().dnnl_memory_create(&m, md, GetApi().engine, const_cast<void*>(data)) !=
+        dnnl_success) {
+      m = nullptr;
+    }
+  }
+  ~Mem() {
+    if (m != nullptr) GetApi().dnnl_memory_destroy(m);
+  }
+  Mem(const Mem&) = delete;
+  Mem& operator=(const Mem&) = delete;
+};
+
+dnnl_stream_t ThreadStream() {
+  struct Holder {
+    dnnl_stream_t stream = nullptr;
+    ~Holder() {
+      if (stream != nullptr) GetApi().dnnl_stream_destroy(stream);
+    }
+  };
+  thread_local Holder h;
+  if (h.stream == nullptr &&
+      GetApi().dnnl_stream_create(&h.stream, GetApi().engine, dnnl_stream_default_flags) !=
+          dnnl_success) {
+    h.stream = nullptr;
+  }
+  return h.stream;
+}
+
+// Runs one primitive with its scratchpad; the arguments' memory objects are the caller's.
+bool Execute(const Pd& p, std::vector<dnnl_exec_arg_t> args) {
+  const Api& api = GetApi();
+  dnnl_stream_t stream = ThreadStream();
+  if (stream == nullptr) return false;
+  const size_t bytes = p.ScratchBytes();
+  Scratch<uint8_t> scratch(bytes);
+  std::unique_ptr<Mem> pad;
+  if (bytes > 0) {
+    pad = std::make_unique<Mem>(p.Query(dnnl_query_scratchpad_md), scratch.data());
+    if (pad->m == nullptr) return false;
+    args.push_back({DNNL_ARG_SCRATCHPAD, pad->m});
+  }
+  return api.dnnl_primitive_execute(p.prim, stream, static_cast<int>(args.size()),
+                                    args.data()) == dnnl_success &&
+         api.dnnl_stream_wait(stream) == dnnl_success;
+}
+
+bool Usable(const ConvShape& s) {
+  return Bf16Available() && s.batch > 0 && s.in_h > 0 && s.in_w > 0 && s.in_c > 0 && s.out_h > 0 &&
+         s.out_w > 0 && s.out_c > 0 && s.filter_h > 0 && s.filter_w > 0;
+}
+
+// The filter in the primitive's layout: a reorder into scratch, or the caller's buffer.
+struct BlockedFilter {
+  Scratch<uint8_t> storage;
+  std::unique_ptr<Mem> mem;
+  bool Prepare(const Entry& e, const void* w) {
+    Mem plain(e.w.md, w);
+    if (plain.m == nullptr) return false;
+    if (!e.filter.needed) {
+      mem = std::make_unique<Mem>(e.w.md, w);
+      return mem->m != nullptr;
+    }
+    storage.resize(e.filter_bytes);
+    mem = std::make_unique<Mem>(e.conv.Query(dnnl_query_weights_md), storage.data());
+    return mem->m != nullptr &&
+           Execute(e.filter.p, {{DNNL_ARG_FROM, plain.m}, {DNNL_ARG_TO, mem->m}});
+  }
+};
+
+}  // namespace
+
+bool Bf16Available() {
+  static const bool available = GetApi().why_not.empty() && GetApi().engine != nullptr;
+  return available;
+}
+
+std::string Describe() {
+  const Api& api = GetApi();
+  if (!api.why_not.empty()) return "oneDNN bfloat16 convolutions " + api.why_not;
+  const dnnl_version_t* v = api.dnnl_version();
+  const int isa = static_cast<int>(api.dnnl_get_effective_cpu_isa());
+  std::string isa_name = "isa " + std::to_string(isa);
+  // dnnl_cpu_isa_t values are bit masks; name the ones oneDNN's header defines.
+  struct Named {
+    dnnl_cpu_isa_t value;
+    const char* name;
+  };
+  static const Named kNames[] = {{dnnl_cpu_isa_avx2, "avx2"},
+                                 {dnnl_cpu_isa_avx512_core, "avx512_core"},
+                                 {dnnl_cpu_isa_avx512_core_vnni, "avx512_core_vnni"},
+                                 {dnnl_cpu_isa_avx512_core_bf16, "avx512_core_bf16"},
+                                 {dnnl_cpu_isa_avx512_core_amx, "avx512_core_amx"},
+                                 {dnnl_cpu_isa_avx512_core_fp16, "avx512_core_fp16"},
+                                 {dnnl_cpu_isa_avx512_core_amx_fp16, "avx512_core_amx_fp16"}};
+  for (const Named& n : kNames) {
+    if (static_cast<int>(n.value) == isa) isa_name = n.name;
+  }
+  return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+         std::to_string(v->patch) + " (" + api.path + "), bfloat16 convolutions on, ISA " +
+         isa_name;
+}
+
+bool ConvForwardBf16(const ConvShape& s, const void* x, const void* w, const float* bias,
+                     bool leaky, float alpha, void* y) {
+  if (!Usable(s)) return false;
+  const Entry* e = Lookup(Kind::kForward, s, bias != nullptr, leaky, alpha);
+  if (!e->ok) return false;
+  BlockedFilter f;
+  if (!f.Prepare(*e, w)) return false;
+  Mem xm(e->x.md, x), ym(e->y.md, y);
+  std::unique_ptr<Mem> bm;
+  std::vector<dnnl_exec_arg_t> args = {
+      {DNNL_ARG_SRC, xm.m}, {DNNL_ARG_WEIGHTS, f.mem->m}, {DNNL_ARG_DST, ym.m}};
+  if (bias != nullptr) {
+    bm = std::make_unique<Mem>(e->bias.md, bias);
+    args.push_back({DNNL_ARG_BIAS, bm->m});
+  }
+  if (xm.m == nullptr || ym.m == nullptr || (bm && bm->m == nullptr)) return false;
+  return Execute(e->conv, args);
+}
+
+bool ConvBackwardDataBf16(const ConvShape& s, const void* dy, const void* w, void* dx) {
+  if (!Usable(s)) return false;
+  const Entry* e = Lookup(Kind::kBackwardData, s, false, false, 0.f);
+  if (!e->ok) return false;
+  BlockedFilter f;
+  if (!f.Prepare(*e, w)) return false;
+  Mem dym(e->y.md, dy), dxm(e->x.md, dx);
+  if (dym.m == nullptr || dxm.m == nullptr) return false;
+  return Execute(e->conv,
+                 {{DNNL_ARG_DIFF_DST, dym.m}, {DNNL_ARG_WEIGHTS, f.mem->m}, {DNNL_ARG_DIFF_SRC, dxm.m}});
+}
+
+bool ConvBackwardWeightsBf16(const ConvShape& s, const void* x, const void* dy, void* dw) {
+  if (!Usable(s)) return false;
+  const Entry* e = Lookup(Kind::kBackwardWeights, s, false, false, 0.f);
+  if (!e->ok) return false;
+  Mem xm(e->x.md, x), dym(e->y.md, dy), plain(e->w.md, dw);
+  if (xm.m == nullptr || dym.m == nullptr || plain.m == nullptr) return false;
+  if (!e->filter.needed) {
+    return Execute(e->conv,
+                   {{DNNL_ARG_SRC, xm.m}, {DNNL_ARG_DIFF_DST, dym.m}, {DNNL_ARG_DIFF_WEIGHTS, plain.m}});
+  }
+  Scratch<uint8_t> storage(e->filter_bytes);
+  Mem blocked(e->conv.Query(dnnl_query_diff_weights_md), storage.data());
+  if (blocked.m == nullptr) return false;
+  return Execute(e->conv, {{DNNL_ARG_SRC, xm.m},
+                           {DNNL_ARG_DIFF_DST, dym.m},
+                           {DNNL_ARG_DIFF_WEIGHTS, blocked.m}}) &&
+         Execute(e->filter.p, {{DNNL_ARG_FROM, blocked.m}, {DNNL_ARG_TO, plain.m}});
+}
+
+#else  // built without oneDNN's headers
+
+bool Bf16Available() { return false; }
+std::string Describe() {
+  return "oneDNN bfloat16 convolutions off: opforge was built without oneDNN's headers "
+         "(pip install onednn-devel-cpu-gomp==2023.2.0, then rebuild)";
+}
+bool ConvForwardBf16(const ConvShape&, const void*, const void*, const float*, bool, float,
+                     void*) {
+  return false;
+}
+bool ConvBackwardDataBf16(const ConvShape&, const void*, const void*, void*) { return false; }
+bool ConvBackwardWeightsBf16(const ConvShape&, const void*, const void*, void*) { return false; }
+
+#endif
+
+}  // namespace onednn
+}  // namespace opforge

@@ -1,0 +1,67 @@
+// bfloat16 convolutions on oneDNN, the library TensorFlow's own CPU convolutions run on: its
+// brgemm kernels use AMX tiles where the CPU has them and AVX512-BF16's dot products elsewhere,
+// at 4-5x (AMX) or ~2x (AVX512-BF16) the float32 rate that opforge's own products reach (they
+// convert bfloat16 to float). Measured on 2 cores of an Intel Xeon with AMX:
+// [21632, 1152] x [1152, 256] in 8.6 ms as bfloat16 (1,480 GFLOP/s) against 42 ms in float32.
+//
+// oneDNN is not linked: libdnnl.so.3 (oneDNN 3.x, PyPI's `onednn-cpu-gomp`, its OpenMP build) is
+// opened with dlopen on the first bfloat16 convolution, from OPFORGE_ONEDNN_LIBRARY where set
+// (opforge's Python loader sets it to the installed package's library), else from the loader's
+// search path. Where it is missing, where the CPU has neither AVX512-BF16 nor AMX, where
+// OPFORGE_MAX_ISA caps the ISA below AVX-512, or with OPFORGE_ONEDNN=0, every function here
+// returns false and the caller runs its own float path (the same results within bfloat16's
+// rounding). So does a geometry oneDNN does not implement (a right padding below zero, say).
+//
+// The convolutions here take TensorFlow's layouts as they are: NHWC (or NCHW) activations in
+// bfloat16, HWIO filters in bfloat16, a float bias. oneDNN accumulates in float and rounds the
+// result once. Primitives are created once per geometry and kept (a bounded cache); every
+// call reorders the filter into the primitive's blocked layout (a few hundred KB) and executes
+// with its own scratchpad, so concurrent calls are safe. oneDNN runs on its own OpenMP threads
+// (as many as the CPU has cores, unless OMP_NUM_THREADS says otherwise), not TensorFlow's pool;
+// its partition, not opforge's, decides the order of the float sums.
+#ifndef OPFORGE_COMMON_ONEDNN_H_
+#define OPFORGE_COMMON_ONEDNN_H_
+
+#include <cstdint>
+#include <string>
+
+namespace opforge {
+namespace onednn {
+
+// A 2-D convolution from x [batch, in_h, in_w, in_c] to y [batch, out_h, out_w, out_c] with a
+// filter [filter_h, filter_w, in_c, out_c] (HWIO): y[b, oh, ow, co] = sum over (kh, kw, ci) of
+// x[b, oh * stride_h - pad_top + kh * dilation_h, ...] * w[kh, kw, ci, co]. Dilation 1 means
+// none (TensorFlow's convention). nchw: x and y in NCHW instead (the filter stays HWIO).
+struct ConvShape {
+  int64_t batch = 0;
+  int64_t in_h = 0, in_w = 0, in_c = 0;
+  int64_t out_h = 0, out_w = 0, out_c = 0;
+  int64_t filter_h = 0, filter_w = 0;
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t dilation_h = 1, dilation_w = 1;
+  int64_t pad_top = 0, pad_left = 0;
+  bool nchw = false;
+};
+
+// Whether bfloat16 convolutions run on oneDNN in this process (the library opened, the CPU
+// has AVX512-BF16 or AMX, nothing disables it). Decided once.
+bool Bf16Available();
+// One line for `opforge doctor`: the library's version and path and the ISA oneDNN reports, or
+// why the path is off.
+std::string Describe();
+
+// The bfloat16 buffers below hold 16-bit bfloat16 values (Eigen::bfloat16's layout).
+// y = conv(x, w), then + bias[out_c] when bias is not null, then x < 0 ? alpha * x : x when
+// leaky, rounded to bfloat16 once.
+bool ConvForwardBf16(const ConvShape& s, const void* x, const void* w, const float* bias,
+                     bool leaky, float alpha, void* y);
+// dx = the convolution's gradient with respect to x for the output gradient dy (a transposed
+// convolution of dy with w).
+bool ConvBackwardDataBf16(const ConvShape& s, const void* dy, const void* w, void* dx);
+// dw [filter_h, filter_w, in_c, out_c] = the gradient with respect to the filter.
+bool ConvBackwardWeightsBf16(const ConvShape& s, const void* x, const void* dy, void* dw);
+
+}  // namespace onednn
+}  // namespace opforge
+
+#endif  // OPFORGE_COMMON_ONEDNN_H_
