@@ -171,19 +171,25 @@ def test_bad_layer_arguments():
         M.YoloV3Tiny(5, 64, ops="tf", fused=True)
 
 
-def test_conv_bn_leaky_takes_tensorflows_convolution_in_bfloat16(monkeypatch):
-    # opforge's convolutions run bfloat16 at their float32 rate, TensorFlow's on AVX512-BF16/AMX:
-    # under mixed_bfloat16 the layer's per-layer choice is TensorFlow's convolution, in inference
-    # and in training (Winograd), while float32 keeps opforge's where it measured faster.
+@pytest.mark.parametrize("on_onednn", [False, True])
+def test_conv_bn_leaky_bfloat16_convolution_follows_onednn(monkeypatch, on_onednn):
+    # In bfloat16 opforge's convolutions run on oneDNN where the CPU multiplies bfloat16
+    # (AVX512-BF16, AMX): then the layer takes opforge's convolution, in inference and in
+    # training, at every geometry; without it (bfloat16 at the float32 rate) TensorFlow's.
+    # float32 keeps opforge's where it measured faster either way.
+    import opforge._loader as loader
     import opforge.layers.conv_bn_leaky as cbl
     monkeypatch.setattr(cbl, "INFERENCE_CONV", "auto")
+    monkeypatch.setattr(loader, "onednn_bfloat16", lambda: on_onednn)
     layer = ConvBNLeaky(64, 3)
     shape = (1, 52, 52, 64)
     assert cbl._opforge_conv_pays(layer, shape, tf.float32)
     assert cbl._winograd_pays(shape, 64, tf.float32)
-    assert not cbl._opforge_conv_pays(layer, shape, tf.bfloat16)
-    assert not cbl._winograd_pays(shape, 64, tf.bfloat16)
-    # A mixed_bfloat16 layer (bfloat16 compute, float32 variables): no opforge convolution op in
+    assert cbl._opforge_conv_pays(layer, shape, tf.bfloat16) == on_onednn
+    assert cbl._winograd_pays(shape, 64, tf.bfloat16) == on_onednn
+    assert cbl._opforge_conv_pays(ConvBNLeaky(64, 1), shape, tf.bfloat16) == on_onednn
+    assert not cbl._opforge_conv_pays(ConvBNLeaky(64, 1), shape, tf.float32)
+    # A mixed_bfloat16 layer (bfloat16 compute, float32 variables): the chosen convolution op in
     # its graph, the float32 layer's values within bfloat16's rounding.
     rng = np.random.default_rng(2)
     x = tf.constant(rng.normal(size=shape).astype(np.float32))
@@ -195,8 +201,8 @@ def test_conv_bn_leaky_takes_tensorflows_convolution_in_bfloat16(monkeypatch):
         graph = tf.function(lambda v: mixed(v, training=training)).get_concrete_function(
             tf.TensorSpec(shape, tf.float32)).graph
         types = {op.type for op in graph.get_operations()}
-        assert "Opforge>FusedConv2DBiasLeakyRelu" not in types, types
-        assert "Conv2D" in types, types
+        assert ("Opforge>FusedConv2DBiasLeakyRelu" in types) == on_onednn, types
+        assert ("Conv2D" in types) != on_onednn, types
     want = layer(x, training=False).numpy()
     got = mixed(x, training=False)
     assert got.dtype == tf.bfloat16

@@ -59,7 +59,8 @@ struct Api {
   X(dnnl_primitive_create)                            \
   X(dnnl_primitive_destroy)                           \
   X(dnnl_primitive_execute)                           \
-  X(dnnl_get_effective_cpu_isa)
+  X(dnnl_get_effective_cpu_isa)                       \
+  X(dnnl_set_max_cpu_isa)
 #define OPFORGE_DNNL_MEMBER(name) decltype(&::name) name = nullptr;
   OPFORGE_DNNL_FUNCTIONS(OPFORGE_DNNL_MEMBER)
 #undef OPFORGE_DNNL_MEMBER
@@ -71,7 +72,7 @@ struct Api {
 
 // Whether the CPU multiplies bfloat16 natively (AVX512-BF16 or AMX-BF16) and the environment
 // allows AVX-512. Without them oneDNN's bfloat16 convolutions convert to float as opforge's
-// own path does, with nothing gained.
+// own bfloat16 path does, with nothing gained, so that path stays.
 bool CpuHasBf16Products() {
 #if defined(__x86_64__)
   return CpuHasAvx512() &&
@@ -86,13 +87,11 @@ const Api& GetApi() {
     auto* a = new Api();
     const char* off = std::getenv("OPFORGE_ONEDNN");
     if (off != nullptr && std::strcmp(off, "0") == 0) {
-      a->why_not = "off (OPFORGE_ONEDNN=0)";
+      a->why_not = "disabled by OPFORGE_ONEDNN=0";
       return a;
     }
-    if (!CpuHasBf16Products()) {
-      a->why_not =
-          "off: the CPU has neither AVX512-BF16 nor AMX (or OPFORGE_MAX_ISA caps it below "
-          "AVX-512)";
+    if (!CpuHasAvx2Fma()) {
+      a->why_not = "the CPU has no AVX2+FMA (or OPFORGE_MAX_ISA caps it below AVX2)";
       return a;
     }
     const char* env = std::getenv("OPFORGE_ONEDNN_LIBRARY");
@@ -100,7 +99,7 @@ const Api& GetApi() {
     void* handle = dlopen(a->path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (handle == nullptr) {
       const char* err = dlerror();
-      a->why_not = std::string("off: cannot open ") + a->path + " (" +
+      a->why_not = std::string("cannot open ") + a->path + " (" +
                    (err != nullptr ? err : "unknown error") +
                    "); pip install onednn-cpu-gomp==2023.2.0 provides it";
       return a;
@@ -108,18 +107,21 @@ const Api& GetApi() {
 #define OPFORGE_DNNL_RESOLVE(name)                                                     \
   a->name = reinterpret_cast<decltype(&::name)>(dlsym(handle, #name));                 \
   if (a->name == nullptr) {                                                            \
-    a->why_not = std::string("off: ") + a->path + " has no " #name " (not oneDNN 3.x)"; \
+    a->why_not = a->path + " has no " #name " (not oneDNN 3.x)"; \
     return a;                                                                          \
   }
     OPFORGE_DNNL_FUNCTIONS(OPFORGE_DNNL_RESOLVE)
 #undef OPFORGE_DNNL_RESOLVE
     if (a->dnnl_version()->major != DNNL_VERSION_MAJOR) {
-      a->why_not = "off: " + a->path + " is oneDNN " + std::to_string(a->dnnl_version()->major) +
+      a->why_not = a->path + " is oneDNN " + std::to_string(a->dnnl_version()->major) +
                    ".x, opforge needs " + std::to_string(DNNL_VERSION_MAJOR) + ".x";
       return a;
     }
+    // OPFORGE_MAX_ISA=avx2 caps oneDNN's kernels here too (as ONEDNN_MAX_CPU_ISA would); it
+    // must be said before oneDNN generates its first kernel.
+    if (MaxIsaAllowed() < 2) a->dnnl_set_max_cpu_isa(dnnl_cpu_isa_avx2);
     if (a->dnnl_engine_create(&a->engine, dnnl_cpu, 0) != dnnl_success) {
-      a->why_not = "off: oneDNN could not create a CPU engine";
+      a->why_not = "oneDNN could not create a CPU engine";
       return a;
     }
     return a;
@@ -221,7 +223,7 @@ struct Entry {
   bool ok = false;
 };
 
-using Key = std::tuple<int, std::array<int64_t, 16>, bool, bool, float>;
+using Key = std::tuple<int, std::array<int64_t, 17>, bool, bool, float>;
 
 bool Right(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t dilation, int64_t left,
            int64_t* right) {
@@ -229,7 +231,8 @@ bool Right(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t dilation,
   return *right >= 0 && left >= 0;
 }
 
-std::unique_ptr<Entry> Build(Kind kind, const ConvShape& s, bool bias, bool leaky, float alpha) {
+std::unique_ptr<Entry> Build(Kind kind, const ConvShape& s, dnnl_data_type_t type, bool bias, bool leaky,
+                             float alpha) {
   const Api& api = GetApi();
   auto e = std::make_unique<Entry>();
   int64_t pad_bottom = 0, pad_right = 0;
@@ -238,13 +241,13 @@ std::unique_ptr<Entry> Build(Kind kind, const ConvShape& s, bool bias, bool leak
     return e;  // not ok: oneDNN needs non-negative padding
   }
   const dnnl_format_tag_t act = s.nchw ? dnnl_nchw : dnnl_nhwc;
-  if (!e->x.Create({s.batch, s.in_c, s.in_h, s.in_w}, dnnl_bf16, act) ||
-      !e->y.Create({s.batch, s.out_c, s.out_h, s.out_w}, dnnl_bf16, act) ||
-      !e->w.Create({s.out_c, s.in_c, s.filter_h, s.filter_w}, dnnl_bf16, dnnl_hwio)) {
+  if (!e->x.Create({s.batch, s.in_c, s.in_h, s.in_w}, type, act) ||
+      !e->y.Create({s.batch, s.out_c, s.out_h, s.out_w}, type, act) ||
+      !e->w.Create({s.out_c, s.in_c, s.filter_h, s.filter_w}, type, dnnl_hwio)) {
     return e;
   }
   Md w_any;
-  if (!w_any.Create({s.out_c, s.in_c, s.filter_h, s.filter_w}, dnnl_bf16, dnnl_format_tag_any)) {
+  if (!w_any.Create({s.out_c, s.in_c, s.filter_h, s.filter_w}, type, dnnl_format_tag_any)) {
     return e;
   }
   if (bias && !e->bias.Create1(s.out_c, dnnl_f32)) return e;
@@ -296,13 +299,14 @@ std::unique_ptr<Entry> Build(Kind kind, const ConvShape& s, bool bias, bool leak
 
 // The primitives of a geometry, created on first use. Bounded: cleared when full (a model has
 // a few dozen geometries; a sweep over shapes should not keep thousands of JIT kernels).
-const Entry* Lookup(Kind kind, const ConvShape& s, bool bias, bool leaky, float alpha) {
+const Entry* Lookup(Kind kind, const ConvShape& s, dnnl_data_type_t type, bool bias, bool leaky,
+                    float alpha) {
   static std::mutex mu;
   static auto* cache = new std::map<Key, std::unique_ptr<Entry>>();
   const Key key{static_cast<int>(kind),
                 {s.batch, s.in_h, s.in_w, s.in_c, s.out_h, s.out_w, s.out_c, s.filter_h,
                  s.filter_w, s.stride_h, s.stride_w, s.dilation_h, s.dilation_w, s.pad_top,
-                 s.pad_left, s.nchw ? 1 : 0},
+                 s.pad_left, s.nchw ? 1 : 0, static_cast<int64_t>(type)},
                 bias,
                 leaky,
                 leaky ? alpha : 0.f};
@@ -310,7 +314,7 @@ const Entry* Lookup(Kind kind, const ConvShape& s, bool bias, bool leaky, float 
   auto it = cache->find(key);
   if (it != cache->end()) return it->second.get();
   if (cache->size() >= 256) cache->clear();
-  auto entry = Build(kind, s, bias, leaky, alpha);
+  auto entry = Build(kind, s, type, bias, leaky, alpha);
   const Entry* e = entry.get();
   (*cache)[key] = std::move(entry);
   return e;
@@ -366,8 +370,10 @@ bool Execute(const Pd& p, std::vector<dnnl_exec_arg_t> args) {
          api.dnnl_stream_wait(stream) == dnnl_success;
 }
 
-bool Usable(const ConvShape& s) {
-  return Bf16Available() && s.batch > 0 && s.in_h > 0 && s.in_w > 0 && s.in_c > 0 && s.out_h > 0 &&
+dnnl_data_type_t Type(DType type) { return type == DType::kBFloat16 ? dnnl_bf16 : dnnl_f32; }
+
+bool Usable(const ConvShape& s, DType type) {
+  return Available(type) && s.batch > 0 && s.in_h > 0 && s.in_w > 0 && s.in_c > 0 && s.out_h > 0 &&
          s.out_w > 0 && s.out_c > 0 && s.filter_h > 0 && s.filter_w > 0;
 }
 
@@ -391,14 +397,17 @@ struct BlockedFilter {
 
 }  // namespace
 
-bool Bf16Available() {
-  static const bool available = GetApi().why_not.empty() && GetApi().engine != nullptr;
-  return available;
+bool Available(DType type) {
+  static const bool loaded = GetApi().why_not.empty() && GetApi().engine != nullptr;
+  // bfloat16 where the CPU multiplies it natively; float32 wherever the library opened (AVX2+FMA).
+  return loaded && (type == DType::kFloat32 || CpuHasBf16Products());
 }
+
+bool Bf16Available() { return Available(DType::kBFloat16); }
 
 std::string Describe() {
   const Api& api = GetApi();
-  if (!api.why_not.empty()) return "oneDNN bfloat16 convolutions " + api.why_not;
+  if (!api.why_not.empty()) return api.why_not;
   const dnnl_version_t* v = api.dnnl_version();
   const int isa = static_cast<int>(api.dnnl_get_effective_cpu_isa());
   std::string isa_name = "isa " + std::to_string(isa);
@@ -418,14 +427,13 @@ std::string Describe() {
     if (static_cast<int>(n.value) == isa) isa_name = n.name;
   }
   return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-         std::to_string(v->patch) + " (" + api.path + "), bfloat16 convolutions on, ISA " +
-         isa_name;
+         std::to_string(v->patch) + " (" + api.path + "), ISA " + isa_name;
 }
 
-bool ConvForwardBf16(const ConvShape& s, const void* x, const void* w, const float* bias,
-                     bool leaky, float alpha, void* y) {
-  if (!Usable(s)) return false;
-  const Entry* e = Lookup(Kind::kForward, s, bias != nullptr, leaky, alpha);
+bool ConvForward(const ConvShape& s, DType type, const void* x, const void* w, const float* bias,
+                 bool leaky, float alpha, void* y) {
+  if (!Usable(s, type)) return false;
+  const Entry* e = Lookup(Kind::kForward, s, Type(type), bias != nullptr, leaky, alpha);
   if (!e->ok) return false;
   BlockedFilter f;
   if (!f.Prepare(*e, w)) return false;
@@ -441,9 +449,9 @@ bool ConvForwardBf16(const ConvShape& s, const void* x, const void* w, const flo
   return Execute(e->conv, args);
 }
 
-bool ConvBackwardDataBf16(const ConvShape& s, const void* dy, const void* w, void* dx) {
-  if (!Usable(s)) return false;
-  const Entry* e = Lookup(Kind::kBackwardData, s, false, false, 0.f);
+bool ConvBackwardData(const ConvShape& s, DType type, const void* dy, const void* w, void* dx) {
+  if (!Usable(s, type)) return false;
+  const Entry* e = Lookup(Kind::kBackwardData, s, Type(type), false, false, 0.f);
   if (!e->ok) return false;
   BlockedFilter f;
   if (!f.Prepare(*e, w)) return false;
@@ -453,9 +461,9 @@ bool ConvBackwardDataBf16(const ConvShape& s, const void* dy, const void* w, voi
                  {{DNNL_ARG_DIFF_DST, dym.m}, {DNNL_ARG_WEIGHTS, f.mem->m}, {DNNL_ARG_DIFF_SRC, dxm.m}});
 }
 
-bool ConvBackwardWeightsBf16(const ConvShape& s, const void* x, const void* dy, void* dw) {
-  if (!Usable(s)) return false;
-  const Entry* e = Lookup(Kind::kBackwardWeights, s, false, false, 0.f);
+bool ConvBackwardWeights(const ConvShape& s, DType type, const void* x, const void* dy, void* dw) {
+  if (!Usable(s, type)) return false;
+  const Entry* e = Lookup(Kind::kBackwardWeights, s, Type(type), false, false, 0.f);
   if (!e->ok) return false;
   Mem xm(e->x.md, x), dym(e->y.md, dy), plain(e->w.md, dw);
   if (xm.m == nullptr || dym.m == nullptr || plain.m == nullptr) return false;
@@ -474,17 +482,18 @@ bool ConvBackwardWeightsBf16(const ConvShape& s, const void* x, const void* dy, 
 
 #else  // built without oneDNN's headers
 
+bool Available(DType) { return false; }
 bool Bf16Available() { return false; }
 std::string Describe() {
-  return "oneDNN bfloat16 convolutions off: opforge was built without oneDNN's headers "
-         "(pip install onednn-devel-cpu-gomp==2023.2.0, then rebuild)";
+  return "opforge was built without oneDNN's headers (pip install "
+         "onednn-devel-cpu-gomp==2023.2.0, then rebuild)";
 }
-bool ConvForwardBf16(const ConvShape&, const void*, const void*, const float*, bool, float,
-                     void*) {
+bool ConvForward(const ConvShape&, DType, const void*, const void*, const float*, bool, float,
+                 void*) {
   return false;
 }
-bool ConvBackwardDataBf16(const ConvShape&, const void*, const void*, void*) { return false; }
-bool ConvBackwardWeightsBf16(const ConvShape&, const void*, const void*, void*) { return false; }
+bool ConvBackwardData(const ConvShape&, DType, const void*, const void*, void*) { return false; }
+bool ConvBackwardWeights(const ConvShape&, DType, const void*, const void*, void*) { return false; }
 
 #endif
 

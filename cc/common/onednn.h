@@ -43,23 +43,28 @@ struct ConvShape {
   bool nchw = false;
 };
 
-// Whether bfloat16 convolutions run on oneDNN in this process (the library opened, the CPU
-// has AVX512-BF16 or AMX, nothing disables it). Decided once.
-bool Bf16Available();
+enum class DType { kBFloat16, kFloat32 };
+
+// Whether convolutions of this type run on oneDNN in this process: the library opened (a CPU
+// with AVX2+FMA, nothing disables it), and for bfloat16 a CPU with AVX512-BF16 or AMX.
+// OPFORGE_MAX_ISA=avx2 caps oneDNN's kernels at AVX2 too. Decided once.
+bool Available(DType type);
+bool Bf16Available();  // Available(DType::kBFloat16)
 // One line for `opforge doctor`: the library's version and path and the ISA oneDNN reports, or
-// why the path is off.
+// why it is not used.
 std::string Describe();
 
-// The bfloat16 buffers below hold 16-bit bfloat16 values (Eigen::bfloat16's layout).
+// The buffers below hold values of `type` (bfloat16: Eigen::bfloat16's 16-bit layout); the bias
+// is float in both. Each returns false, having written nothing, where oneDNN does not run it.
 // y = conv(x, w), then + bias[out_c] when bias is not null, then x < 0 ? alpha * x : x when
-// leaky, rounded to bfloat16 once.
-bool ConvForwardBf16(const ConvShape& s, const void* x, const void* w, const float* bias,
-                     bool leaky, float alpha, void* y);
+// leaky, rounded to the type once.
+bool ConvForward(const ConvShape& s, DType type, const void* x, const void* w, const float* bias,
+                 bool leaky, float alpha, void* y);
 // dx = the convolution's gradient with respect to x for the output gradient dy (a transposed
 // convolution of dy with w).
-bool ConvBackwardDataBf16(const ConvShape& s, const void* dy, const void* w, void* dx);
+bool ConvBackwardData(const ConvShape& s, DType type, const void* dy, const void* w, void* dx);
 // dw [filter_h, filter_w, in_c, out_c] = the gradient with respect to the filter.
-bool ConvBackwardWeightsBf16(const ConvShape& s, const void* x, const void* dy, void* dw);
+bool ConvBackwardWeights(const ConvShape& s, DType type, const void* x, const void* dy, void* dw);
 
 }  // namespace onednn
 }  // namespace opforge

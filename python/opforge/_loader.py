@@ -62,6 +62,28 @@ def point_core_at_onednn() -> None:
 point_core_at_onednn()
 
 
+@functools.lru_cache(maxsize=None)
+def onednn_status() -> str:
+    """What the loaded op library's convolutions run on besides opforge's own kernels:
+    "on: oneDNN 3.2.0 (<path>), ISA avx512_core_amx; bfloat16 convolutions: yes" or
+    "off: <why>" (common/onednn.h). bfloat16
+    convolutions on oneDNN run at the CPU's bfloat16 rate (AVX512-BF16, AMX); the layers'
+    choice of convolution reads this (`onednn_bfloat16`)."""
+    load_library()
+    fn = ctypes.CDLL(str(library_path())).OpforgeOnednnInfo  # the handle TensorFlow loaded
+    fn.argtypes, fn.restype = [ctypes.c_char_p, ctypes.c_int], ctypes.c_int
+    size = fn(None, 0) + 1
+    buf = ctypes.create_string_buffer(size)
+    fn(buf, size)
+    return buf.value.decode()
+
+
+def onednn_bfloat16() -> bool:
+    """Whether the op library's bfloat16 convolutions run on oneDNN at the CPU's bfloat16 rate
+    (the library opened and the CPU has AVX512-BF16 or AMX)."""
+    return onednn_status().endswith("bfloat16 convolutions: yes")
+
+
 def tf_minor(version: str) -> tuple:
     """(major, minor) of a TensorFlow version string ("2.21.0", "2.16.2", "2.22.0rc1")."""
     match = re.match(r"(\d+)\.(\d+)", version)

@@ -92,6 +92,9 @@ def run() -> int:
 
     for line in cuda_info.describe(library_path()):
         print(f"  {line}")
+    from opforge._loader import onednn_status
+
+    print(f"  oneDNN convolutions:  {onednn_status()}")
 
     lowered = sorted(_xla.lowered_ops())
     if lowered:

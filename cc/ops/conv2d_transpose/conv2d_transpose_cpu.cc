@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -966,6 +967,35 @@ onednn::ConvShape OnednnShape(const Conv2DTransposeParams& p) {
   return s;
 }
 
+enum class Pass { kForward, kInputGrad, kFilterGrad };
+
+template <typename T>
+constexpr onednn::DType OnednnType() {
+  return std::is_same_v<T, Eigen::bfloat16> ? onednn::DType::kBFloat16 : onednn::DType::kFloat32;
+}
+
+// Which passes run on oneDNN (common/onednn.h) rather than on opforge's own kernels:
+//  - bfloat16: all (oneDNN multiplies bfloat16 at the CPU's bfloat16 rate, 4-5x float32 with
+//    AMX; opforge's products run at the float32 rate);
+//  - float32: all but the 3x3 stride-1 filters with 16+ channels on each side, where opforge's
+//    Winograd runs (measured 1.2-1.6x TensorFlow). On 2 cores of an AMX Xeon oneDNN's float32
+//    passes ran 1.06-1.91x TensorFlow's Conv2DBackpropInput / Conv2DBackpropFilter at the YOLO
+//    and DCGAN shapes, where opforge's im2col, phase-Winograd and filter-gradient kernels ran
+//    0.53-1.19x (`opforge bench conv2d_transpose`).
+// Elsewhere, and where oneDNN is not available or refuses a geometry, opforge's own kernels.
+template <typename T>
+bool UseOnednn(const Conv2DTransposeParams& p, Pass pass) {
+  (void)pass;
+  if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+    return true;
+  } else if constexpr (std::is_same_v<T, float>) {
+    return !(p.filter_h == 3 && p.filter_w == 3 && p.stride_h == 1 && p.stride_w == 1 &&
+             p.dilation_h == 1 && p.dilation_w == 1 && p.in_c >= 16 && p.out_c >= 16);
+  } else {
+    return false;
+  }
+}
+
 // The float forward pass: NHWC in the compute type (converted and transposed where needed).
 template <typename T>
 void ForwardFloat(const Conv2DTransposeParams& p, const T* input, const T* filter, T* output,
@@ -1045,10 +1075,9 @@ template <typename T>
 void Conv2DTransposeForward(const Conv2DTransposeParams& p, const T* input, const T* filter,
                             T* output, const Parallel& parallel) {
   if (p.OutputSize() == 0) return;
-  if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
-    // bfloat16 at the CPU's bfloat16 rate where oneDNN runs it (common/onednn.h): this op is
-    // the input gradient of the convolution it transposes.
-    if (onednn::ConvBackwardDataBf16(OnednnShape(p), input, filter, output)) return;
+  if (UseOnednn<T>(p, Pass::kForward) &&
+      onednn::ConvBackwardData(OnednnShape(p), OnednnType<T>(), input, filter, output)) {
+    return;  // this op is the input gradient of the convolution it transposes
   }
   if constexpr (std::is_integral_v<T>) {
     ForwardDirectInteger<T>(p, input, filter, output, parallel);
@@ -1062,11 +1091,10 @@ void Conv2DTransposeInputGrad(const Conv2DTransposeParams& p, const T* grad, con
                               T* grad_input, const Parallel& parallel) {
   using C = Compute<T>;
   if (p.InputSize() == 0) return;
-  if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
-    // The transposed convolution's convolution, on oneDNN where it runs (see above).
-    if (onednn::ConvForwardBf16(OnednnShape(p), grad, filter, nullptr, false, 0.f, grad_input)) {
-      return;
-    }
+  if (UseOnednn<T>(p, Pass::kInputGrad) &&
+      onednn::ConvForward(OnednnShape(p), OnednnType<T>(), grad, filter, nullptr, false, 0.f,
+                          grad_input)) {
+    return;  // the convolution this op transposes
   }
   const View<C> g = AsNhwc<T, C>(grad, p.nchw, p.batch, p.out_h, p.out_w, p.out_c, parallel);
   const View<C> f = AsNhwc<T, C>(filter, false, 1, 1, 1, p.FilterSize(), parallel);
@@ -1086,9 +1114,9 @@ void Conv2DTransposeFilterGrad(const Conv2DTransposeParams& p, const T* input, c
                                T* grad_filter, const Parallel& parallel) {
   using C = Compute<T>;
   if (p.FilterSize() == 0) return;
-  if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
-    // The convolution's filter gradient with this op's output gradient as its input.
-    if (onednn::ConvBackwardWeightsBf16(OnednnShape(p), grad, input, grad_filter)) return;
+  if (UseOnednn<T>(p, Pass::kFilterGrad) &&
+      onednn::ConvBackwardWeights(OnednnShape(p), OnednnType<T>(), grad, input, grad_filter)) {
+    return;  // the convolution's filter gradient, this op's output gradient as its input
   }
   const View<C> in = AsNhwc<T, C>(input, p.nchw, p.batch, p.in_h, p.in_w, p.in_c, parallel);
   const View<C> g = AsNhwc<T, C>(grad, p.nchw, p.batch, p.out_h, p.out_w, p.out_c, parallel);

@@ -27,19 +27,30 @@ def _pair(name: str, value) -> tuple:
 
 
 def _bfloat16(dtype) -> bool:
-    """opforge's convolutions compute bfloat16 at their float32 rate, while TensorFlow's (oneDNN)
-    use AVX512-BF16 or AMX where the CPU has them: measured 0.5-0.8x on the AVX512-BF16 EPYC and
-    about 0.2x on an AMX Xeon, so in bfloat16 (mixed_bfloat16) the layers take TensorFlow's."""
     return dtype is not None and tf.as_dtype(dtype) == tf.bfloat16
+
+
+def _bfloat16_on_onednn(dtype) -> bool:
+    """In bfloat16 the choice turns on where opforge's convolutions run. On oneDNN (the CPU has
+    AVX512-BF16 or AMX, `opforge._loader.onednn_bfloat16`) they run the kernels TensorFlow's
+    do, the forward at its rate and the gradients faster than TensorFlow's Conv2DBackpropInput
+    and Conv2DBackpropFilter (1.5-2.2x on an AMX Xeon, `opforge bench --dtype bfloat16`), so
+    the layers take opforge's everywhere. Without it they compute bfloat16 at the float32 rate
+    (0.5-0.8x on the AVX512-BF16 EPYC, 0.2x on an AMX Xeon), so the layers take TensorFlow's."""
+    if not _bfloat16(dtype):
+        return False
+    from opforge._loader import onednn_bfloat16
+
+    return onednn_bfloat16()
 
 
 def _winograd_pays(shape, filters: int, dtype=None) -> bool:
     """Where opforge's Winograd convolution beat TensorFlow's in a training step on the 2-core
     AVX-512 EPYC: 64 channels or more on each side (narrower products run below the GEMM's
     rate) and maps of at least 26x26 (on smaller ones the per-call filter transform is not
-    amortised); never in bfloat16 (`_bfloat16`)."""
+    amortised). In bfloat16: everywhere on oneDNN, nowhere without it (`_bfloat16_on_onednn`)."""
     if _bfloat16(dtype):
-        return False
+        return _bfloat16_on_onednn(dtype)
     h, w, c = shape[1], shape[2], shape[3]
     return (c is not None and c >= 64 and filters >= 64 and h is not None and w is not None
             and h >= 26 and w >= 26)
@@ -58,12 +69,12 @@ def _opforge_conv_pays(layer, shape, dtype=None) -> bool:
     YOLO-v3 at batch 1 and 8: the 3x3 stride-1 convolutions with 64+ channels on each side and
     maps of 13x13 or larger, which run Winograd on a transformed filter kept between calls
     (1.2-1.5x). TensorFlow's was faster on 1x1 convolutions (0.7-1.0x), on stride 2
-    (0.7-1.1x) and with few input channels (0.3x with 3, 0.7x with 32). Never in bfloat16
-    (`_bfloat16`)."""
+    (0.7-1.1x) and with few input channels (0.3x with 3, 0.7x with 32). In bfloat16: everywhere
+    on oneDNN, nowhere without it (`_bfloat16_on_onednn`)."""
     if INFERENCE_CONV != "auto":
         return INFERENCE_CONV == "opforge"
     if _bfloat16(dtype):
-        return False
+        return _bfloat16_on_onednn(dtype)
     h, w, c = shape[1], shape[2], shape[3]
     return (layer.kernel_size == (3, 3) and layer.strides == (1, 1) and layer.dilation_rate == (1, 1)
             and c is not None and c >= 64 and layer.filters >= 64 and h is not None and w is not None
@@ -157,10 +168,11 @@ class ConvBNLeaky(keras.layers.Layer):
     def call(self, inputs, training=None):
         kernel = tf.cast(self.kernel, inputs.dtype)
         if training:
-            if self.kernel_size == (3, 3) and self.strides == (1, 1) and self.dilation_rate == (1, 1) \
+            stride1_3x3 = self.kernel_size == (3, 3) and self.strides == (1, 1) and self.dilation_rate == (1, 1)
+            if (_bfloat16_on_onednn(inputs.dtype) or stride1_3x3) \
                     and _winograd_pays(inputs.shape, self.filters, inputs.dtype) and not _gpu_present():
-                # opforge's convolution: Winograd for 3x3 stride 1, in the forward and the input
-                # gradient, where it measured faster than TensorFlow's (see _winograd_pays).
+                # opforge's convolution: Winograd for 3x3 stride 1 in float32, oneDNN in bfloat16,
+                # where it measured faster than TensorFlow's (see _winograd_pays).
                 args = self._conv_args()
                 z = fused_conv2d_bias_leaky_relu(inputs, kernel, tf.zeros([self.filters], inputs.dtype),
                                                  args["strides"], args["padding"], alpha=1.0)
