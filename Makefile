@@ -82,6 +82,7 @@ core-test: deps
 	  || (cat build/sanitize.log; exit 1)
 	cmake --build build/sanitize
 	cd build/sanitize && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  OPFORGE_ONEDNN_LIBRARY=$(abspath $(VENV))/lib/libdnnl.so.3 \
 	  ctest --output-on-failure -j2
 
 # The CUDA kernels against the CPU kernels; says "skipped: no CUDA device" without a GPU. Built

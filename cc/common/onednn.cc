@@ -1,6 +1,7 @@
 // bfloat16 convolutions on oneDNN, opened at run time (see onednn.h).
 #include "common/onednn.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -23,6 +24,13 @@
 
 namespace opforge {
 namespace onednn {
+
+namespace {
+std::atomic<bool> enabled{true};
+}  // namespace
+
+void SetEnabled(bool on) { enabled.store(on); }
+bool Enabled() { return enabled.load(); }
 
 #if OPFORGE_HAVE_ONEDNN
 
@@ -373,7 +381,7 @@ bool Execute(const Pd& p, std::vector<dnnl_exec_arg_t> args) {
 dnnl_data_type_t Type(DType type) { return type == DType::kBFloat16 ? dnnl_bf16 : dnnl_f32; }
 
 bool Usable(const ConvShape& s, DType type) {
-  return Available(type) && s.batch > 0 && s.in_h > 0 && s.in_w > 0 && s.in_c > 0 && s.out_h > 0 &&
+  return Enabled() && Available(type) && s.batch > 0 && s.in_h > 0 && s.in_w > 0 && s.in_c > 0 && s.out_h > 0 &&
          s.out_w > 0 && s.out_c > 0 && s.filter_h > 0 && s.filter_w > 0;
 }
 

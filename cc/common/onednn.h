@@ -50,6 +50,10 @@ enum class DType { kBFloat16, kFloat32 };
 // OPFORGE_MAX_ISA=avx2 caps oneDNN's kernels at AVX2 too. Decided once.
 bool Available(DType type);
 bool Bf16Available();  // Available(DType::kBFloat16)
+// For tests and benchmarks: SetEnabled(false) sends every call back to opforge's own kernels
+// (the functions below return false) until SetEnabled(true); process-wide, on by default.
+void SetEnabled(bool on);
+bool Enabled();
 // One line for `opforge doctor`: the library's version and path and the ISA oneDNN reports, or
 // why it is not used.
 std::string Describe();

@@ -17,6 +17,7 @@
 
 #include "common/parallel.h"
 #include "common/status.h"
+#include "common/onednn_test_util.h"
 #include "common/test_util.h"
 
 namespace opforge {
@@ -168,6 +169,10 @@ TYPED_TEST_SUITE(Conv2DTransposeKernelTest, FloatTypes, TypeNames);
 
 TYPED_TEST(Conv2DTransposeKernelTest, ForwardAndGradientsMatchTheDefinition) {
   using T = TypeParam;
+  test::RestoreOnednn restore;
+  for (const bool onednn : {false, true}) {
+  if (!test::UseOnednnPath<T>(onednn)) continue;
+  SCOPED_TRACE(onednn ? "oneDNN" : "opforge's kernels");
   std::mt19937_64 rng(42);
   int index = 0;
   for (const Case& c : Cases()) {
@@ -200,6 +205,7 @@ TYPED_TEST(Conv2DTransposeKernelTest, ForwardAndGradientsMatchTheDefinition) {
       EXPECT_TRUE(Near(dx, dx_ref, dx_scale, Tolerance<T>()));
       EXPECT_TRUE(Near(df, df_ref, df_scale, Tolerance<T>()));
     }
+  }
   }
 }
 

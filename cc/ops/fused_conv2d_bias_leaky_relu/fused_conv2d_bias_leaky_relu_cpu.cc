@@ -205,11 +205,20 @@ void FusedConv2DBiasLeakyRelu(const FusedConv2DParams& p, const T* input, const 
                           g.stride_w == 1 && g.dilation_h == 1 && g.dilation_w == 1 &&
                           g.in_c >= 16 && g.out_c >= 16;
     if (kBf16 || !winograd) {
+      // oneDNN's relu with slope 0 is a max(x, 0), which turns NaN into 0: with alpha 0 the
+      // activation runs here, on the rounded result (rounding and x > 0 ? x : 0 * x commute).
+      const bool post_op = alpha != C(1) && alpha != C(0);
       std::vector<float> bias_f(b.begin(), b.end());
       if (onednn::ConvForward(OnednnShape(g),
                               kBf16 ? onednn::DType::kBFloat16 : onednn::DType::kFloat32, input,
-                              filter, bias_f.data(), alpha != C(1), static_cast<float>(alpha),
-                              output)) {
+                              filter, bias_f.data(), post_op, static_cast<float>(alpha), output)) {
+        if (alpha == C(0)) {
+          parallel.For(g.OutputSize(), 1.0, [&](int64_t begin, int64_t end) {
+            for (int64_t i = begin; i < end; ++i) {
+              output[i] = static_cast<T>(Leaky<C>(static_cast<C>(output[i]), C(0)));
+            }
+          });
+        }
         return;
       }
     }

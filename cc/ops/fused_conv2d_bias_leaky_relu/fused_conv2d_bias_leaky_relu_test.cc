@@ -18,6 +18,7 @@
 
 #include "common/parallel.h"
 #include "common/status.h"
+#include "common/onednn_test_util.h"
 #include "common/test_util.h"
 
 namespace opforge {
@@ -123,6 +124,10 @@ const std::vector<Shape>& Shapes() {
 }
 
 TEST(FusedConv2DTest, FloatExactOnIntegerValuedData) {
+  test::RestoreOnednn restore;
+  for (const bool onednn : {false, true}) {
+  if (!test::UseOnednnPath<float>(onednn)) continue;
+  SCOPED_TRACE(onednn ? "oneDNN" : "opforge's kernels");
   unsigned seed = 1;
   for (const Shape& s : Shapes()) {
     const FusedConv2DParams p = Params(s);
@@ -139,10 +144,15 @@ TEST(FusedConv2DTest, FloatExactOnIntegerValuedData) {
                                     As<float>(b).data(), out.data(), SerialParallel());
     for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(out[i], static_cast<float>(want[i])) << i;
   }
+  }
 }
 
 template <typename T>
 void CheckRandom(double rtol) {
+  test::RestoreOnednn restore;
+  for (const bool onednn : {false, true}) {
+  if (!test::UseOnednnPath<T>(onednn)) continue;
+  SCOPED_TRACE(onednn ? "oneDNN" : "opforge's kernels");
   unsigned seed = 100;
   for (const Shape& s : Shapes()) {
     const FusedConv2DParams p = Params(s);
@@ -161,6 +171,7 @@ void CheckRandom(double rtol) {
     for (size_t i = 0; i < want.size(); ++i) {
       ASSERT_NEAR(static_cast<double>(out[i]), want[i], rtol * (std::abs(want[i]) + scale)) << i;
     }
+  }
   }
 }
 
