@@ -104,6 +104,12 @@ def conv2d_transpose(
       TensorFlow's int32 kernel (which has no gradient; in NCHW too, which TensorFlow's CPU kernel
       refuses). The gradients with respect to `input` and `filters` (float types) are C++ ops.
 
+    Where it runs: bfloat16, and float32 but for 3x3 stride-1 filters with 16+ channels on each
+    side (opforge's Winograd), on oneDNN where it is installed (PyPI's `onednn-cpu-gomp`, a
+    dependency on x86-64 Linux; `opforge doctor` says whether it runs), forward and both
+    gradients: bfloat16 at the CPU's bfloat16 rate (AVX512-BF16, AMX). Otherwise opforge's own
+    kernels (4x4 stride 2 by phases and Winograd F(2x2, 2x2), im2col products elsewhere).
+
     Raises:
       InvalidArgumentError: wrong ranks, channels that do not match, an output_shape that does
         not fit, bad strides, dilations or paddings, unsupported dtypes.

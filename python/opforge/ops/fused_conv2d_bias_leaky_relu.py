@@ -37,10 +37,20 @@ def fused_conv2d_bias_leaky_relu(input, filters, bias, strides, padding, alpha: 
     """`leaky_relu(conv2d(input, filters, strides, padding, dilations) + bias, alpha)` in one op.
 
     The arguments are `tf.nn.conv2d`'s (NHWC only), plus `bias` [out_channels] and `alpha`
-    (>= 0, as Keras's LeakyReLU). The convolution runs as tiles of im2col and a matrix product
-    (Eigen, the widest build the CPU has: AVX-512, AVX2+FMA or AVX); each tile gets its bias and
-    activation while it is in cache, where TensorFlow writes the convolution output and reads it
-    back for the bias and again for the activation. half and bfloat16 accumulate in float.
+    (>= 0, as Keras's LeakyReLU). Where it runs:
+
+    - 3x3 stride-1 convolutions with 16+ channels on each side, in float32 and float64:
+      opforge's Winograd F(2x2, 3x3), the transformed filter kept between calls;
+    - bfloat16, and the other float32 convolutions, where oneDNN is installed (PyPI's
+      `onednn-cpu-gomp`, a dependency on x86-64 Linux; `opforge doctor` says whether it runs):
+      oneDNN's convolution with the bias and the activation fused into it, the kernels
+      TensorFlow's own convolutions run; bfloat16 at the CPU's bfloat16 rate (AVX512-BF16, AMX);
+    - otherwise tiles of im2col and a matrix product (Eigen, the widest build the CPU has:
+      AVX-512, AVX2+FMA or AVX).
+
+    Either way each output gets its bias and activation before it is stored, where TensorFlow's
+    unfused chain writes the convolution output and reads it back twice. half and bfloat16
+    accumulate in float and round once.
 
     Gradients flow to input, filters and bias. For 3x3 stride-1 convolutions with 16 channels or
     more on each side the input gradient is this op again on the rotated filter (Winograd), and
