@@ -143,3 +143,21 @@ def test_yolo_bench_under_mixed_bfloat16_says_so_and_computes_in_bfloat16():
     assert len(rows) == 2 and all("layers compute in bfloat16" in r for r in rows), proc.stdout
     proc = _run("yolo", "bench", "--policy", "mixed_float16")
     assert proc.returncode == 2 and "--policy" in proc.stderr
+
+
+def test_rivals_that_cannot_run_here_are_named_not_timed():
+    # TensorFlow's bfloat16 convolutions refuse under ONEDNN_MAX_CPU_ISA=AVX2: the rival is left
+    # out with its error's first line; opforge's own candidate is never excused.
+    import types
+
+    import tensorflow as tf
+
+    from opforge import bench
+
+    def refuses():
+        raise tf.errors.InvalidArgumentError(None, None, "could not create a primitive\nmore")
+
+    run = types.SimpleNamespace(candidates={"opforge": lambda: 1, "tf": refuses, "copy": lambda: 2})
+    assert bench.rivals_refused(run, tf) == {"tf": "could not create a primitive"}
+    run = types.SimpleNamespace(candidates={"opforge": refuses, "tf": lambda: 1})
+    assert bench.rivals_refused(run, tf) == {}

@@ -133,6 +133,21 @@ def check_dtype(spec, run: SpeedRun, dtype) -> None:
                 "its float inputs in the dtype it is given (opforge.spec.speed_normal)")
 
 
+def rivals_refused(r, tf) -> Dict[str, str]:
+    """The rivals of a case that raise when called once (TensorFlow's bfloat16 convolutions under
+    ONEDNN_MAX_CPU_ISA=AVX2: oneDNN has no AVX2 bfloat16 kernel), with the first line of their
+    error; opforge's own candidate is never excused."""
+    refused = {}
+    for name, fn in list(r.candidates.items()):
+        if name == "opforge":
+            continue
+        try:
+            fn()
+        except tf.errors.OpError as exc:
+            refused[name] = (exc.message or str(exc)).strip().splitlines()[0][:200]
+    return refused
+
+
 def run(ops: List[str], size: Optional[int], repeats: int, as_json: bool, dtype: str = "float32") -> int:
     import tensorflow as tf
 
@@ -161,6 +176,15 @@ def run(ops: List[str], size: Optional[int], repeats: int, as_json: bool, dtype:
             r = speed.setup(size, tf_dtype)
             if r is None:  # a case shown only at its default size
                 continue
+            refused = rivals_refused(r, tf)
+            if refused:
+                for name, message in refused.items():
+                    del r.candidates[name]
+                    skipped.append({"op": spec.name, "dtype": dtype, "skipped":
+                                    f"not timed against {name} in {dtype}: {spec.name} {r.label}: "
+                                    f"it cannot run here ({message})"})
+                if len(r.candidates) < 2:
+                    continue
             if tf_dtype != tf.float32:
                 check_dtype(spec, r, tf_dtype)
             medians = interleaved(r.candidates, min(repeats, speed.max_repeats or repeats))
