@@ -128,3 +128,24 @@ def test_grad_shape_function_rejects_mismatch_at_graph_build():
 
     with pytest.raises((ValueError, tf.errors.InvalidArgumentError)):
         f.get_concrete_function()
+
+
+def test_bfloat16_every_bit_pattern_matches_tensorflow():
+    # All 65,536 bfloat16 values (zeros, subnormals, infinities, NaNs) through the forward and
+    # the gradient: TensorFlow's bits wherever its answer is a number, NaN where it is NaN.
+    bits = np.arange(65536, dtype=np.uint16)
+    x = tf.bitcast(tf.constant(bits), tf.bfloat16)
+    g = tf.bitcast(tf.constant(bits[::-1].copy()), tf.bfloat16)
+    for alpha in (0.2, 0.1, 3.0):
+        with tf.GradientTape(persistent=True) as tape:
+            tape.watch(x)
+            ours, theirs = opforge.ops.leaky_relu(x, alpha=alpha), tf.nn.leaky_relu(x, alpha=alpha)
+        pairs = [(ours, theirs), (tape.gradient(ours, x, output_gradients=g),
+                                  tape.gradient(theirs, x, output_gradients=g))]
+        for a, b in pairs:
+            a_bits = tf.bitcast(a, tf.uint16).numpy()
+            b_bits = tf.bitcast(b, tf.uint16).numpy()
+            a_nan = np.isnan(tf.cast(a, tf.float32).numpy())
+            b_nan = np.isnan(tf.cast(b, tf.float32).numpy())
+            assert (a_nan == b_nan).all(), alpha
+            assert (a_bits[~a_nan] == b_bits[~b_nan]).all(), alpha
