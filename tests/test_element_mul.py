@@ -301,3 +301,18 @@ def test_gradient_skips_operands_that_need_none():
     assert grad_ops and all(not o.get_attr("need_grad_b") for o in grad_ops)
     assert grad_ops[0].outputs[1].shape.as_list() == [0]
     assert bits_equal(f(a, b).numpy(), full_a.numpy())
+
+
+def test_bfloat16_every_bit_pattern_matches_tensorflow():
+    # All 65,536 bfloat16 values against all of them in reverse order (and a broadcast row):
+    # TensorFlow's bits wherever its product is a number, NaN where it is NaN.
+    bits = np.arange(65536, dtype=np.uint16)
+    a = tf.bitcast(tf.constant(bits), tf.bfloat16)
+    b = tf.bitcast(tf.constant(bits[::-1].copy()), tf.bfloat16)
+    for x, y in ((a, b), (tf.reshape(a, [256, 256]), tf.reshape(b, [256, 256])[:1])):
+        ours, theirs = opforge.ops.element_mul(x, y), tf.multiply(x, y)
+        o_nan = np.isnan(tf.cast(ours, tf.float32).numpy())
+        t_nan = np.isnan(tf.cast(theirs, tf.float32).numpy())
+        assert (o_nan == t_nan).all()
+        o_bits, t_bits = tf.bitcast(ours, tf.uint16).numpy(), tf.bitcast(theirs, tf.uint16).numpy()
+        assert (o_bits[~o_nan] == t_bits[~t_nan]).all()
