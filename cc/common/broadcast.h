@@ -15,10 +15,12 @@ namespace opforge {
 
 // out[i] = f(x[.], y[.]) over the collapsed space `dims`, where x and y are read with the given
 // strides and `out` is contiguous. Parallel over the output; each element written once.
-template <typename T, typename F>
-void BroadcastApply(const std::vector<int64_t>& dims, const std::vector<int64_t>& x_strides,
-                    const std::vector<int64_t>& y_strides, const T* x, const T* y, T* out, F f,
-                    const Parallel& parallel, double cost_per_element = kCostElementwise) {
+// Calls run(x + xo, y + yo, out + pos, n, sx, sy) for every run of n output elements along the
+// last dimension (sx, sy: the operands' last strides), in parallel over the output.
+template <typename T, typename Run>
+void BroadcastRuns(const std::vector<int64_t>& dims, const std::vector<int64_t>& x_strides,
+                   const std::vector<int64_t>& y_strides, const T* x, const T* y, T* out, Run run,
+                   const Parallel& parallel, double cost_per_element = kCostElementwise) {
   const int rank = static_cast<int>(dims.size());
   int64_t total = 1;
   for (int64_t d : dims) total *= d;
@@ -37,28 +39,7 @@ void BroadcastApply(const std::vector<int64_t>& dims, const std::vector<int64_t>
     int64_t pos = begin;
     while (pos < end) {
       const int64_t n = std::min(inner - idx[rank - 1], end - pos);
-      const T* xp = x + xo;
-      const T* yp = y + yo;
-      T* op = out + pos;
-      // Plans give unit or zero strides only (see MakeBroadcastPlan): four loops the compiler
-      // vectorises. Other strides (a direct caller's) take the general loop at the end.
-      if (sx == 1 && sy == 1) {
-        OPFORGE_IVDEP
-        for (int64_t k = 0; k < n; ++k) op[k] = f(xp[k], yp[k]);
-      } else if (sx == 1 && sy == 0) {
-        const T yv = *yp;
-        OPFORGE_IVDEP
-        for (int64_t k = 0; k < n; ++k) op[k] = f(xp[k], yv);
-      } else if (sx == 0 && sy == 1) {
-        const T xv = *xp;
-        OPFORGE_IVDEP
-        for (int64_t k = 0; k < n; ++k) op[k] = f(xv, yp[k]);
-      } else if (sx == 0 && sy == 0) {
-        const T v = f(*xp, *yp);
-        for (int64_t k = 0; k < n; ++k) op[k] = v;
-      } else {
-        for (int64_t k = 0; k < n; ++k) op[k] = f(xp[k * sx], yp[k * sy]);
-      }
+      run(x + xo, y + yo, out + pos, n, sx, sy);
       pos += n;
       idx[rank - 1] += n;
       xo += n * sx;
@@ -71,6 +52,36 @@ void BroadcastApply(const std::vector<int64_t>& dims, const std::vector<int64_t>
       }
     }
   });
+}
+
+template <typename T, typename F>
+void BroadcastApply(const std::vector<int64_t>& dims, const std::vector<int64_t>& x_strides,
+                    const std::vector<int64_t>& y_strides, const T* x, const T* y, T* out, F f,
+                    const Parallel& parallel, double cost_per_element = kCostElementwise) {
+  BroadcastRuns(
+      dims, x_strides, y_strides, x, y, out,
+      [f](const T* xp, const T* yp, T* op, int64_t n, int64_t sx, int64_t sy) {
+        // Plans give unit or zero strides only (see MakeBroadcastPlan): four loops the compiler
+        // vectorises. Other strides (a direct caller's) take the general loop at the end.
+        if (sx == 1 && sy == 1) {
+          OPFORGE_IVDEP
+          for (int64_t k = 0; k < n; ++k) op[k] = f(xp[k], yp[k]);
+        } else if (sx == 1 && sy == 0) {
+          const T yv = *yp;
+          OPFORGE_IVDEP
+          for (int64_t k = 0; k < n; ++k) op[k] = f(xp[k], yv);
+        } else if (sx == 0 && sy == 1) {
+          const T xv = *xp;
+          OPFORGE_IVDEP
+          for (int64_t k = 0; k < n; ++k) op[k] = f(xv, yp[k]);
+        } else if (sx == 0 && sy == 0) {
+          const T v = f(*xp, *yp);
+          for (int64_t k = 0; k < n; ++k) op[k] = v;
+        } else {
+          for (int64_t k = 0; k < n; ++k) op[k] = f(xp[k * sx], yp[k * sy]);
+        }
+      },
+      parallel, cost_per_element);
 }
 
 }  // namespace opforge

@@ -7,10 +7,36 @@
 #include "common/arith.h"
 #include "common/bf16_bits.h"
 #include "common/broadcast.h"
+#include "common/cpu_features.h"
 #include "ops/element_mul/element_mul.h"
+#include "ops/element_mul/element_mul_bf16.h"
 #include "ops/element_mul/element_mul_reduce.h"
 
 namespace opforge {
+
+namespace {
+#include "ops/element_mul/element_mul_bf16.inc"
+
+// out = x * y in bfloat16 over a broadcast plan: the product in float and its rounding on 16-bit
+// patterns (element_mul_bf16.h), the same bits as Eigen::bfloat16's operator*, in loops the
+// compiler vectorises, AVX2 where the CPU has it.
+void MulBf16(const std::vector<int64_t>& dims, const std::vector<int64_t>& x_strides,
+             const std::vector<int64_t>& y_strides, const Eigen::bfloat16* x,
+             const Eigen::bfloat16* y, Eigen::bfloat16* out, const Parallel& parallel) {
+  static const bool avx2 = HaveElementMulBf16Avx2() && CpuHasAvx2Fma();
+  BroadcastRuns(
+      dims, x_strides, y_strides, reinterpret_cast<const uint16_t*>(x),
+      reinterpret_cast<const uint16_t*>(y), reinterpret_cast<uint16_t*>(out),
+      [](const uint16_t* xp, const uint16_t* yp, uint16_t* o, int64_t n, int64_t sx, int64_t sy) {
+        if (avx2) {
+          ElementMulBf16RunAvx2(xp, yp, o, n, sx, sy);
+        } else {
+          MulBf16Run(xp, yp, o, n, sx, sy);
+        }
+      },
+      parallel);
+}
+}  // namespace
 
 Status ValidateElementMul(const std::vector<int64_t>& a, const std::vector<int64_t>& b,
                           BroadcastPlan* plan) {
@@ -32,15 +58,7 @@ template <typename T>
 void ElementMulForward(const BroadcastPlan& plan, const T* a, const T* b, T* out,
                        const Parallel& parallel) {
   if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
-    // The product in float and its rounding on 16-bit patterns (common/bf16_bits.h): the same
-    // bits as Eigen::bfloat16's operator*, in loops the compiler vectorises.
-    BroadcastApply(
-        plan.dims, plan.a_strides, plan.b_strides, reinterpret_cast<const uint16_t*>(a),
-        reinterpret_cast<const uint16_t*>(b), reinterpret_cast<uint16_t*>(out),
-        [](uint16_t x, uint16_t y) {
-          return FloatToBf16Bits(Bf16BitsToFloat(x) * Bf16BitsToFloat(y));
-        },
-        parallel);
+    MulBf16(plan.dims, plan.a_strides, plan.b_strides, a, b, out, parallel);
     return;
   }
   BroadcastApply(
@@ -410,8 +428,12 @@ void ElementMulBackward(const BroadcastPlan& plan, const T* grad, const T* a, co
   if (grad_a != nullptr) {
     Reducer<T> reducer(plan, plan.a_strides, plan.b_strides, grad, b, grad_a);
     if (reducer.terms() == 1) {
-      BroadcastApply(plan.dims, g_strides, plan.b_strides, grad, b, grad_a, grad_times_conj,
-                     parallel);
+      if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+        MulBf16(plan.dims, g_strides, plan.b_strides, grad, b, grad_a, parallel);
+      } else {
+        BroadcastApply(plan.dims, g_strides, plan.b_strides, grad, b, grad_a, grad_times_conj,
+                       parallel);
+      }
     } else {
       reducer.Run(parallel);
     }
@@ -419,8 +441,12 @@ void ElementMulBackward(const BroadcastPlan& plan, const T* grad, const T* a, co
   if (grad_b != nullptr) {
     Reducer<T> reducer(plan, plan.b_strides, plan.a_strides, grad, a, grad_b);
     if (reducer.terms() == 1) {
-      BroadcastApply(plan.dims, plan.a_strides, g_strides, a, grad, grad_b, conj_times_grad,
-                     parallel);
+      if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+        MulBf16(plan.dims, plan.a_strides, g_strides, a, grad, grad_b, parallel);
+      } else {
+        BroadcastApply(plan.dims, plan.a_strides, g_strides, a, grad, grad_b, conj_times_grad,
+                       parallel);
+      }
     } else {
       reducer.Run(parallel);
     }
