@@ -38,36 +38,36 @@ namespace {
 
 // The C API functions used, resolved from the opened library.
 struct Api {
-#define OPFORGE_DNNL_FUNCTIONS(X)                     \
-  X(dnnl_version)                                     \
-  X(dnnl_engine_create)                               \
-  X(dnnl_stream_create)                               \
-  X(dnnl_stream_wait)                                 \
-  X(dnnl_stream_destroy)                              \
-  X(dnnl_memory_desc_create_with_tag)                 \
-  X(dnnl_memory_desc_destroy)                         \
-  X(dnnl_memory_desc_get_size)                        \
-  X(dnnl_memory_desc_equal)                           \
-  X(dnnl_memory_create)                               \
-  X(dnnl_memory_destroy)                              \
-  X(dnnl_primitive_attr_create)                       \
-  X(dnnl_primitive_attr_destroy)                      \
-  X(dnnl_primitive_attr_set_scratchpad_mode)          \
-  X(dnnl_primitive_attr_set_post_ops)                 \
-  X(dnnl_post_ops_create)                             \
-  X(dnnl_post_ops_destroy)                            \
-  X(dnnl_post_ops_append_eltwise)                     \
-  X(dnnl_convolution_forward_primitive_desc_create)   \
-  X(dnnl_convolution_backward_data_primitive_desc_create) \
+#define OPFORGE_DNNL_FUNCTIONS(X)                            \
+  X(dnnl_version)                                            \
+  X(dnnl_engine_create)                                      \
+  X(dnnl_stream_create)                                      \
+  X(dnnl_stream_wait)                                        \
+  X(dnnl_stream_destroy)                                     \
+  X(dnnl_memory_desc_create_with_tag)                        \
+  X(dnnl_memory_desc_destroy)                                \
+  X(dnnl_memory_desc_get_size)                               \
+  X(dnnl_memory_desc_equal)                                  \
+  X(dnnl_memory_create)                                      \
+  X(dnnl_memory_destroy)                                     \
+  X(dnnl_primitive_attr_create)                              \
+  X(dnnl_primitive_attr_destroy)                             \
+  X(dnnl_primitive_attr_set_scratchpad_mode)                 \
+  X(dnnl_primitive_attr_set_post_ops)                        \
+  X(dnnl_post_ops_create)                                    \
+  X(dnnl_post_ops_destroy)                                   \
+  X(dnnl_post_ops_append_eltwise)                            \
+  X(dnnl_convolution_forward_primitive_desc_create)          \
+  X(dnnl_convolution_backward_data_primitive_desc_create)    \
   X(dnnl_convolution_backward_weights_primitive_desc_create) \
-  X(dnnl_reorder_primitive_desc_create)               \
-  X(dnnl_primitive_desc_query_md)                     \
-  X(dnnl_primitive_desc_query)                        \
-  X(dnnl_primitive_desc_destroy)                      \
-  X(dnnl_primitive_create)                            \
-  X(dnnl_primitive_destroy)                           \
-  X(dnnl_primitive_execute)                           \
-  X(dnnl_get_effective_cpu_isa)                       \
+  X(dnnl_reorder_primitive_desc_create)                      \
+  X(dnnl_primitive_desc_query_md)                            \
+  X(dnnl_primitive_desc_query)                               \
+  X(dnnl_primitive_desc_destroy)                             \
+  X(dnnl_primitive_create)                                   \
+  X(dnnl_primitive_destroy)                                  \
+  X(dnnl_primitive_execute)                                  \
+  X(dnnl_get_effective_cpu_isa)                              \
   X(dnnl_set_max_cpu_isa)
 #define OPFORGE_DNNL_MEMBER(name) decltype(&::name) name = nullptr;
   OPFORGE_DNNL_FUNCTIONS(OPFORGE_DNNL_MEMBER)
@@ -112,11 +112,11 @@ const Api& GetApi() {
                    "); pip install onednn-cpu-gomp==2023.2.0 provides it";
       return a;
     }
-#define OPFORGE_DNNL_RESOLVE(name)                                                     \
-  a->name = reinterpret_cast<decltype(&::name)>(dlsym(handle, #name));                 \
-  if (a->name == nullptr) {                                                            \
-    a->why_not = a->path + " has no " #name " (not oneDNN 3.x)"; \
-    return a;                                                                          \
+#define OPFORGE_DNNL_RESOLVE(name)                                     \
+  a->name = reinterpret_cast<decltype(&::name)>(dlsym(handle, #name)); \
+  if (a->name == nullptr) {                                            \
+    a->why_not = a->path + " has no " #name " (not oneDNN 3.x)";       \
+    return a;                                                          \
   }
     OPFORGE_DNNL_FUNCTIONS(OPFORGE_DNNL_RESOLVE)
 #undef OPFORGE_DNNL_RESOLVE
@@ -226,7 +226,7 @@ struct Entry {
   Md x, w, y, bias;  // plain: x, y NHWC/NCHW, w HWIO, bias float
   Pd forward_hint;   // backward kinds: the forward primitive descriptor oneDNN asks for
   Pd conv;
-  Reorder filter;    // plain HWIO <-> conv's filter layout
+  Reorder filter;           // plain HWIO <-> conv's filter layout
   size_t filter_bytes = 0;  // the blocked filter's size
   bool ok = false;
 };
@@ -239,8 +239,8 @@ bool Right(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t dilation,
   return *right >= 0 && left >= 0;
 }
 
-std::unique_ptr<Entry> Build(Kind kind, const ConvShape& s, dnnl_data_type_t type, bool bias, bool leaky,
-                             float alpha) {
+std::unique_ptr<Entry> Build(Kind kind, const ConvShape& s, dnnl_data_type_t type, bool bias,
+                             bool leaky, float alpha) {
   const Api& api = GetApi();
   auto e = std::make_unique<Entry>();
   int64_t pad_bottom = 0, pad_right = 0;
@@ -277,8 +277,8 @@ std::unique_ptr<Entry> Build(Kind kind, const ConvShape& s, dnnl_data_type_t typ
     if (!plain.Create(false, 0.f)) return e;
     if (api.dnnl_convolution_forward_primitive_desc_create(
             &e->forward_hint.pd, api.engine, dnnl_forward_training, dnnl_convolution_direct,
-            e->x.md, w_any.md, nullptr, e->y.md, strides, dilates, pad_l, pad_r, plain.attr) !=
-        dnnl_success) {
+            e->x.md, w_any.md, nullptr, e->y.md, strides, dilates, pad_l, pad_r,
+            plain.attr) != dnnl_success) {
       return e;
     }
     const dnnl_status_t st =
@@ -312,9 +312,9 @@ const Entry* Lookup(Kind kind, const ConvShape& s, dnnl_data_type_t type, bool b
   static std::mutex mu;
   static auto* cache = new std::map<Key, std::unique_ptr<Entry>>();
   const Key key{static_cast<int>(kind),
-                {s.batch, s.in_h, s.in_w, s.in_c, s.out_h, s.out_w, s.out_c, s.filter_h,
-                 s.filter_w, s.stride_h, s.stride_w, s.dilation_h, s.dilation_w, s.pad_top,
-                 s.pad_left, s.nchw ? 1 : 0, static_cast<int64_t>(type)},
+                {s.batch, s.in_h, s.in_w, s.in_c, s.out_h, s.out_w, s.out_c, s.filter_h, s.filter_w,
+                 s.stride_h, s.stride_w, s.dilation_h, s.dilation_w, s.pad_top, s.pad_left,
+                 s.nchw ? 1 : 0, static_cast<int64_t>(type)},
                 bias,
                 leaky,
                 leaky ? alpha : 0.f};
@@ -373,16 +373,16 @@ bool Execute(const Pd& p, std::vector<dnnl_exec_arg_t> args) {
     if (pad->m == nullptr) return false;
     args.push_back({DNNL_ARG_SCRATCHPAD, pad->m});
   }
-  return api.dnnl_primitive_execute(p.prim, stream, static_cast<int>(args.size()),
-                                    args.data()) == dnnl_success &&
+  return api.dnnl_primitive_execute(p.prim, stream, static_cast<int>(args.size()), args.data()) ==
+             dnnl_success &&
          api.dnnl_stream_wait(stream) == dnnl_success;
 }
 
 dnnl_data_type_t Type(DType type) { return type == DType::kBFloat16 ? dnnl_bf16 : dnnl_f32; }
 
 bool Usable(const ConvShape& s, DType type) {
-  return Enabled() && Available(type) && s.batch > 0 && s.in_h > 0 && s.in_w > 0 && s.in_c > 0 && s.out_h > 0 &&
-         s.out_w > 0 && s.out_c > 0 && s.filter_h > 0 && s.filter_w > 0;
+  return Enabled() && Available(type) && s.batch > 0 && s.in_h > 0 && s.in_w > 0 && s.in_c > 0 &&
+         s.out_h > 0 && s.out_w > 0 && s.out_c > 0 && s.filter_h > 0 && s.filter_w > 0;
 }
 
 // The filter in the primitive's layout: a reorder into scratch, or the caller's buffer.
@@ -465,8 +465,9 @@ bool ConvBackwardData(const ConvShape& s, DType type, const void* dy, const void
   if (!f.Prepare(*e, w)) return false;
   Mem dym(e->y.md, dy), dxm(e->x.md, dx);
   if (dym.m == nullptr || dxm.m == nullptr) return false;
-  return Execute(e->conv,
-                 {{DNNL_ARG_DIFF_DST, dym.m}, {DNNL_ARG_WEIGHTS, f.mem->m}, {DNNL_ARG_DIFF_SRC, dxm.m}});
+  return Execute(
+      e->conv,
+      {{DNNL_ARG_DIFF_DST, dym.m}, {DNNL_ARG_WEIGHTS, f.mem->m}, {DNNL_ARG_DIFF_SRC, dxm.m}});
 }
 
 bool ConvBackwardWeights(const ConvShape& s, DType type, const void* x, const void* dy, void* dw) {
@@ -476,8 +477,9 @@ bool ConvBackwardWeights(const ConvShape& s, DType type, const void* x, const vo
   Mem xm(e->x.md, x), dym(e->y.md, dy), plain(e->w.md, dw);
   if (xm.m == nullptr || dym.m == nullptr || plain.m == nullptr) return false;
   if (!e->filter.needed) {
-    return Execute(e->conv,
-                   {{DNNL_ARG_SRC, xm.m}, {DNNL_ARG_DIFF_DST, dym.m}, {DNNL_ARG_DIFF_WEIGHTS, plain.m}});
+    return Execute(
+        e->conv,
+        {{DNNL_ARG_SRC, xm.m}, {DNNL_ARG_DIFF_DST, dym.m}, {DNNL_ARG_DIFF_WEIGHTS, plain.m}});
   }
   Scratch<uint8_t> storage(e->filter_bytes);
   Mem blocked(e->conv.Query(dnnl_query_diff_weights_md), storage.data());

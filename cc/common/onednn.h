@@ -25,23 +25,25 @@
 #include <cstdint>
 #include <string>
 
+#include "common/conv2d_core.h"
+
 namespace opforge {
 namespace onednn {
 
-// A 2-D convolution from x [batch, in_h, in_w, in_c] to y [batch, out_h, out_w, out_c] with a
-// filter [filter_h, filter_w, in_c, out_c] (HWIO): y[b, oh, ow, co] = sum over (kh, kw, ci) of
-// x[b, oh * stride_h - pad_top + kh * dilation_h, ...] * w[kh, kw, ci, co]. Dilation 1 means
-// none (TensorFlow's convention). nchw: x and y in NCHW instead (the filter stays HWIO).
-struct ConvShape {
-  int64_t batch = 0;
-  int64_t in_h = 0, in_w = 0, in_c = 0;
-  int64_t out_h = 0, out_w = 0, out_c = 0;
-  int64_t filter_h = 0, filter_w = 0;
-  int64_t stride_h = 1, stride_w = 1;
-  int64_t dilation_h = 1, dilation_w = 1;
-  int64_t pad_top = 0, pad_left = 0;
+// A 2-D convolution (common/conv2d_core.h's geometry) from x [batch, in_h, in_w, in_c] to
+// y [batch, out_h, out_w, out_c] with a filter [filter_h, filter_w, in_c, out_c] (HWIO).
+// Dilation 1 means none (TensorFlow's convention). nchw: x and y in NCHW instead (the filter
+// stays HWIO).
+struct ConvShape : conv::Conv2DGeometry {
   bool nchw = false;
 };
+
+inline ConvShape ShapeOf(const conv::Conv2DGeometry& g, bool nchw = false) {
+  ConvShape s;
+  static_cast<conv::Conv2DGeometry&>(s) = g;
+  s.nchw = nchw;
+  return s;
+}
 
 enum class DType { kBFloat16, kFloat32 };
 

@@ -944,29 +944,6 @@ void FilterGradNhwc(const Conv2DTransposeParams& p, const C* in, const C* grad, 
       });
 }
 
-// This op's convolution (AsConvGeometry) in oneDNN's terms, in the op's layout.
-onednn::ConvShape OnednnShape(const Conv2DTransposeParams& p) {
-  const conv::Conv2DGeometry g = AsConvGeometry(p);
-  onednn::ConvShape s;
-  s.batch = g.batch;
-  s.in_h = g.in_h;
-  s.in_w = g.in_w;
-  s.in_c = g.in_c;
-  s.out_h = g.out_h;
-  s.out_w = g.out_w;
-  s.out_c = g.out_c;
-  s.filter_h = g.filter_h;
-  s.filter_w = g.filter_w;
-  s.stride_h = g.stride_h;
-  s.stride_w = g.stride_w;
-  s.dilation_h = g.dilation_h;
-  s.dilation_w = g.dilation_w;
-  s.pad_top = g.pad_top;
-  s.pad_left = g.pad_left;
-  s.nchw = p.nchw;
-  return s;
-}
-
 enum class Pass { kForward, kInputGrad, kFilterGrad };
 
 template <typename T>
@@ -1076,7 +1053,8 @@ void Conv2DTransposeForward(const Conv2DTransposeParams& p, const T* input, cons
                             T* output, const Parallel& parallel) {
   if (p.OutputSize() == 0) return;
   if (UseOnednn<T>(p, Pass::kForward) &&
-      onednn::ConvBackwardData(OnednnShape(p), OnednnType<T>(), input, filter, output)) {
+      onednn::ConvBackwardData(onednn::ShapeOf(AsConvGeometry(p), p.nchw), OnednnType<T>(), input,
+                               filter, output)) {
     return;  // this op is the input gradient of the convolution it transposes
   }
   if constexpr (std::is_integral_v<T>) {
@@ -1092,8 +1070,8 @@ void Conv2DTransposeInputGrad(const Conv2DTransposeParams& p, const T* grad, con
   using C = Compute<T>;
   if (p.InputSize() == 0) return;
   if (UseOnednn<T>(p, Pass::kInputGrad) &&
-      onednn::ConvForward(OnednnShape(p), OnednnType<T>(), grad, filter, nullptr, false, 0.f,
-                          grad_input)) {
+      onednn::ConvForward(onednn::ShapeOf(AsConvGeometry(p), p.nchw), OnednnType<T>(), grad, filter,
+                          nullptr, false, 0.f, grad_input)) {
     return;  // the convolution this op transposes
   }
   const View<C> g = AsNhwc<T, C>(grad, p.nchw, p.batch, p.out_h, p.out_w, p.out_c, parallel);
@@ -1115,7 +1093,8 @@ void Conv2DTransposeFilterGrad(const Conv2DTransposeParams& p, const T* input, c
   using C = Compute<T>;
   if (p.FilterSize() == 0) return;
   if (UseOnednn<T>(p, Pass::kFilterGrad) &&
-      onednn::ConvBackwardWeights(OnednnShape(p), OnednnType<T>(), grad, input, grad_filter)) {
+      onednn::ConvBackwardWeights(onednn::ShapeOf(AsConvGeometry(p), p.nchw), OnednnType<T>(), grad,
+                                  input, grad_filter)) {
     return;  // the convolution's filter gradient, this op's output gradient as its input
   }
   const View<C> in = AsNhwc<T, C>(input, p.nchw, p.batch, p.in_h, p.in_w, p.in_c, parallel);

@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "common/onednn_test_util.h"
 #include "common/parallel.h"
 #include "common/status.h"
-#include "common/onednn_test_util.h"
 #include "common/test_util.h"
 
 namespace opforge {
@@ -171,41 +171,41 @@ TYPED_TEST(Conv2DTransposeKernelTest, ForwardAndGradientsMatchTheDefinition) {
   using T = TypeParam;
   test::RestoreOnednn restore;
   for (const bool onednn : {false, true}) {
-  if (!test::UseOnednnPath<T>(onednn)) continue;
-  SCOPED_TRACE(onednn ? "oneDNN" : "opforge's kernels");
-  std::mt19937_64 rng(42);
-  int index = 0;
-  for (const Case& c : Cases()) {
-    SCOPED_TRACE(::testing::Message() << "case " << index++);
-    Conv2DTransposeParams p;
-    OPFORGE_ASSERT_OK(ValidateConv2DTranspose(AttrsOf(c), c.input, c.filter, c.output, &p));
-    const auto x = test::UniformVector<T>(rng, p.InputSize(), -2.0, 2.0);
-    const auto f = test::UniformVector<T>(rng, p.FilterSize(), -2.0, 2.0);
-    const auto g = test::UniformVector<T>(rng, p.OutputSize(), -2.0, 2.0);
-    const auto xd = Widen(x), fd = Widen(f), gd = Widen(g);
-    std::vector<double> y_ref(p.OutputSize()), y_scale(p.OutputSize());
-    std::vector<double> dx_ref(p.InputSize()), dx_scale(p.InputSize());
-    std::vector<double> df_ref(p.FilterSize()), df_scale(p.FilterSize());
-    ForEachTerm(p, [&](int64_t i, int64_t o, int64_t k) {
-      y_ref[o] += xd[i] * fd[k];
-      y_scale[o] += std::abs(xd[i] * fd[k]);
-      dx_ref[i] += gd[o] * fd[k];
-      dx_scale[i] += std::abs(gd[o] * fd[k]);
-      df_ref[k] += gd[o] * xd[i];
-      df_scale[k] += std::abs(gd[o] * xd[i]);
-    });
-    for (int threads : {1, 3}) {
-      SCOPED_TRACE(::testing::Message() << threads << " threads");
-      const ThreadParallel parallel(threads);
-      std::vector<T> y(p.OutputSize(), T(7)), dx(p.InputSize(), T(7)), df(p.FilterSize(), T(7));
-      Conv2DTransposeForward<T>(p, x.data(), f.data(), y.data(), parallel);
-      Conv2DTransposeInputGrad<T>(p, g.data(), f.data(), dx.data(), parallel);
-      Conv2DTransposeFilterGrad<T>(p, x.data(), g.data(), df.data(), parallel);
-      EXPECT_TRUE(Near(y, y_ref, y_scale, Tolerance<T>()));
-      EXPECT_TRUE(Near(dx, dx_ref, dx_scale, Tolerance<T>()));
-      EXPECT_TRUE(Near(df, df_ref, df_scale, Tolerance<T>()));
+    if (!test::UseOnednnPath<T>(onednn)) continue;
+    SCOPED_TRACE(onednn ? "oneDNN" : "opforge's kernels");
+    std::mt19937_64 rng(42);
+    int index = 0;
+    for (const Case& c : Cases()) {
+      SCOPED_TRACE(::testing::Message() << "case " << index++);
+      Conv2DTransposeParams p;
+      OPFORGE_ASSERT_OK(ValidateConv2DTranspose(AttrsOf(c), c.input, c.filter, c.output, &p));
+      const auto x = test::UniformVector<T>(rng, p.InputSize(), -2.0, 2.0);
+      const auto f = test::UniformVector<T>(rng, p.FilterSize(), -2.0, 2.0);
+      const auto g = test::UniformVector<T>(rng, p.OutputSize(), -2.0, 2.0);
+      const auto xd = Widen(x), fd = Widen(f), gd = Widen(g);
+      std::vector<double> y_ref(p.OutputSize()), y_scale(p.OutputSize());
+      std::vector<double> dx_ref(p.InputSize()), dx_scale(p.InputSize());
+      std::vector<double> df_ref(p.FilterSize()), df_scale(p.FilterSize());
+      ForEachTerm(p, [&](int64_t i, int64_t o, int64_t k) {
+        y_ref[o] += xd[i] * fd[k];
+        y_scale[o] += std::abs(xd[i] * fd[k]);
+        dx_ref[i] += gd[o] * fd[k];
+        dx_scale[i] += std::abs(gd[o] * fd[k]);
+        df_ref[k] += gd[o] * xd[i];
+        df_scale[k] += std::abs(gd[o] * xd[i]);
+      });
+      for (int threads : {1, 3}) {
+        SCOPED_TRACE(::testing::Message() << threads << " threads");
+        const ThreadParallel parallel(threads);
+        std::vector<T> y(p.OutputSize(), T(7)), dx(p.InputSize(), T(7)), df(p.FilterSize(), T(7));
+        Conv2DTransposeForward<T>(p, x.data(), f.data(), y.data(), parallel);
+        Conv2DTransposeInputGrad<T>(p, g.data(), f.data(), dx.data(), parallel);
+        Conv2DTransposeFilterGrad<T>(p, x.data(), g.data(), df.data(), parallel);
+        EXPECT_TRUE(Near(y, y_ref, y_scale, Tolerance<T>()));
+        EXPECT_TRUE(Near(dx, dx_ref, dx_scale, Tolerance<T>()));
+        EXPECT_TRUE(Near(df, df_ref, df_scale, Tolerance<T>()));
+      }
     }
-  }
   }
 }
 

@@ -18,8 +18,8 @@ void ElementMulBf16RunAvx2(const uint16_t* x, const uint16_t* y, uint16_t* out, 
 }
 #else
 bool HaveElementMulBf16Avx2() { return false; }
-void ElementMulBf16RunAvx2(const uint16_t*, const uint16_t*, uint16_t*, int64_t, int64_t,
-                           int64_t) {}
+void ElementMulBf16RunAvx2(const uint16_t*, const uint16_t*, uint16_t*, int64_t, int64_t, int64_t) {
+}
 #endif
 
 }  // namespace opforge

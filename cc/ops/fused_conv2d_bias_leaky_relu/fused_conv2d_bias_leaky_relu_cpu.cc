@@ -158,27 +158,6 @@ inline C Leaky(C z, C alpha) {
   return z > C(0) ? z : z * alpha;
 }
 
-// The convolution in oneDNN's terms (NHWC, HWIO).
-onednn::ConvShape OnednnShape(const conv::Conv2DGeometry& g) {
-  onednn::ConvShape s;
-  s.batch = g.batch;
-  s.in_h = g.in_h;
-  s.in_w = g.in_w;
-  s.in_c = g.in_c;
-  s.out_h = g.out_h;
-  s.out_w = g.out_w;
-  s.out_c = g.out_c;
-  s.filter_h = g.filter_h;
-  s.filter_w = g.filter_w;
-  s.stride_h = g.stride_h;
-  s.stride_w = g.stride_w;
-  s.dilation_h = g.dilation_h;
-  s.dilation_w = g.dilation_w;
-  s.pad_top = g.pad_top;
-  s.pad_left = g.pad_left;
-  return s;
-}
-
 }  // namespace
 
 template <typename T>
@@ -209,7 +188,7 @@ void FusedConv2DBiasLeakyRelu(const FusedConv2DParams& p, const T* input, const 
       // activation runs here, on the rounded result (rounding and x > 0 ? x : 0 * x commute).
       const bool post_op = alpha != C(1) && alpha != C(0);
       std::vector<float> bias_f(b.begin(), b.end());
-      if (onednn::ConvForward(OnednnShape(g),
+      if (onednn::ConvForward(onednn::ShapeOf(g),
                               kBf16 ? onednn::DType::kBFloat16 : onednn::DType::kFloat32, input,
                               filter, bias_f.data(), post_op, static_cast<float>(alpha), output)) {
         if (alpha == C(0)) {

@@ -16,9 +16,9 @@
 #include <utility>
 #include <vector>
 
+#include "common/onednn_test_util.h"
 #include "common/parallel.h"
 #include "common/status.h"
-#include "common/onednn_test_util.h"
 #include "common/test_util.h"
 
 namespace opforge {
@@ -126,24 +126,24 @@ const std::vector<Shape>& Shapes() {
 TEST(FusedConv2DTest, FloatExactOnIntegerValuedData) {
   test::RestoreOnednn restore;
   for (const bool onednn : {false, true}) {
-  if (!test::UseOnednnPath<float>(onednn)) continue;
-  SCOPED_TRACE(onednn ? "oneDNN" : "opforge's kernels");
-  unsigned seed = 1;
-  for (const Shape& s : Shapes()) {
-    const FusedConv2DParams p = Params(s);
-    const auto in = Random(static_cast<size_t>(p.g.InputSize()), seed++, true);
-    const auto f = Random(
-        static_cast<size_t>(s.filter[0] * s.filter[1] * s.filter[2] * s.filter[3]), seed++, true);
-    auto b = Random(static_cast<size_t>(s.filter[3]), seed++, true);
-    // alpha * z stays exact for integers z when alpha is a power of two or zero: use 0.25.
-    FusedConv2DParams q = p;
-    if (q.alpha != 0.0f) q.alpha = 0.25f;
-    const auto want = Naive(q, in, f, b);
-    std::vector<float> out(want.size());
-    FusedConv2DBiasLeakyRelu<float>(q, As<float>(in).data(), As<float>(f).data(),
-                                    As<float>(b).data(), out.data(), SerialParallel());
-    for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(out[i], static_cast<float>(want[i])) << i;
-  }
+    if (!test::UseOnednnPath<float>(onednn)) continue;
+    SCOPED_TRACE(onednn ? "oneDNN" : "opforge's kernels");
+    unsigned seed = 1;
+    for (const Shape& s : Shapes()) {
+      const FusedConv2DParams p = Params(s);
+      const auto in = Random(static_cast<size_t>(p.g.InputSize()), seed++, true);
+      const auto f = Random(
+          static_cast<size_t>(s.filter[0] * s.filter[1] * s.filter[2] * s.filter[3]), seed++, true);
+      auto b = Random(static_cast<size_t>(s.filter[3]), seed++, true);
+      // alpha * z stays exact for integers z when alpha is a power of two or zero: use 0.25.
+      FusedConv2DParams q = p;
+      if (q.alpha != 0.0f) q.alpha = 0.25f;
+      const auto want = Naive(q, in, f, b);
+      std::vector<float> out(want.size());
+      FusedConv2DBiasLeakyRelu<float>(q, As<float>(in).data(), As<float>(f).data(),
+                                      As<float>(b).data(), out.data(), SerialParallel());
+      for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(out[i], static_cast<float>(want[i])) << i;
+    }
   }
 }
 
@@ -151,27 +151,27 @@ template <typename T>
 void CheckRandom(double rtol) {
   test::RestoreOnednn restore;
   for (const bool onednn : {false, true}) {
-  if (!test::UseOnednnPath<T>(onednn)) continue;
-  SCOPED_TRACE(onednn ? "oneDNN" : "opforge's kernels");
-  unsigned seed = 100;
-  for (const Shape& s : Shapes()) {
-    const FusedConv2DParams p = Params(s);
-    auto in = Random(static_cast<size_t>(p.g.InputSize()), seed++, false);
-    auto f = Random(static_cast<size_t>(s.filter[0] * s.filter[1] * s.filter[2] * s.filter[3]),
-                    seed++, false);
-    auto b = Random(static_cast<size_t>(s.filter[3]), seed++, false);
-    // The reference sees the values as T holds them.
-    for (auto* v : {&in, &f, &b})
-      for (auto& x : *v) x = static_cast<double>(static_cast<T>(x));
-    const auto want = Naive(p, in, f, b);
-    std::vector<T> out(want.size());
-    FusedConv2DBiasLeakyRelu<T>(p, As<T>(in).data(), As<T>(f).data(), As<T>(b).data(), out.data(),
-                                ThreadParallel(2));
-    const double scale = std::sqrt(static_cast<double>(p.g.Depth())) * 3.0;
-    for (size_t i = 0; i < want.size(); ++i) {
-      ASSERT_NEAR(static_cast<double>(out[i]), want[i], rtol * (std::abs(want[i]) + scale)) << i;
+    if (!test::UseOnednnPath<T>(onednn)) continue;
+    SCOPED_TRACE(onednn ? "oneDNN" : "opforge's kernels");
+    unsigned seed = 100;
+    for (const Shape& s : Shapes()) {
+      const FusedConv2DParams p = Params(s);
+      auto in = Random(static_cast<size_t>(p.g.InputSize()), seed++, false);
+      auto f = Random(static_cast<size_t>(s.filter[0] * s.filter[1] * s.filter[2] * s.filter[3]),
+                      seed++, false);
+      auto b = Random(static_cast<size_t>(s.filter[3]), seed++, false);
+      // The reference sees the values as T holds them.
+      for (auto* v : {&in, &f, &b})
+        for (auto& x : *v) x = static_cast<double>(static_cast<T>(x));
+      const auto want = Naive(p, in, f, b);
+      std::vector<T> out(want.size());
+      FusedConv2DBiasLeakyRelu<T>(p, As<T>(in).data(), As<T>(f).data(), As<T>(b).data(), out.data(),
+                                  ThreadParallel(2));
+      const double scale = std::sqrt(static_cast<double>(p.g.Depth())) * 3.0;
+      for (size_t i = 0; i < want.size(); ++i) {
+        ASSERT_NEAR(static_cast<double>(out[i]), want[i], rtol * (std::abs(want[i]) + scale)) << i;
+      }
     }
-  }
   }
 }
 

@@ -62,22 +62,22 @@ void BackwardRange(const T* g, const T* x, T* dx, int64_t n, T alpha) {
 // as Eigen::bfloat16's arithmetic, 1.3-1.5x faster.
 // The loops, once as the core is compiled (AVX) and once for AVX2 (256-bit integer operations
 // for the conversions), chosen at run time as the *_fma_cpu.cc builds are.
-#define OPFORGE_BF16_LEAKY_LOOPS(SUFFIX, ATTR)                                                \
-  ATTR void Bf16Forward##SUFFIX(const uint16_t* xs, uint16_t* ys, int64_t n, float a) {     \
-    OPFORGE_IVDEP                                                                           \
-    for (int64_t i = 0; i < n; ++i) {                                                       \
-      const float v = Bf16BitsToFloat(xs[i]);                                               \
-      const uint16_t scaled = FloatToBf16Bits(v * a);                                       \
-      ys[i] = v > 0.0f ? xs[i] : scaled;                                                    \
-    }                                                                                       \
-  }                                                                                         \
-  ATTR void Bf16Backward##SUFFIX(const uint16_t* gs, const uint16_t* xs, uint16_t* ds,      \
-                                 int64_t n, float a) {                                      \
-    OPFORGE_IVDEP                                                                           \
-    for (int64_t i = 0; i < n; ++i) {                                                       \
-      const uint16_t scaled = FloatToBf16Bits(Bf16BitsToFloat(gs[i]) * a);                  \
-      ds[i] = Bf16BitsToFloat(xs[i]) > 0.0f ? gs[i] : scaled;                               \
-    }                                                                                       \
+#define OPFORGE_BF16_LEAKY_LOOPS(SUFFIX, ATTR)                                                    \
+  ATTR void Bf16Forward##SUFFIX(const uint16_t* xs, uint16_t* ys, int64_t n, float a) {           \
+    OPFORGE_IVDEP                                                                                 \
+    for (int64_t i = 0; i < n; ++i) {                                                             \
+      const float v = Bf16BitsToFloat(xs[i]);                                                     \
+      const uint16_t scaled = FloatToBf16Bits(v * a);                                             \
+      ys[i] = v > 0.0f ? xs[i] : scaled;                                                          \
+    }                                                                                             \
+  }                                                                                               \
+  ATTR void Bf16Backward##SUFFIX(const uint16_t* gs, const uint16_t* xs, uint16_t* ds, int64_t n, \
+                                 float a) {                                                       \
+    OPFORGE_IVDEP                                                                                 \
+    for (int64_t i = 0; i < n; ++i) {                                                             \
+      const uint16_t scaled = FloatToBf16Bits(Bf16BitsToFloat(gs[i]) * a);                        \
+      ds[i] = Bf16BitsToFloat(xs[i]) > 0.0f ? gs[i] : scaled;                                     \
+    }                                                                                             \
   }
 OPFORGE_BF16_LEAKY_LOOPS(Default, )
 #if defined(__x86_64__)
