@@ -61,6 +61,7 @@ struct Api {
   X(dnnl_convolution_backward_data_primitive_desc_create)    \
   X(dnnl_convolution_backward_weights_primitive_desc_create) \
   X(dnnl_reorder_primitive_desc_create)                      \
+  X(dnnl_matmul_primitive_desc_create)                       \
   X(dnnl_primitive_desc_query_md)                            \
   X(dnnl_primitive_desc_query)                               \
   X(dnnl_primitive_desc_destroy)                             \
@@ -152,6 +153,10 @@ struct Md {
     dnnl_dims_t d = {dims[0], dims[1], dims[2], dims[3]};
     return GetApi().dnnl_memory_desc_create_with_tag(&md, 4, d, type, tag) == dnnl_success;
   }
+  bool Create2(int64_t rows, int64_t cols, dnnl_data_type_t type, dnnl_format_tag_t tag) {
+    dnnl_dims_t d = {rows, cols};
+    return GetApi().dnnl_memory_desc_create_with_tag(&md, 2, d, type, tag) == dnnl_success;
+  }
   bool Create1(int64_t n, dnnl_data_type_t type) {
     dnnl_dims_t d = {n};
     return GetApi().dnnl_memory_desc_create_with_tag(&md, 1, d, type, dnnl_a) == dnnl_success;
@@ -239,6 +244,41 @@ bool Right(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t dilation,
   return *right >= 0 && left >= 0;
 }
 
+// A 1x1 stride-1 convolution without padding in NHWC: one matrix product [pixels, in_c] x
+// [in_c, out_c], which oneDNN's matmul runs faster than its 1x1 convolution (bfloat16 on AMX,
+// [21632, 256] -> 128: 1.0-1.2 ms against 2.5-2.9 ms on the 2-core Xeon).
+bool Pointwise(const ConvShape& s) {
+  return !s.nchw && s.filter_h == 1 && s.filter_w == 1 && s.stride_h == 1 && s.stride_w == 1 &&
+         s.pad_top == 0 && s.pad_left == 0 && s.in_h == s.out_h && s.in_w == s.out_w;
+}
+
+std::unique_ptr<Entry> BuildMatmul(const ConvShape& s, dnnl_data_type_t type, bool bias, bool leaky,
+                                   float alpha) {
+  const Api& api = GetApi();
+  auto e = std::make_unique<Entry>();
+  const int64_t m = s.batch * s.in_h * s.in_w;
+  Md w_any;
+  if (!e->x.Create2(m, s.in_c, type, dnnl_ab) || !e->y.Create2(m, s.out_c, type, dnnl_ab) ||
+      !e->w.Create2(s.in_c, s.out_c, type, dnnl_ab) ||
+      !w_any.Create2(s.in_c, s.out_c, type, dnnl_format_tag_any) ||
+      (bias && !e->bias.Create2(1, s.out_c, dnnl_f32, dnnl_ab))) {
+    return e;
+  }
+  Attr attr;
+  if (!attr.Create(leaky, alpha)) return e;
+  if (api.dnnl_matmul_primitive_desc_create(&e->conv.pd, api.engine, e->x.md, w_any.md,
+                                            bias ? e->bias.md : nullptr, e->y.md,
+                                            attr.attr) != dnnl_success ||
+      !e->conv.Make()) {
+    return e;
+  }
+  const_dnnl_memory_desc_t blocked = e->conv.Query(dnnl_query_weights_md);
+  if (blocked == nullptr) return e;
+  e->filter_bytes = api.dnnl_memory_desc_get_size(blocked);
+  e->ok = e->filter.Create(e->w.md, blocked);
+  return e;
+}
+
 std::unique_ptr<Entry> Build(Kind kind, const ConvShape& s, dnnl_data_type_t type, bool bias,
                              bool leaky, float alpha) {
   const Api& api = GetApi();
@@ -248,6 +288,7 @@ std::unique_ptr<Entry> Build(Kind kind, const ConvShape& s, dnnl_data_type_t typ
       !Right(s.in_w, s.out_w, s.filter_w, s.stride_w, s.dilation_w, s.pad_left, &pad_right)) {
     return e;  // not ok: oneDNN needs non-negative padding
   }
+  if (kind == Kind::kForward && Pointwise(s)) return BuildMatmul(s, type, bias, leaky, alpha);
   const dnnl_format_tag_t act = s.nchw ? dnnl_nchw : dnnl_nhwc;
   if (!e->x.Create({s.batch, s.in_c, s.in_h, s.in_w}, type, act) ||
       !e->y.Create({s.batch, s.out_c, s.out_h, s.out_w}, type, act) ||
