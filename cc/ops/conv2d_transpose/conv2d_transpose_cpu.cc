@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/conv2d_core.h"
+#include "common/cpu_features.h"
 #include "common/gemm.h"
 #include "common/onednn.h"
 #include "common/scratch.h"
@@ -960,12 +961,16 @@ constexpr onednn::DType OnednnType() {
 //    and DCGAN shapes, where opforge's im2col, phase-Winograd and filter-gradient kernels ran
 //    0.53-1.19x (`opforge bench conv2d_transpose`).
 // Elsewhere, and where oneDNN is not available or refuses a geometry, opforge's own kernels.
+// Without AVX-512 (an AVX2 CPU, or OPFORGE_MAX_ISA=avx2), the 4x4 stride-2 forward and input
+// gradient keep opforge's phases and Winograd F(2x2, 2x2): oneDNN's AVX2 kernels ran them at
+// 0.87-0.89x and 0.96-0.99x TensorFlow's there (capped on the Xeon), the phases 1.11-1.16x
+// (capped on the EPYC).
 template <typename T>
 bool UseOnednn(const Conv2DTransposeParams& p, Pass pass) {
-  (void)pass;
   if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
     return true;
   } else if constexpr (std::is_same_v<T, float>) {
+    if (pass != Pass::kFilterGrad && UsePhaseWinograd(p) && !CpuHasAvx512()) return false;
     return !(p.filter_h == 3 && p.filter_w == 3 && p.stride_h == 1 && p.stride_w == 1 &&
              p.dilation_h == 1 && p.dilation_w == 1 && p.in_c >= 16 && p.out_c >= 16);
   } else {
