@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 namespace opforge {
 
@@ -41,6 +42,20 @@ class ThreadParallel final : public Parallel {
  private:
   int num_threads_;
 };
+
+// Runs a sequence of steps, each a set of tasks: run(step, task) for every task in
+// [0, tasks[step]), step after step, each starting once the previous one's tasks are all done.
+// One team does all the steps: the calling thread and whichever of the backend's threads join
+// (one parallel.For for the whole sequence), each claiming the next task of the current step;
+// a member that finds no task left waits, spinning, only for tasks other members have claimed
+// and are running, so a pool thread that never joins holds nothing up. Against one
+// parallel.For per step, the pool's threads are woken once instead of once per step (on a
+// virtual machine a sleeping core can take a hundred microseconds to wake). A task is the
+// same unit whichever member runs it, so results do not depend on the partition.
+// cost_per_task: cycles, as for Parallel::For (below ~one task of work everything runs on the
+// calling thread).
+void RunSteps(const Parallel& parallel, const std::vector<int64_t>& tasks, double cost_per_task,
+              const std::function<void(int64_t step, int64_t task)>& run);
 
 // Cost hints (cycles per element) shared by the element-wise kernels.
 constexpr double kCostElementwise = 2.0;

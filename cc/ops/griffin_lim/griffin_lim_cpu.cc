@@ -638,40 +638,35 @@ Status GriffinLimForward(const GriffinLimParams& p, const T* magnitude, const T*
   const double fft_cost = 5.0 * static_cast<double>(n_fft) *
                           std::log2(static_cast<double>(std::max<int64_t>(n_fft, 2)));
 
-  // The overlap-add: out[b, j] = sum_t frames[b, t][j + offset - t hop] / divisor[j], the frames
-  // summed in ascending order in double whatever the partition.
-  const int64_t blocks_per_item = (length + kSampleBlock - 1) / kSampleBlock;
-  auto overlap_add = [&](T* out) {
-    if (length == 0) return;
-    const double cost = 4.0 * static_cast<double>(kSampleBlock * (n_fft / hop + 1));
-    parallel.For(batch * blocks_per_item, cost, [&](int64_t begin, int64_t end) {
-      WithScratch<T, T>(n_fft, 0, [&](FrameScratch<T, T>* s) {
-        double* __restrict acc = s->acc.data();
-        for (int64_t task = begin; task < end; ++task) {
-          const int64_t b = task / blocks_per_item;
-          const int64_t j0 = (task - b * blocks_per_item) * kSampleBlock;
-          const int64_t j1 = std::min(length, j0 + kSampleBlock);
-          const int64_t q0 = j0 + offset, q1 = std::min(j1 + offset, buffer_length);
-          std::fill(acc, acc + kSampleBlock, 0.0);
-          if (q1 > q0) {
-            const int64_t t_first = q0 >= n_fft ? (q0 - n_fft) / hop + 1 : 0;
-            const int64_t t_last = std::min(ola_frames - 1, (q1 - 1) / hop);
-            for (int64_t t = t_first; t <= t_last; ++t) {
-              const T* __restrict frame = frames.data() + (b * n_frames + t) * n_fft;
-              const int64_t lo = std::max(q0, t * hop), hi = std::min(q1, t * hop + n_fft);
-              double* __restrict a = acc + (lo - q0);
-              const T* __restrict src = frame + (lo - t * hop);
-              for (int64_t i = 0; i < hi - lo; ++i) a[i] += static_cast<double>(src[i]);
-            }
-          }
-          T* __restrict o = out + b * length + j0;
-          const T* __restrict d = divisor.data() + j0;
-          for (int64_t j = 0; j < j1 - j0; ++j) {
-            const T v = static_cast<T>(acc[j]);
-            o[j] = d[j] != T(0) ? v / d[j] : v;
-          }
+  // The overlap-add of one block of kSampleBlock output samples: out[b, j] = sum_t
+  // frames[b, t][j + offset - t hop] / divisor[j], the frames summed in ascending order in double
+  // whatever the partition.
+  const int64_t blocks_per_item = length == 0 ? 0 : (length + kSampleBlock - 1) / kSampleBlock;
+  auto overlap_add = [&](int64_t task, T* out) {
+    WithScratch<T, T>(n_fft, 0, [&](FrameScratch<T, T>* s) {
+      double* __restrict acc = s->acc.data();
+      const int64_t b = task / blocks_per_item;
+      const int64_t j0 = (task - b * blocks_per_item) * kSampleBlock;
+      const int64_t j1 = std::min(length, j0 + kSampleBlock);
+      const int64_t q0 = j0 + offset, q1 = std::min(j1 + offset, buffer_length);
+      std::fill(acc, acc + kSampleBlock, 0.0);
+      if (q1 > q0) {
+        const int64_t t_first = q0 >= n_fft ? (q0 - n_fft) / hop + 1 : 0;
+        const int64_t t_last = std::min(ola_frames - 1, (q1 - 1) / hop);
+        for (int64_t t = t_first; t <= t_last; ++t) {
+          const T* __restrict frame = frames.data() + (b * n_frames + t) * n_fft;
+          const int64_t lo = std::max(q0, t * hop), hi = std::min(q1, t * hop + n_fft);
+          double* __restrict a = acc + (lo - q0);
+          const T* __restrict src = frame + (lo - t * hop);
+          for (int64_t i = 0; i < hi - lo; ++i) a[i] += static_cast<double>(src[i]);
         }
-      });
+      }
+      T* __restrict o = out + b * length + j0;
+      const T* __restrict d = divisor.data() + j0;
+      for (int64_t j = 0; j < j1 - j0; ++j) {
+        const T v = static_cast<T>(acc[j]);
+        o[j] = d[j] != T(0) ? v / d[j] : v;
+      }
     });
   };
 
@@ -680,6 +675,8 @@ Status GriffinLimForward(const GriffinLimParams& p, const T* magnitude, const T*
   // kL frames ([batch, T] flattened; a last group's missing frames are zeros), lanes interleaved
   // ([k kL + l]): the magnitudes (n_freq x kL) and the spectrum's state (n_freq x kL real parts,
   // then as many imaginary parts: first S * the initial angles, then tprev).
+  // The whole algorithm is one sequence of steps (RunSteps): the first frame pass, then per
+  // iteration the overlap-add and the frame pass, then the last overlap-add into the audio.
   const int64_t fft_buffer = transform.BufferSize();
   auto frame_passes = [&](auto vec_tag) {
     using Vec = typename decltype(vec_tag)::type;
@@ -691,97 +688,105 @@ Status GriffinLimForward(const GriffinLimParams& p, const T* magnitude, const T*
     auto lanes_of = [&](int64_t g) {
       return static_cast<int>(std::min<int64_t>(kL, total_frames - g * kL));
     };
-    // The magnitudes and the initial spectrum S * angles, and the first ISTFT's frames.
-    parallel.For(groups, kL * (fft_cost + 40.0 * static_cast<double>(n_freq)),
-                 [&](int64_t begin, int64_t end) {
-      WithScratch<T, Vec>(n_fft, fft_buffer, [&](FrameScratch<T, Vec>* s) {
-        for (int64_t g = begin; g < end; ++g) {
-          const int lanes = lanes_of(g);
-          T* m = mag.data() + g * group_bins;
-          T* re = state.data() + g * 2 * group_bins;
-          T* im = re + group_bins;
-          for (int l = 0; l < kL; ++l) {
-            if (l >= lanes) {
-              for (int64_t f = 0; f < n_freq; ++f) m[f * kL + l] = re[f * kL + l] = im[f * kL + l] = T(0);
-              continue;
-            }
-            const int64_t u = g * kL + l;
-            const int64_t b = u / n_frames, t = u - b * n_frames;
-            const int64_t in = b * n_freq * n_frames + t;  // S[b, 0, t]
-            for (int64_t f = 0; f < n_freq; ++f) {
-              const T mf = magnitude[in + f * n_frames];
-              m[f * kL + l] = mf;
-              if (p.init == GriffinLimInit::kOnes) {
-                re[f * kL + l] = mf;
-                im[f * kL + l] = T(0) * mf;
-              } else {
-                const double phase = p.init == GriffinLimInit::kRandom
-                                         ? 2.0 * kPi * uniform[static_cast<size_t>(in + f * n_frames)]
-                                         : static_cast<double>(phases[in + f * n_frames]);
-                re[f * kL + l] = static_cast<T>(std::cos(phase)) * mf;
-                im[f * kL + l] = static_cast<T>(std::sin(phase)) * mf;
-              }
-            }
+    // Group g's magnitudes and initial spectrum S * angles, and the first ISTFT's frames.
+    auto first_pass = [&](int64_t g, FrameScratch<T, Vec>* s) {
+      const int lanes = lanes_of(g);
+      T* m = mag.data() + g * group_bins;
+      T* re = state.data() + g * 2 * group_bins;
+      T* im = re + group_bins;
+      for (int l = 0; l < kL; ++l) {
+        if (l >= lanes) {
+          for (int64_t f = 0; f < n_freq; ++f) m[f * kL + l] = re[f * kL + l] = im[f * kL + l] = T(0);
+          continue;
+        }
+        const int64_t u = g * kL + l;
+        const int64_t b = u / n_frames, t = u - b * n_frames;
+        const int64_t in = b * n_freq * n_frames + t;  // S[b, 0, t]
+        for (int64_t f = 0; f < n_freq; ++f) {
+          const T mf = magnitude[in + f * n_frames];
+          m[f * kL + l] = mf;
+          if (p.init == GriffinLimInit::kOnes) {
+            re[f * kL + l] = mf;
+            im[f * kL + l] = T(0) * mf;
+          } else {
+            const double phase = p.init == GriffinLimInit::kRandom
+                                     ? 2.0 * kPi * uniform[static_cast<size_t>(in + f * n_frames)]
+                                     : static_cast<double>(phases[in + f * n_frames]);
+            re[f * kL + l] = static_cast<T>(std::cos(phase)) * mf;
+            im[f * kL + l] = static_cast<T>(std::sin(phase)) * mf;
           }
-          transform.WriteSpectra(re, im, n_freq, s->a.data());
-          const Vec* out = transform.Run(s->a.data(), s->b.data(), false);
-          transform.StoreFrames(out, lanes, frames.data() + g * kL * n_fft);
+        }
+      }
+      transform.WriteSpectra(re, im, n_freq, s->a.data());
+      const Vec* out = transform.Run(s->a.data(), s->b.data(), false);
+      transform.StoreFrames(out, lanes, frames.data() + g * kL * n_fft);
+    };
+    // Group g in an iteration: its frames' STFT, the phase update and their inverse FFTs, all in
+    // cache.
+    auto iteration = [&](int64_t g, bool first, FrameScratch<T, Vec>* s) {
+      const int lanes = lanes_of(g);
+      // Frames of one group may belong to two batch items: one start per lane.
+      int64_t starts[kL] = {};
+      const T* signals[kL] = {};
+      bool one_item = true;
+      for (int l = 0; l < lanes; ++l) {
+        const int64_t u = g * kL + l;
+        const int64_t b = u / n_frames, t = u - b * n_frames;
+        starts[l] = t * hop - offset;
+        signals[l] = signal.data() + b * length;
+        one_item = one_item && signals[l] == signals[0];
+      }
+      if (one_item) {
+        transform.LoadFrames(signals[0], length, starts, lanes, s->a.data());
+      } else {
+        // Lane by lane (the other lanes of each call then written over by the next).
+        for (int l = 0; l < lanes; ++l) {
+          transform.LoadFrames(signals[l], length, starts, lanes, s->b.data());
+          T* d = reinterpret_cast<T*>(s->a.data());
+          const T* from = reinterpret_cast<const T*>(s->b.data());
+          for (int64_t j = 0; j < n_fft; ++j) d[j * kL + l] = from[j * kL + l];
+        }
+        T* d = reinterpret_cast<T*>(s->a.data());
+        for (int l = lanes; l < kL; ++l) {
+          for (int64_t j = 0; j < n_fft; ++j) d[j * kL + l] = T(0);
+        }
+      }
+      Vec* spectrum = transform.Run(s->a.data(), s->b.data(), true);
+      Vec* work = spectrum == s->a.data() ? s->b.data() : s->a.data();
+      T* prev = state.data() + g * 2 * group_bins;
+      UpdateLanes<T, Vec>(n_fft, n_freq, first, momentum, mag.data() + g * group_bins, prev,
+                          prev + group_bins, spectrum, s);
+      const Vec* out = transform.Run(spectrum, work, false);
+      transform.StoreFrames(out, lanes, frames.data() + g * kL * n_fft);
+    };
+    const int64_t ola_tasks = batch * blocks_per_item;
+    std::vector<int64_t> tasks{groups};
+    for (int64_t iter = 0; iter < p.n_iter; ++iter) {
+      tasks.push_back(ola_tasks);
+      tasks.push_back(groups);
+    }
+    tasks.push_back(ola_tasks);
+    const double group_cost = kL * (2.0 * fft_cost + 40.0 * static_cast<double>(n_freq));
+    const int64_t last = static_cast<int64_t>(tasks.size()) - 1;
+    RunSteps(parallel, tasks, group_cost, [&](int64_t step, int64_t task) {
+      if (step == last || step % 2 == 1) {
+        overlap_add(task, step == last ? audio : signal.data());
+        return;
+      }
+      WithScratch<T, Vec>(n_fft, fft_buffer, [&](FrameScratch<T, Vec>* s) {
+        if (step == 0) {
+          first_pass(task, s);
+        } else {
+          iteration(task, step == 2, s);
         }
       });
     });
-    for (int64_t iter = 0; iter < p.n_iter; ++iter) {
-      overlap_add(signal.data());
-      const bool first = iter == 0;
-      // Each group: its frames' STFT, the phase update and their inverse FFTs, all in cache.
-      parallel.For(groups, kL * (2.0 * fft_cost + 40.0 * static_cast<double>(n_freq)),
-                   [&](int64_t begin, int64_t end) {
-        WithScratch<T, Vec>(n_fft, fft_buffer, [&](FrameScratch<T, Vec>* s) {
-          for (int64_t g = begin; g < end; ++g) {
-            const int lanes = lanes_of(g);
-            // Frames of one group may belong to two batch items: one start per lane.
-            int64_t starts[kL] = {};
-            const T* signals[kL] = {};
-            bool one_item = true;
-            for (int l = 0; l < lanes; ++l) {
-              const int64_t u = g * kL + l;
-              const int64_t b = u / n_frames, t = u - b * n_frames;
-              starts[l] = t * hop - offset;
-              signals[l] = signal.data() + b * length;
-              one_item = one_item && signals[l] == signals[0];
-            }
-            if (one_item) {
-              transform.LoadFrames(signals[0], length, starts, lanes, s->a.data());
-            } else {
-              // Lane by lane (the other lanes of each call then written over by the next).
-              for (int l = 0; l < lanes; ++l) {
-                transform.LoadFrames(signals[l], length, starts, lanes, s->b.data());
-                T* d = reinterpret_cast<T*>(s->a.data());
-                const T* from = reinterpret_cast<const T*>(s->b.data());
-                for (int64_t j = 0; j < n_fft; ++j) d[j * kL + l] = from[j * kL + l];
-              }
-              T* d = reinterpret_cast<T*>(s->a.data());
-              for (int l = lanes; l < kL; ++l) {
-                for (int64_t j = 0; j < n_fft; ++j) d[j * kL + l] = T(0);
-              }
-            }
-            Vec* spectrum = transform.Run(s->a.data(), s->b.data(), true);
-            Vec* work = spectrum == s->a.data() ? s->b.data() : s->a.data();
-            T* prev = state.data() + g * 2 * group_bins;
-            UpdateLanes<T, Vec>(n_fft, n_freq, first, momentum, mag.data() + g * group_bins, prev,
-                                prev + group_bins, spectrum, s);
-            const Vec* out = transform.Run(spectrum, work, false);
-            transform.StoreFrames(out, lanes, frames.data() + g * kL * n_fft);
-          }
-        });
-      });
-    }
   };
   if (n_fft <= kKeptFft) {
     frame_passes(TypeTag<FftVec<T>>{});
   } else {
     frame_passes(TypeTag<T>{});
   }
-  overlap_add(audio);
   return Status::Ok();
 }
 
