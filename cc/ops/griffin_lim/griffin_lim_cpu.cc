@@ -3,7 +3,6 @@
 #include <complex>
 #include <cstdint>
 #include <limits>
-#include <random>
 #include <sstream>
 #include <string>
 #include <type_traits>
@@ -16,6 +15,7 @@
 
 #include "common/arith.h"
 #include "common/ducc.h"
+#include "common/random_phases.h"
 #include "common/scratch.h"
 #include "ops/griffin_lim/griffin_lim.h"
 
@@ -338,6 +338,8 @@ struct FrameScratch {
   std::vector<Vec> a, b;      // FFT data and work buffers (lanes interleaved)
   std::vector<T> zero_lanes;  // kL zeros: the imaginary parts of bins 0 and n_fft / 2
   std::vector<double> acc;    // kSampleBlock: the overlap-add's sums
+  std::vector<double> draws;  // n_freq: one frame's uniform draws (kRandom's first pass)
+  std::vector<T> cosines, sines;  // n_freq: their angles' cos and sin
 
   void Reserve(int64_t fft_buffer) {
     auto grow = [](auto* v, int64_t n) {
@@ -509,13 +511,84 @@ class FrameTransform {
   std::vector<T> analysis_, synthesis_;
 };
 
+#ifdef __AVX__
+// UpdateLanes for 8 float lanes in 256-bit registers: the scalar path's arithmetic, |angles| in
+// double (each half of the lanes widened to 4 doubles), so that a lane's value never depends on
+// the frames beside it.
+inline void UpdateLanesAvx(int64_t n_fft, int64_t n_freq, bool first, float momentum,
+                           const float* __restrict mag, float* __restrict prev_re,
+                           float* __restrict prev_im, float* __restrict r) {
+  const __m256 mom = _mm256_set1_ps(momentum);
+  const __m256 eps = _mm256_set1_ps(std::numeric_limits<float>::min());
+  const __m256 one = _mm256_set1_ps(1.0f);
+  auto norm_half = [](__m128 a, __m128 b) {
+    const __m256d da = _mm256_cvtps_pd(a), db = _mm256_cvtps_pd(b);
+    return _mm256_cvtpd_ps(
+        _mm256_sqrt_pd(_mm256_add_pd(_mm256_mul_pd(da, da), _mm256_mul_pd(db, db))));
+  };
+  for (int64_t k = 0; k < n_freq; ++k) {
+    float* xr = r + RealPos(k, n_fft) * 8;
+    const bool has_imag = HasImag(k, n_fft);
+    float* xi = r + 2 * k * 8;
+    const int64_t o = k * 8;
+    const __m256 vr = _mm256_loadu_ps(xr);
+    const __m256 vi = has_imag ? _mm256_loadu_ps(xi) : _mm256_setzero_ps();
+    __m256 re = vr, im = vi;
+    if (!first) {
+      re = _mm256_sub_ps(vr, _mm256_mul_ps(mom, _mm256_loadu_ps(prev_re + o)));
+      im = _mm256_sub_ps(vi, _mm256_mul_ps(mom, _mm256_loadu_ps(prev_im + o)));
+    }
+    const __m256 norm = _mm256_insertf128_ps(
+        _mm256_castps128_ps256(norm_half(_mm256_castps256_ps128(re), _mm256_castps256_ps128(im))),
+        norm_half(_mm256_extractf128_ps(re, 1), _mm256_extractf128_ps(im, 1)), 1);
+    const __m256 scale = _mm256_div_ps(one, _mm256_add_ps(norm, eps));
+    const __m256 mg = _mm256_loadu_ps(mag + o);
+    _mm256_storeu_ps(prev_re + o, vr);
+    _mm256_storeu_ps(prev_im + o, vi);
+    _mm256_storeu_ps(xr, _mm256_mul_ps(_mm256_mul_ps(re, scale), mg));
+    if (has_imag) _mm256_storeu_ps(xi, _mm256_mul_ps(_mm256_mul_ps(im, scale), mg));
+  }
+}
+
+// UpdateLanes for 4 double lanes: the scalar path's arithmetic, in 256-bit registers.
+inline void UpdateLanesAvx(int64_t n_fft, int64_t n_freq, bool first, double momentum,
+                           const double* __restrict mag, double* __restrict prev_re,
+                           double* __restrict prev_im, double* __restrict r) {
+  const __m256d mom = _mm256_set1_pd(momentum);
+  const __m256d eps = _mm256_set1_pd(std::numeric_limits<double>::min());
+  const __m256d one = _mm256_set1_pd(1.0);
+  for (int64_t k = 0; k < n_freq; ++k) {
+    double* xr = r + RealPos(k, n_fft) * 4;
+    const bool has_imag = HasImag(k, n_fft);
+    double* xi = r + 2 * k * 4;
+    const int64_t o = k * 4;
+    const __m256d vr = _mm256_loadu_pd(xr);
+    const __m256d vi = has_imag ? _mm256_loadu_pd(xi) : _mm256_setzero_pd();
+    __m256d re = vr, im = vi;
+    if (!first) {
+      re = _mm256_sub_pd(vr, _mm256_mul_pd(mom, _mm256_loadu_pd(prev_re + o)));
+      im = _mm256_sub_pd(vi, _mm256_mul_pd(mom, _mm256_loadu_pd(prev_im + o)));
+    }
+    const __m256d norm =
+        _mm256_sqrt_pd(_mm256_add_pd(_mm256_mul_pd(re, re), _mm256_mul_pd(im, im)));
+    const __m256d scale = _mm256_div_pd(one, _mm256_add_pd(norm, eps));
+    const __m256d mg = _mm256_loadu_pd(mag + o);
+    _mm256_storeu_pd(prev_re + o, vr);
+    _mm256_storeu_pd(prev_im + o, vi);
+    _mm256_storeu_pd(xr, _mm256_mul_pd(_mm256_mul_pd(re, scale), mg));
+    if (has_imag) _mm256_storeu_pd(xi, _mm256_mul_pd(_mm256_mul_pd(im, scale), mg));
+  }
+}
+#endif
+
 // librosa's phase update of kL frames at once, in place on their forward FFT (half-complex order,
 // lanes interleaved), with their magnitudes and previous spectra laid out [k kL + l]:
 //   angles = rebuilt - momentum * tprev (not on the first iteration)
 //   spectrum = S * angles / (|angles| + tiny),   tprev = rebuilt
 // |angles| in double (as sqrt(re^2 + im^2): no overflow for float, and the formula the CUDA
-// kernel replays), rounded to T. Loops over the lanes the compiler vectorises (and Eigen's
-// vectorised sqrt in between: a plain std::sqrt loop stays scalar, for errno's sake).
+// kernel replays), rounded to T. With AVX in intrinsics (UpdateLanesAvx: the compiler left the
+// float lanes' division and products scalar), otherwise loops over the lanes that the compiler
+// vectorises.
 template <typename T, typename Vec>
 void UpdateLanes(int64_t n_fft, int64_t n_freq, bool first, T momentum, const T* __restrict mag,
                  T* __restrict prev_re, T* __restrict prev_im, Vec* spectrum,
@@ -538,7 +611,17 @@ void UpdateLanes(int64_t n_fft, int64_t n_freq, bool first, T momentum, const T*
       xr = re * scale * mag[k];
       if (has_imag) r[2 * k] = im * scale * mag[k];
     }
-  } else {
+  }
+#ifdef __AVX__
+  else if constexpr (kL == 8 && std::is_same_v<T, float>) {
+    UpdateLanesAvx(n_fft, n_freq, first, momentum, mag, prev_re, prev_im,
+                   reinterpret_cast<float*>(spectrum));
+  } else if constexpr (kL == 4 && std::is_same_v<T, double>) {
+    UpdateLanesAvx(n_fft, n_freq, first, momentum, mag, prev_re, prev_im,
+                   reinterpret_cast<double*>(spectrum));
+  }
+#endif
+  else {
     // The same arithmetic, kL frames at a time in loops over the lanes that the compiler turns
     // into vector instructions (this file is compiled with -fno-math-errno for the square root).
     T* __restrict r = reinterpret_cast<T*>(spectrum);
@@ -621,18 +704,13 @@ Status GriffinLimForward(const GriffinLimParams& p, const T* magnitude, const T*
   // and the signal they make. Every element is written before it is read.
   Scratch<T> frames(static_cast<size_t>(total_frames * n_fft));
   Scratch<T> signal(static_cast<size_t>(batch * length));
-  std::vector<double> uniform;
+  Scratch<double> uniform(p.init == GriffinLimInit::kRandom
+                              ? static_cast<size_t>(total_frames * n_freq)
+                              : 0);
   if (p.init == GriffinLimInit::kRandom) {
-    // numpy's RandomState(seed).random(): MT19937 with init_genrand(seed) (std::mt19937's
-    // seeding) and 53-bit doubles from two draws, in S's row-major order. The draw is serial;
-    // the cos and sin of the phases are not.
-    uniform.resize(static_cast<size_t>(total_frames * n_freq));
-    std::mt19937 gen(static_cast<uint32_t>(p.seed));
-    for (double& u : uniform) {
-      const uint32_t hi = static_cast<uint32_t>(gen()) >> 5;
-      const uint32_t lo = static_cast<uint32_t>(gen()) >> 6;
-      u = (static_cast<double>(hi) * 67108864.0 + static_cast<double>(lo)) / 9007199254740992.0;
-    }
+    // numpy's RandomState(seed).random(S.shape), in S's row-major order. The draw is serial
+    // (four words at a time); the cos and sin of the phases are taken in the first pass.
+    MtUniformDoubles(static_cast<uint32_t>(p.seed), total_frames * n_freq, uniform.data());
   }
   const T momentum = static_cast<T>(p.momentum / (1.0 + p.momentum));
   const double fft_cost = 5.0 * static_cast<double>(n_fft) *
@@ -702,16 +780,27 @@ Status GriffinLimForward(const GriffinLimParams& p, const T* magnitude, const T*
         const int64_t u = g * kL + l;
         const int64_t b = u / n_frames, t = u - b * n_frames;
         const int64_t in = b * n_freq * n_frames + t;  // S[b, 0, t]
+        if (p.init == GriffinLimInit::kRandom) {
+          // This frame's draws, then the cos and sin of 2 pi u for all of them at once.
+          if (static_cast<int64_t>(s->draws.size()) < n_freq) {
+            s->draws.resize(static_cast<size_t>(n_freq));
+            s->cosines.resize(static_cast<size_t>(n_freq));
+            s->sines.resize(static_cast<size_t>(n_freq));
+          }
+          for (int64_t f = 0; f < n_freq; ++f) s->draws[f] = uniform[in + f * n_frames];
+          CosSin2Pi(s->draws.data(), n_freq, s->cosines.data(), s->sines.data());
+        }
         for (int64_t f = 0; f < n_freq; ++f) {
           const T mf = magnitude[in + f * n_frames];
           m[f * kL + l] = mf;
           if (p.init == GriffinLimInit::kOnes) {
             re[f * kL + l] = mf;
             im[f * kL + l] = T(0) * mf;
+          } else if (p.init == GriffinLimInit::kRandom) {
+            re[f * kL + l] = s->cosines[f] * mf;
+            im[f * kL + l] = s->sines[f] * mf;
           } else {
-            const double phase = p.init == GriffinLimInit::kRandom
-                                     ? 2.0 * kPi * uniform[static_cast<size_t>(in + f * n_frames)]
-                                     : static_cast<double>(phases[in + f * n_frames]);
+            const double phase = static_cast<double>(phases[in + f * n_frames]);
             re[f * kL + l] = static_cast<T>(std::cos(phase)) * mf;
             im[f * kL + l] = static_cast<T>(std::sin(phase)) * mf;
           }
