@@ -225,6 +225,24 @@ struct Reorder {
 
 enum class Kind { kForward, kBackwardData, kBackwardWeights };
 
+// The last filter a forward or input-gradient primitive reordered, kept for the next call with
+// the same bytes: inference calls a convolution with the same weights again and again, and the
+// reorder is a tenth of a 1x1 convolution's time on AMX (TensorFlow's grappler-fused kernel
+// reorders on every call). A call compares the bytes in full, so a changed filter is always
+// reordered. Training changes the weights every step; after two misses in a row only every
+// 16th miss keeps a copy, so that a training step pays the copy's cost rarely. Filters above
+// 2 MB are not kept (their reorder is a small part of their convolution), nor more than 128 MB
+// in all.
+struct FilterMemo {
+  std::mutex mu;
+  std::vector<uint8_t> plain;                       // the filter the blocked copy came from
+  std::shared_ptr<const Scratch<uint8_t>> blocked;  // in the primitive's layout
+  int misses = 0;                                   // in a row
+};
+constexpr size_t kMemoMaxFilter = size_t{2} << 20;
+constexpr size_t kMemoBudget = size_t{128} << 20;
+std::atomic<size_t> memo_bytes{0};
+
 // One geometry's primitives: the convolution, the filter's reorder, the descriptors of the
 // plain operands.
 struct Entry {
@@ -234,6 +252,10 @@ struct Entry {
   Reorder filter;           // plain HWIO <-> conv's filter layout
   size_t filter_bytes = 0;  // the blocked filter's size
   bool ok = false;
+  mutable FilterMemo memo;
+  ~Entry() {
+    if (memo.blocked) memo_bytes -= memo.plain.size() + memo.blocked->size();
+  }
 };
 
 using Key = std::tuple<int, std::array<int64_t, 17>, bool, bool, float>;
@@ -348,10 +370,11 @@ std::unique_ptr<Entry> Build(Kind kind, const ConvShape& s, dnnl_data_type_t typ
 
 // The primitives of a geometry, created on first use. Bounded: cleared when full (a model has
 // a few dozen geometries; a sweep over shapes should not keep thousands of JIT kernels).
-const Entry* Lookup(Kind kind, const ConvShape& s, dnnl_data_type_t type, bool bias, bool leaky,
-                    float alpha) {
+// Shared: a call keeps its entry alive while another thread's lookup clears the cache.
+std::shared_ptr<const Entry> Lookup(Kind kind, const ConvShape& s, dnnl_data_type_t type, bool bias,
+                                    bool leaky, float alpha) {
   static std::mutex mu;
-  static auto* cache = new std::map<Key, std::unique_ptr<Entry>>();
+  static auto* cache = new std::map<Key, std::shared_ptr<const Entry>>();
   const Key key{static_cast<int>(kind),
                 {s.batch, s.in_h, s.in_w, s.in_c, s.out_h, s.out_w, s.out_c, s.filter_h, s.filter_w,
                  s.stride_h, s.stride_w, s.dilation_h, s.dilation_w, s.pad_top, s.pad_left,
@@ -361,12 +384,11 @@ const Entry* Lookup(Kind kind, const ConvShape& s, dnnl_data_type_t type, bool b
                 leaky ? alpha : 0.f};
   std::lock_guard<std::mutex> lock(mu);
   auto it = cache->find(key);
-  if (it != cache->end()) return it->second.get();
+  if (it != cache->end()) return it->second;
   if (cache->size() >= 256) cache->clear();
-  auto entry = Build(kind, s, type, bias, leaky, alpha);
-  const Entry* e = entry.get();
-  (*cache)[key] = std::move(entry);
-  return e;
+  std::shared_ptr<const Entry> entry = Build(kind, s, type, bias, leaky, alpha);
+  (*cache)[key] = entry;
+  return entry;
 }
 
 // A memory object over a caller's buffer.
@@ -426,21 +448,56 @@ bool Usable(const ConvShape& s, DType type) {
          s.out_h > 0 && s.out_w > 0 && s.out_c > 0 && s.filter_h > 0 && s.filter_w > 0;
 }
 
-// The filter in the primitive's layout: a reorder into scratch, or the caller's buffer.
+// The filter in the primitive's layout: the caller's buffer where the layouts agree, else the
+// entry's memo of the same bytes, else a reorder (kept in the memo as FilterMemo says).
 struct BlockedFilter {
-  Scratch<uint8_t> storage;
+  std::shared_ptr<const Scratch<uint8_t>> storage;
   std::unique_ptr<Mem> mem;
   bool Prepare(const Entry& e, const void* w) {
-    Mem plain(e.w.md, w);
-    if (plain.m == nullptr) return false;
     if (!e.filter.needed) {
       mem = std::make_unique<Mem>(e.w.md, w);
       return mem->m != nullptr;
     }
-    storage.resize(e.filter_bytes);
-    mem = std::make_unique<Mem>(e.conv.Query(dnnl_query_weights_md), storage.data());
-    return mem->m != nullptr &&
-           Execute(e.filter.p, {{DNNL_ARG_FROM, plain.m}, {DNNL_ARG_TO, mem->m}});
+    const_dnnl_memory_desc_t blocked_md = e.conv.Query(dnnl_query_weights_md);
+    const size_t plain_bytes = GetApi().dnnl_memory_desc_get_size(e.w.md);
+    FilterMemo& memo = e.memo;
+    bool keep = false;
+    {
+      std::lock_guard<std::mutex> lock(memo.mu);
+      if (memo.blocked && memo.plain.size() == plain_bytes &&
+          std::memcmp(memo.plain.data(), w, plain_bytes) == 0) {
+        memo.misses = 0;
+        storage = memo.blocked;
+      } else {
+        ++memo.misses;
+        keep = plain_bytes <= kMemoMaxFilter && (memo.misses <= 2 || memo.misses % 16 == 0);
+      }
+    }
+    if (storage) {
+      mem = std::make_unique<Mem>(blocked_md, storage->data());
+      return mem->m != nullptr;
+    }
+    auto fresh = std::make_shared<Scratch<uint8_t>>(e.filter_bytes);
+    mem = std::make_unique<Mem>(blocked_md, fresh->data());
+    Mem plain(e.w.md, w);
+    if (mem->m == nullptr || plain.m == nullptr ||
+        !Execute(e.filter.p, {{DNNL_ARG_FROM, plain.m}, {DNNL_ARG_TO, mem->m}})) {
+      return false;
+    }
+    storage = fresh;
+    if (keep) {
+      const size_t add = plain_bytes + fresh->size();
+      std::lock_guard<std::mutex> lock(memo.mu);
+      const size_t drop = memo.blocked ? memo.plain.size() + memo.blocked->size() : 0;
+      if (memo_bytes.load() + add - drop <= kMemoBudget) {
+        memo_bytes += add;
+        memo_bytes -= drop;
+        const auto* bytes = static_cast<const uint8_t*>(w);
+        memo.plain.assign(bytes, bytes + plain_bytes);
+        memo.blocked = fresh;
+      }
+    }
+    return true;
   }
 };
 
@@ -482,7 +539,8 @@ std::string Describe() {
 bool ConvForward(const ConvShape& s, DType type, const void* x, const void* w, const float* bias,
                  bool leaky, float alpha, void* y) {
   if (!Usable(s, type)) return false;
-  const Entry* e = Lookup(Kind::kForward, s, Type(type), bias != nullptr, leaky, alpha);
+  const std::shared_ptr<const Entry> e =
+      Lookup(Kind::kForward, s, Type(type), bias != nullptr, leaky, alpha);
   if (!e->ok) return false;
   BlockedFilter f;
   if (!f.Prepare(*e, w)) return false;
@@ -500,7 +558,8 @@ bool ConvForward(const ConvShape& s, DType type, const void* x, const void* w, c
 
 bool ConvBackwardData(const ConvShape& s, DType type, const void* dy, const void* w, void* dx) {
   if (!Usable(s, type)) return false;
-  const Entry* e = Lookup(Kind::kBackwardData, s, Type(type), false, false, 0.f);
+  const std::shared_ptr<const Entry> e =
+      Lookup(Kind::kBackwardData, s, Type(type), false, false, 0.f);
   if (!e->ok) return false;
   BlockedFilter f;
   if (!f.Prepare(*e, w)) return false;
@@ -513,7 +572,8 @@ bool ConvBackwardData(const ConvShape& s, DType type, const void* dy, const void
 
 bool ConvBackwardWeights(const ConvShape& s, DType type, const void* x, const void* dy, void* dw) {
   if (!Usable(s, type)) return false;
-  const Entry* e = Lookup(Kind::kBackwardWeights, s, Type(type), false, false, 0.f);
+  const std::shared_ptr<const Entry> e =
+      Lookup(Kind::kBackwardWeights, s, Type(type), false, false, 0.f);
   if (!e->ok) return false;
   Mem xm(e->x.md, x), dym(e->y.md, dy), plain(e->w.md, dw);
   if (xm.m == nullptr || dym.m == nullptr || plain.m == nullptr) return false;

@@ -38,18 +38,17 @@ inline void TwistFour(uint32_t* mt, int i, int src) {
   const __m128i y = _mm_or_si128(_mm_and_si128(a, _mm_set1_epi32(static_cast<int>(kUpper))),
                                  _mm_and_si128(b, _mm_set1_epi32(static_cast<int>(kLower))));
   const __m128i odd = _mm_sub_epi32(_mm_setzero_si128(), _mm_and_si128(y, _mm_set1_epi32(1)));
-  const __m128i r = _mm_xor_si128(
-      _mm_xor_si128(c, _mm_srli_epi32(y, 1)),
-      _mm_and_si128(odd, _mm_set1_epi32(static_cast<int>(kMatrixA))));
+  const __m128i r = _mm_xor_si128(_mm_xor_si128(c, _mm_srli_epi32(y, 1)),
+                                  _mm_and_si128(odd, _mm_set1_epi32(static_cast<int>(kMatrixA))));
   _mm_storeu_si128(reinterpret_cast<__m128i*>(mt + i), r);
 }
 
 inline __m128i TemperFour(__m128i y) {
   y = _mm_xor_si128(y, _mm_srli_epi32(y, 11));
-  y = _mm_xor_si128(y, _mm_and_si128(_mm_slli_epi32(y, 7),
-                                     _mm_set1_epi32(static_cast<int>(0x9d2c5680u))));
-  y = _mm_xor_si128(y, _mm_and_si128(_mm_slli_epi32(y, 15),
-                                     _mm_set1_epi32(static_cast<int>(0xefc60000u))));
+  y = _mm_xor_si128(
+      y, _mm_and_si128(_mm_slli_epi32(y, 7), _mm_set1_epi32(static_cast<int>(0x9d2c5680u))));
+  y = _mm_xor_si128(
+      y, _mm_and_si128(_mm_slli_epi32(y, 15), _mm_set1_epi32(static_cast<int>(0xefc60000u))));
   return _mm_xor_si128(y, _mm_srli_epi32(y, 18));
 }
 #endif
@@ -71,8 +70,8 @@ void Twist(uint32_t* mt) {
 constexpr double kTwoPi = 6.283185307179586476925286766559;
 // Taylor coefficients (-1)^k / (2k + 1)! and (-1)^k / (2k)!.
 constexpr double kS3 = -1.0 / 6, kS5 = 1.0 / 120, kS7 = -1.0 / 5040, kS9 = 1.0 / 362880,
-                 kS11 = -1.0 / 39916800, kS13 = 1.0 / 6227020800.0,
-                 kS15 = -1.0 / 1307674368000.0, kS17 = 1.0 / 355687428096000.0;
+                 kS11 = -1.0 / 39916800, kS13 = 1.0 / 6227020800.0, kS15 = -1.0 / 1307674368000.0,
+                 kS17 = 1.0 / 355687428096000.0;
 constexpr double kC2 = -1.0 / 2, kC4 = 1.0 / 24, kC6 = -1.0 / 720, kC8 = 1.0 / 40320,
                  kC10 = -1.0 / 3628800, kC12 = 1.0 / 479001600, kC14 = -1.0 / 87178291200.0,
                  kC16 = 1.0 / 20922789888000.0, kC18 = -1.0 / 6402373705728000.0;
@@ -116,13 +115,16 @@ void MtUniformDoubles(uint32_t seed, int64_t n, double* out) {
     const __m256d scale_hi = _mm256_set1_pd(67108864.0);
     const __m256d scale = _mm256_set1_pd(1.0 / 9007199254740992.0);
     for (; j + 4 <= count; j += 4) {
-      const __m128 w0 = _mm_castsi128_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(words + 2 * j)));
+      const __m128 w0 =
+          _mm_castsi128_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(words + 2 * j)));
       const __m128 w1 =
           _mm_castsi128_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(words + 2 * j + 4)));
-      const __m128i a = _mm_srli_epi32(_mm_castps_si128(_mm_shuffle_ps(w0, w1, _MM_SHUFFLE(2, 0, 2, 0))), 5);
-      const __m128i b = _mm_srli_epi32(_mm_castps_si128(_mm_shuffle_ps(w0, w1, _MM_SHUFFLE(3, 1, 3, 1))), 6);
-      const __m256d v = _mm256_add_pd(_mm256_mul_pd(_mm256_cvtepi32_pd(a), scale_hi),
-                                      _mm256_cvtepi32_pd(b));
+      const __m128i a =
+          _mm_srli_epi32(_mm_castps_si128(_mm_shuffle_ps(w0, w1, _MM_SHUFFLE(2, 0, 2, 0))), 5);
+      const __m128i b =
+          _mm_srli_epi32(_mm_castps_si128(_mm_shuffle_ps(w0, w1, _MM_SHUFFLE(3, 1, 3, 1))), 6);
+      const __m256d v =
+          _mm256_add_pd(_mm256_mul_pd(_mm256_cvtepi32_pd(a), scale_hi), _mm256_cvtepi32_pd(b));
       _mm256_storeu_pd(o + j, _mm256_mul_pd(v, scale));
     }
 #else
@@ -158,7 +160,8 @@ void CosSin2Pi(const double* u, int64_t n, float* cos_out, float* sin_out) {
   };
   for (; i + 4 <= n; i += 4) {
     const __m256d x = _mm256_loadu_pd(u + i);
-    const __m256d q = _mm256_round_pd(_mm256_mul_pd(x, four), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256d q =
+        _mm256_round_pd(_mm256_mul_pd(x, four), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     const __m256d t = _mm256_mul_pd(_mm256_sub_pd(x, _mm256_mul_pd(q, quarter)), two_pi);
     const __m256d t2 = _mm256_mul_pd(t, t);
     const __m256d sin_tail = poly(_mm256_set1_pd(kS17), t2, {kS15, kS13, kS11, kS9, kS7, kS5, kS3});
@@ -166,9 +169,10 @@ void CosSin2Pi(const double* u, int64_t n, float* cos_out, float* sin_out) {
     const __m256d cos_tail =
         poly(_mm256_set1_pd(kC18), t2, {kC16, kC14, kC12, kC10, kC8, kC6, kC4, kC2});
     const __m256d cp = _mm256_add_pd(one, _mm256_mul_pd(t2, cos_tail));
-    const __m256d qm = _mm256_sub_pd(
-        q, _mm256_mul_pd(four, _mm256_floor_pd(_mm256_mul_pd(q, quarter))));
-    const __m256d is1 = _mm256_cmp_pd(qm, one, _CMP_EQ_OQ), is2 = _mm256_cmp_pd(qm, two, _CMP_EQ_OQ);
+    const __m256d qm =
+        _mm256_sub_pd(q, _mm256_mul_pd(four, _mm256_floor_pd(_mm256_mul_pd(q, quarter))));
+    const __m256d is1 = _mm256_cmp_pd(qm, one, _CMP_EQ_OQ),
+                  is2 = _mm256_cmp_pd(qm, two, _CMP_EQ_OQ);
     const __m256d is3 = _mm256_cmp_pd(qm, three, _CMP_EQ_OQ);
     const __m256d odd = _mm256_or_pd(is1, is3);
     const __m256d cv = _mm256_blendv_pd(cp, sp, odd), sv = _mm256_blendv_pd(sp, cp, odd);

@@ -72,8 +72,11 @@ TEST(CosSin2Pi, FloatWithinHalfAnUlpOfTheTrueValues) {
     const long double tc = std::cos(two_pi * u[i]), ts = std::sin(two_pi * u[i]);
     // Half a float ulp of the true value, plus the double polynomial's error.
     auto bound = [](long double v) {
-      return 0.5 * std::ldexp(1.0, std::ilogb(static_cast<float>(std::fabs(static_cast<double>(v))) +
-                                             1e-30f) - 23) + 1e-15;
+      return 0.5 * std::ldexp(
+                       1.0,
+                       std::ilogb(static_cast<float>(std::fabs(static_cast<double>(v))) + 1e-30f) -
+                           23) +
+             1e-15;
     };
     ASSERT_LE(std::fabs(static_cast<long double>(c[i]) - tc), bound(tc)) << "u " << u[i];
     ASSERT_LE(std::fabs(static_cast<long double>(s[i]) - ts), bound(ts)) << "u " << u[i];

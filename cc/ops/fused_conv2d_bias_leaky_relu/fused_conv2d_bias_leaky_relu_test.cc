@@ -182,6 +182,65 @@ TEST(FusedConv2DTest, FloatDoubleHalfBfloat16OnRandomData) {
   CheckRandom<Eigen::bfloat16>(2e-2);
 }
 
+template <typename T>
+void CheckOnednnFilterMemo(const Shape& s) {
+  // oneDNN keeps the last reordered filter of a geometry (common/onednn.cc, FilterMemo). Three
+  // filters that differ in their last element, then their first, called in turns as a training
+  // step's changing weights are (every call past the second a miss), then each again and again
+  // as inference calls them: each call gives that filter's first result, bit for bit, and that
+  // result is the definition's within T's rounding.
+  test::RestoreOnednn restore;
+  if (!test::UseOnednnPath<T>(true)) return;
+  const FusedConv2DParams p = Params(s);
+  const size_t fsize = static_cast<size_t>(s.filter[0] * s.filter[1] * s.filter[2] * s.filter[3]);
+  auto in = Random(static_cast<size_t>(p.g.InputSize()), 61, false);
+  std::vector<std::vector<double>> filters(3, Random(fsize, 62, false));
+  filters[1].back() += 1.0;
+  filters[2].front() -= 1.0;
+  auto b = Random(static_cast<size_t>(s.filter[3]), 63, false);
+  for (auto* v : {&in, &b, &filters[0], &filters[1], &filters[2]})
+    for (auto& x : *v) x = static_cast<double>(static_cast<T>(x));
+  const ThreadParallel parallel(2);
+  std::vector<std::vector<T>> first(3);
+  auto run = [&](int k) {
+    std::vector<T> out(static_cast<size_t>(p.g.OutputSize()));
+    FusedConv2DBiasLeakyRelu<T>(p, As<T>(in).data(), As<T>(filters[k]).data(), As<T>(b).data(),
+                                out.data(), parallel);
+    return out;
+  };
+  for (int k = 0; k < 3; ++k) {
+    first[k] = run(k);
+    const auto want = Naive(p, in, filters[k], b);
+    const double rtol = std::is_same_v<T, float> ? 1e-6 : 2e-2;
+    const double scale = std::sqrt(static_cast<double>(p.g.Depth())) * 3.0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_NEAR(static_cast<double>(first[k][i]), want[i], rtol * (std::abs(want[i]) + scale))
+          << "filter " << k << " at " << i;
+    }
+  }
+  EXPECT_FALSE(test::SameBits(first[0], first[1]));
+  EXPECT_FALSE(test::SameBits(first[0], first[2]));
+  for (int call = 0; call < 40; ++call) {
+    const int k = call % 3;
+    ASSERT_TRUE(test::SameBits(run(k), first[k])) << "in turns, call " << call;
+  }
+  for (int k : {2, 0, 1}) {
+    for (int call = 0; call < 4; ++call) {
+      ASSERT_TRUE(test::SameBits(run(k), first[k])) << "filter " << k << " again, call " << call;
+    }
+  }
+}
+
+TEST(FusedConv2DTest, OnednnKeptFilterNoticesEveryChange) {
+  // A 1x1 (oneDNN's matmul) and a 3x3 stride-2 convolution, in float and bfloat16.
+  const Shape pointwise({2, 9, 10, 64}, {1, 1, 64, 48});
+  const Shape strided({2, 17, 16, 32}, {3, 3, 32, 40}, {1, 2, 2, 1});
+  for (const Shape& s : {pointwise, strided}) {
+    CheckOnednnFilterMemo<float>(s);
+    CheckOnednnFilterMemo<Eigen::bfloat16>(s);
+  }
+}
+
 void CheckThreads(const Shape& s);
 
 TEST(FusedConv2DTest, SameBitsForEveryThreadCount) {

@@ -1,3 +1,4 @@
+#include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
 #include <complex>
@@ -7,8 +8,6 @@
 #include <string>
 #include <type_traits>
 #include <vector>
-
-#include <Eigen/Core>
 #ifdef __AVX__
 #include <immintrin.h>
 #endif
@@ -335,10 +334,10 @@ constexpr int LanesOf() {
 // block after the call.
 template <typename T, typename Vec>
 struct FrameScratch {
-  std::vector<Vec> a, b;      // FFT data and work buffers (lanes interleaved)
-  std::vector<T> zero_lanes;  // kL zeros: the imaginary parts of bins 0 and n_fft / 2
-  std::vector<double> acc;    // kSampleBlock: the overlap-add's sums
-  std::vector<double> draws;  // n_freq: one frame's uniform draws (kRandom's first pass)
+  std::vector<Vec> a, b;          // FFT data and work buffers (lanes interleaved)
+  std::vector<T> zero_lanes;      // kL zeros: the imaginary parts of bins 0 and n_fft / 2
+  std::vector<double> acc;        // kSampleBlock: the overlap-add's sums
+  std::vector<double> draws;      // n_freq: one frame's uniform draws (kRandom's first pass)
   std::vector<T> cosines, sines;  // n_freq: their angles' cos and sin
 
   void Reserve(int64_t fft_buffer) {
@@ -369,7 +368,9 @@ void WithScratch(int64_t n_fft, int64_t fft_buffer, const Fn& fn) {
 // Where bin k of a real FFT of n points lies in FFTPACK's half-complex order, DUCC's: r0, then
 // (re k, im k) for k in [1, (n - 1) / 2], then r(n/2) for an even n (whose imaginary part, like
 // bin 0's, is 0; irfft ignores both).
-inline int64_t RealPos(int64_t k, int64_t n) { return k == 0 ? 0 : (2 * k < n ? 2 * k - 1 : n - 1); }
+inline int64_t RealPos(int64_t k, int64_t n) {
+  return k == 0 ? 0 : (2 * k < n ? 2 * k - 1 : n - 1);
+}
 inline bool HasImag(int64_t k, int64_t n) { return k > 0 && 2 * k < n; }
 
 // The STFT and ISTFT of frames, with DUCC's real FFT of n_fft points (ducc0::pocketfft_r, the FFT
@@ -404,7 +405,8 @@ class FrameTransform {
     T* __restrict d = reinterpret_cast<T*>(data);
     const T* __restrict w = analysis_.data();
     bool inside = lanes == kL;
-    for (int l = 0; l < lanes; ++l) inside = inside && starts[l] >= 0 && starts[l] + n_fft_ <= length;
+    for (int l = 0; l < lanes; ++l)
+      inside = inside && starts[l] >= 0 && starts[l] + n_fft_ <= length;
     if (inside) {
       const T* src[kL];
       for (int l = 0; l < kL; ++l) src[l] = y + starts[l];
@@ -435,7 +437,8 @@ class FrameTransform {
   // `data` in half-complex order = the spectra (re, im)[0, n_freq) of kL frames (lanes
   // interleaved, [k kL + l]).
   template <typename Vec>
-  void WriteSpectra(const T* __restrict re, const T* __restrict im, int64_t n_freq, Vec* data) const {
+  void WriteSpectra(const T* __restrict re, const T* __restrict im, int64_t n_freq,
+                    Vec* data) const {
     constexpr int kL = LanesOf<Vec, T>();
     T* __restrict d = reinterpret_cast<T*>(data);
     for (int64_t k = 0; k < n_freq; ++k) {
@@ -486,10 +489,11 @@ class FrameTransform {
     const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
     const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
     const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    const __m256 y[8] = {_mm256_permute2f128_ps(u0, u4, 0x20), _mm256_permute2f128_ps(u1, u5, 0x20),
-                         _mm256_permute2f128_ps(u2, u6, 0x20), _mm256_permute2f128_ps(u3, u7, 0x20),
-                         _mm256_permute2f128_ps(u0, u4, 0x31), _mm256_permute2f128_ps(u1, u5, 0x31),
-                         _mm256_permute2f128_ps(u2, u6, 0x31), _mm256_permute2f128_ps(u3, u7, 0x31)};
+    const __m256 y[8] = {
+        _mm256_permute2f128_ps(u0, u4, 0x20), _mm256_permute2f128_ps(u1, u5, 0x20),
+        _mm256_permute2f128_ps(u2, u6, 0x20), _mm256_permute2f128_ps(u3, u7, 0x20),
+        _mm256_permute2f128_ps(u0, u4, 0x31), _mm256_permute2f128_ps(u1, u5, 0x31),
+        _mm256_permute2f128_ps(u2, u6, 0x31), _mm256_permute2f128_ps(u3, u7, 0x31)};
     const __m256 wv = _mm256_loadu_ps(w);
     for (int l = 0; l < 8; ++l) _mm256_storeu_ps(frames + l * n_fft_, _mm256_mul_ps(y[l], wv));
   }
@@ -498,8 +502,9 @@ class FrameTransform {
     const __m256d x2 = _mm256_loadu_pd(r + 8), x3 = _mm256_loadu_pd(r + 12);
     const __m256d t0 = _mm256_unpacklo_pd(x0, x1), t1 = _mm256_unpackhi_pd(x0, x1);
     const __m256d t2 = _mm256_unpacklo_pd(x2, x3), t3 = _mm256_unpackhi_pd(x2, x3);
-    const __m256d y[4] = {_mm256_permute2f128_pd(t0, t2, 0x20), _mm256_permute2f128_pd(t1, t3, 0x20),
-                          _mm256_permute2f128_pd(t0, t2, 0x31), _mm256_permute2f128_pd(t1, t3, 0x31)};
+    const __m256d y[4] = {
+        _mm256_permute2f128_pd(t0, t2, 0x20), _mm256_permute2f128_pd(t1, t3, 0x20),
+        _mm256_permute2f128_pd(t0, t2, 0x31), _mm256_permute2f128_pd(t1, t3, 0x31)};
     const __m256d wv = _mm256_loadu_pd(w);
     for (int l = 0; l < 4; ++l) _mm256_storeu_pd(frames + l * n_fft_, _mm256_mul_pd(y[l], wv));
   }
@@ -704,9 +709,8 @@ Status GriffinLimForward(const GriffinLimParams& p, const T* magnitude, const T*
   // and the signal they make. Every element is written before it is read.
   Scratch<T> frames(static_cast<size_t>(total_frames * n_fft));
   Scratch<T> signal(static_cast<size_t>(batch * length));
-  Scratch<double> uniform(p.init == GriffinLimInit::kRandom
-                              ? static_cast<size_t>(total_frames * n_freq)
-                              : 0);
+  Scratch<double> uniform(
+      p.init == GriffinLimInit::kRandom ? static_cast<size_t>(total_frames * n_freq) : 0);
   if (p.init == GriffinLimInit::kRandom) {
     // numpy's RandomState(seed).random(S.shape), in S's row-major order. The draw is serial
     // (four words at a time); the cos and sin of the phases are taken in the first pass.
@@ -774,7 +778,8 @@ Status GriffinLimForward(const GriffinLimParams& p, const T* magnitude, const T*
       T* im = re + group_bins;
       for (int l = 0; l < kL; ++l) {
         if (l >= lanes) {
-          for (int64_t f = 0; f < n_freq; ++f) m[f * kL + l] = re[f * kL + l] = im[f * kL + l] = T(0);
+          for (int64_t f = 0; f < n_freq; ++f)
+            m[f * kL + l] = re[f * kL + l] = im[f * kL + l] = T(0);
           continue;
         }
         const int64_t u = g * kL + l;
