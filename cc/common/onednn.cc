@@ -266,12 +266,16 @@ bool Right(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t dilation,
   return *right >= 0 && left >= 0;
 }
 
-// A 1x1 stride-1 convolution without padding in NHWC: one matrix product [pixels, in_c] x
-// [in_c, out_c], which oneDNN's matmul runs faster than its 1x1 convolution (bfloat16 on AMX,
-// [21632, 256] -> 128: 1.0-1.2 ms against 2.5-2.9 ms on the 2-core Xeon).
-bool Pointwise(const ConvShape& s) {
+// A 1x1 stride-1 convolution without padding in NHWC as one matrix product [pixels, in_c] x
+// [in_c, out_c] where oneDNN's matmul runs it faster than its 1x1 convolution: in bfloat16
+// (on AMX, [21632, 256] -> 128: 1.0-1.2 ms against 2.5-2.9 ms on the 2-core Xeon), and in
+// float32 from 512 input channels (capped at AVX2, [4096, 1024] -> 1024: 1.00x TensorFlow
+// against 0.94x; [21632, 256] -> 128 ran 0.88x as a product against 0.99x as a convolution;
+// with AVX-512 the two were within 2%).
+bool Pointwise(const ConvShape& s, dnnl_data_type_t type) {
   return !s.nchw && s.filter_h == 1 && s.filter_w == 1 && s.stride_h == 1 && s.stride_w == 1 &&
-         s.pad_top == 0 && s.pad_left == 0 && s.in_h == s.out_h && s.in_w == s.out_w;
+         s.pad_top == 0 && s.pad_left == 0 && s.in_h == s.out_h && s.in_w == s.out_w &&
+         (type == dnnl_bf16 || s.in_c >= 512);
 }
 
 std::unique_ptr<Entry> BuildMatmul(const ConvShape& s, dnnl_data_type_t type, bool bias, bool leaky,
@@ -310,7 +314,7 @@ std::unique_ptr<Entry> Build(Kind kind, const ConvShape& s, dnnl_data_type_t typ
       !Right(s.in_w, s.out_w, s.filter_w, s.stride_w, s.dilation_w, s.pad_left, &pad_right)) {
     return e;  // not ok: oneDNN needs non-negative padding
   }
-  if (kind == Kind::kForward && Pointwise(s)) return BuildMatmul(s, type, bias, leaky, alpha);
+  if (kind == Kind::kForward && Pointwise(s, type)) return BuildMatmul(s, type, bias, leaky, alpha);
   const dnnl_format_tag_t act = s.nchw ? dnnl_nchw : dnnl_nhwc;
   if (!e->x.Create({s.batch, s.in_c, s.in_h, s.in_w}, type, act) ||
       !e->y.Create({s.batch, s.out_c, s.out_h, s.out_w}, type, act) ||
