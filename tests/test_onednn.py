@@ -192,3 +192,17 @@ def test_without_onednn_the_own_kernels_give_the_same_bounds():
                          capture_output=True, text=True, env=env, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     assert json.loads(out.stdout.strip().splitlines()[-1]) == "off: disabled by OPFORGE_ONEDNN=0"
+
+
+def test_capped_at_avx2_inf_and_nan_keep_tensorflows_gradients():
+    """oneDNN's AVX2 kernels multiply the padding's zeros by the output gradient: with inf in the
+    transposed convolution's input its filter gradient would be NaN where TensorFlow's is finite.
+    Capped at AVX2 (OPFORGE_MAX_ISA=avx2, in a child process: oneDNN takes the cap when it
+    opens), the inf/NaN gradient checks of test_conv2d_transpose still pass."""
+    env = dict(os.environ, OPFORGE_MAX_ISA="avx2", TF_CPP_MIN_LOG_LEVEL="2")
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          os.path.join(os.path.dirname(__file__), "test_conv2d_transpose.py"),
+                          "-k", "inf_and_nan_give_tensorflows_exact_gradients"],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    assert "3 passed" in out.stdout, out.stdout[-2000:]

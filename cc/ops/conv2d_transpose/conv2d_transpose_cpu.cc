@@ -1092,12 +1092,29 @@ void Conv2DTransposeInputGrad(const Conv2DTransposeParams& p, const T* grad, con
   StoreNhwc<C, T>(out.data(), p.nchw, p.batch, p.in_h, p.in_w, p.in_c, grad_input, parallel);
 }
 
+// Whether x[0, n) holds no inf or NaN (bfloat16 and half by their exponent bits).
+template <typename T>
+bool AllFiniteInput(const T* x, int64_t n) {
+  if constexpr (std::is_same_v<T, Eigen::bfloat16> || std::is_same_v<T, Eigen::half>) {
+    constexpr uint16_t kExp = std::is_same_v<T, Eigen::bfloat16> ? 0x7f80 : 0x7c00;
+    const auto* bits = reinterpret_cast<const uint16_t*>(x);
+    bool finite = true;
+    for (int64_t i = 0; i < n; ++i) finite &= (bits[i] & kExp) != kExp;
+    return finite;
+  } else {
+    return AllFiniteValues<T>(x, n);
+  }
+}
+
 template <typename T>
 void Conv2DTransposeFilterGrad(const Conv2DTransposeParams& p, const T* input, const T* grad,
                                T* grad_filter, const Parallel& parallel) {
   using C = Compute<T>;
   if (p.FilterSize() == 0) return;
-  if (UseOnednn<T>(p, Pass::kFilterGrad) &&
+  // oneDNN's AVX2 kernels multiply the padding's zeros by `input` (the convolution's output
+  // gradient): with inf or NaN there they give NaN for taps whose sum, as TensorFlow takes it,
+  // has no such product. Such inputs take opforge's kernels, which skip the padding.
+  if (UseOnednn<T>(p, Pass::kFilterGrad) && AllFiniteInput(input, p.InputSize()) &&
       onednn::ConvBackwardWeights(onednn::ShapeOf(AsConvGeometry(p), p.nchw), OnednnType<T>(), grad,
                                   input, grad_filter)) {
     return;  // the convolution's filter gradient, this op's output gradient as its input
