@@ -12,6 +12,7 @@ This module defines the spec types and the checks every spec gets; it knows no o
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -327,6 +328,14 @@ def determinism_outputs(spec: OpSpec, dtype=None) -> List[Any]:
         target = outputs[spec.gradient_output]
     grads = tape.gradient(target, wrt, output_gradients=target) if wrt and target.dtype.is_floating else []
     return outputs + [g for g in grads if g is not None]
+
+
+def tf_bfloat16_matmul_aborts() -> bool:
+    """Whether TensorFlow's bfloat16 matmul would abort the process here (its oneDNN capped by
+    ONEDNN_MAX_CPU_ISA to an ISA without bfloat16 kernels throws an uncaught dnnl::error, which no
+    Python code can catch): speed cases then time it only where it can run."""
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA", "").strip().upper()
+    return cap in ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2")
 
 
 def speed_normal(shape, dtype, seed: Optional[int] = None, stddev: float = 1.0):

@@ -17,10 +17,10 @@
 // input only.
 //
 // Results differ from the CPU's only by the FFTs' rounding (cuFFT's algorithms are not
-// kissfft's): the tests hold the GPU to the bounds the CPU core meets against librosa's pocketfft
+// DUCC's): the tests hold the GPU to the bounds the CPU core meets against librosa's pocketfft
 // (griffin_lim_cuda_test.cc). The initial phases are the CPU's exactly: init="random" is drawn on
-// the host with the CPU's std::mt19937 code (numpy's RandomState stream) and copied to the
-// device; given phases go through the device's sincos (within an ulp of glibc's before rounding
+// the host with the CPU's code (common/random_phases.h: numpy's RandomState stream, the same cos
+// and sin) and copied to the device; given phases go through the device's sincos (within an ulp of glibc's before rounding
 // to T).
 //
 // cuFFT plans: cached per (device, n_fft, frames, precision) in a small LRU cache (plan creation
@@ -51,7 +51,6 @@
 #include <list>
 #include <memory>
 #include <mutex>
-#include <random>
 #include <sstream>
 #include <string>
 #include <type_traits>
@@ -63,13 +62,13 @@
 #endif
 
 #include "common/cuda_util.cuh"
+#include "common/random_phases.h"
 #include "ops/griffin_lim/griffin_lim.h"
 
 namespace opforge {
 namespace {
 
 constexpr const char* kOp = "GriffinLim";
-constexpr double kPi = 3.14159265358979323846;
 constexpr int kThreads = 256;
 // Grid caps; past them the kernels stride (the frame and bin kernels over blockIdx.y, tested).
 constexpr int64_t kMaxBlocksX = 4096;
@@ -632,23 +631,23 @@ std::vector<T> HostTables(const GriffinLimParams& p, const Geometry& g) {
   return tables;
 }
 
-// The CPU core's kRandom angles, frame-major ([b * T + t][f]), from the same MT19937 stream.
+// The CPU core's kRandom angles, frame-major ([b * T + t][f]): the same MT19937 draws
+// (common/random_phases.h, S's row-major order) and the same cos and sin of them.
 template <typename T>
 std::vector<std::complex<T>> RandomAngles(const GriffinLimParams& p) {
   const int64_t batch = p.batch, n_freq = p.n_freq, n_frames = p.n_frames;
   std::vector<std::complex<T>> angles(static_cast<size_t>(batch * n_frames * n_freq));
-  std::mt19937 gen(static_cast<uint32_t>(p.seed));
+  std::vector<double> uniform(angles.size()), draws(static_cast<size_t>(n_freq));
+  std::vector<T> cosines(draws.size()), sines(draws.size());
+  MtUniformDoubles(static_cast<uint32_t>(p.seed), static_cast<int64_t>(uniform.size()),
+                   uniform.data());
   for (int64_t b = 0; b < batch; ++b) {
-    for (int64_t f = 0; f < n_freq; ++f) {
-      for (int64_t t = 0; t < n_frames; ++t) {
-        const uint32_t hi = static_cast<uint32_t>(gen()) >> 5;
-        const uint32_t lo = static_cast<uint32_t>(gen()) >> 6;
-        const double u =
-            (static_cast<double>(hi) * 67108864.0 + static_cast<double>(lo)) / 9007199254740992.0;
-        const double phase = 2.0 * kPi * u;
-        angles[(b * n_frames + t) * n_freq + f] =
-            std::complex<T>(static_cast<T>(std::cos(phase)), static_cast<T>(std::sin(phase)));
-      }
+    for (int64_t t = 0; t < n_frames; ++t) {
+      const double* u = uniform.data() + b * n_freq * n_frames + t;  // S[b, 0, t]
+      for (int64_t f = 0; f < n_freq; ++f) draws[f] = u[f * n_frames];
+      CosSin2Pi(draws.data(), n_freq, cosines.data(), sines.data());
+      std::complex<T>* a = angles.data() + (b * n_frames + t) * n_freq;
+      for (int64_t f = 0; f < n_freq; ++f) a[f] = std::complex<T>(cosines[f], sines[f]);
     }
   }
   return angles;

@@ -17,7 +17,9 @@
 //            53 bits as ((a >> 5) * 2^26 + (b >> 6)) / 2^53, in the row-major order of S. This is
 //            numpy's RandomState(seed).random(S.shape), so the result equals
 //            librosa.griffinlim(S, random_state=seed) (librosa's random_state=None draws a fresh
-//            seed; the Python layer does that).
+//            seed; the Python layer does that). cos and sin of 2 pi u as common/random_phases.h
+//            takes them: numpy's values in double; in float, the correctly rounded ones except
+//            within an ulp of a rounding boundary.
 //   kOnes:   angles = 1 (librosa's init=None).
 //   kPhases: angles = exp(i * phases), phases given in radians with S's shape.
 //

@@ -1,7 +1,6 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
-#include <complex>
 #include <cstdint>
 #include <limits>
 #include <sstream>
@@ -346,7 +345,7 @@ struct FrameScratch {
     };
     grow(&a, fft_buffer);
     grow(&b, fft_buffer);
-    zero_lanes.assign(static_cast<size_t>(LanesOf<Vec, T>()), T(0));
+    if (zero_lanes.empty()) zero_lanes.assign(static_cast<size_t>(LanesOf<Vec, T>()), T(0));
     grow(&acc, kSampleBlock);
   }
 };
@@ -472,8 +471,6 @@ class FrameTransform {
       for (int64_t j = j0; j < n_fft_; ++j) frames[l * n_fft_ + j] = r[j * kL + l] * w[j];
     }
   }
-
-  int64_t n_fft() const { return n_fft_; }
 
  private:
 #ifdef __AVX__

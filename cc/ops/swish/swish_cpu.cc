@@ -1,5 +1,7 @@
 #include <Eigen/Core>
 #include <cstdint>
+#include <type_traits>
+#include <vector>
 
 #include "common/arith.h"
 #include "ops/swish/swish.h"
@@ -114,6 +116,61 @@ void BackwardScalars(const T* g, const T* x, T* dx, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dx[i] = SwishBackprop<T>(g[i], x[i], logistic(x[i]));
 }
 
+// bfloat16 has 65,536 values, and y and the gradient's slope s (1 + x (1 - s)) depend on x
+// alone: tables of both, built once by the kernels above (over every bit pattern, in packets
+// where the type has them: the same function the loops apply), then a lookup per element; the
+// gradient's last product, g * slope, in packets as BackwardPackets takes it. The same bits as
+// evaluating each element, at a fraction of the cost (each bfloat16 operation of the logistic
+// converts to float and rounds back).
+struct Bf16Tables {
+  std::vector<Eigen::bfloat16> y, slope;
+};
+
+const Bf16Tables& SwishBf16Tables() {
+  static const Bf16Tables* tables = [] {
+    using T = Eigen::bfloat16;
+    constexpr int64_t kValues = 65536;  // a multiple of every packet size
+    std::vector<T> x(kValues), ones(kValues, T(1.0f));
+    for (int64_t i = 0; i < kValues; ++i)
+      x[i] = Eigen::numext::bit_cast<T>(static_cast<uint16_t>(i));
+    auto* t = new Bf16Tables{std::vector<T>(kValues), std::vector<T>(kValues)};
+    if (Packets<T>::kVectorized) {
+      ForwardPackets(x.data(), t->y.data(), kValues);
+      // g = 1: the slope's own rounding, then 1 * slope (exact).
+      BackwardPackets(ones.data(), x.data(), t->slope.data(), kValues);
+    } else {
+      ForwardScalars(x.data(), t->y.data(), kValues);
+      BackwardScalars(ones.data(), x.data(), t->slope.data(), kValues);
+    }
+    return t;
+  }();
+  return *tables;
+}
+
+inline uint16_t Bits(Eigen::bfloat16 v) { return Eigen::numext::bit_cast<uint16_t>(v); }
+
+void ForwardBf16(const Eigen::bfloat16* x, Eigen::bfloat16* y, int64_t n) {
+  const Eigen::bfloat16* table = SwishBf16Tables().y.data();
+  for (int64_t i = 0; i < n; ++i) y[i] = table[Bits(x[i])];
+}
+
+void BackwardBf16(const Eigen::bfloat16* g, const Eigen::bfloat16* x, Eigen::bfloat16* dx,
+                  int64_t n) {
+  using T = Eigen::bfloat16;
+  const T* table = SwishBf16Tables().slope.data();
+  if constexpr (Packets<T>::kVectorized) {
+    using Packet = typename Packets<T>::Packet;
+    constexpr int64_t k = Packets<T>::kSize;
+    T slope[k];
+    for (int64_t i = 0; i < n; i += k) {  // n: a multiple of k
+      for (int64_t j = 0; j < k; ++j) slope[j] = table[Bits(x[i + j])];
+      ei::pstoreu(dx + i, ei::pmul(ei::ploadu<Packet>(g + i), ei::ploadu<Packet>(slope)));
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) dx[i] = g[i] * table[Bits(x[i])];
+  }
+}
+
 }  // namespace
 
 template <typename T>
@@ -123,7 +180,9 @@ void SwishForward(const SwishParams& params, const T* x, T* y, const Parallel& p
   const int64_t tail = units * P::kUnit;
   parallel.For(units, kCostSwish * P::kUnit, [=](int64_t begin, int64_t end) {
     const int64_t b = begin * P::kUnit, n = (end - begin) * P::kUnit;
-    if (P::kVectorized) {
+    if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+      ForwardBf16(x + b, y + b, n);
+    } else if (P::kVectorized) {
       ForwardPackets(x + b, y + b, n);
     } else {
       ForwardScalars(x + b, y + b, n);
@@ -140,7 +199,9 @@ void SwishBackward(const SwishParams& params, const T* g, const T* x, T* dx,
   const int64_t tail = units * P::kUnit;
   parallel.For(units, kCostSwish * P::kUnit, [=](int64_t begin, int64_t end) {
     const int64_t b = begin * P::kUnit, n = (end - begin) * P::kUnit;
-    if (P::kVectorized) {
+    if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+      BackwardBf16(g + b, x + b, dx + b, n);
+    } else if (P::kVectorized) {
       BackwardPackets(g + b, x + b, dx + b, n);
     } else {
       BackwardScalars(g + b, x + b, dx + b, n);
