@@ -170,7 +170,7 @@ gpu-build-check:
 	  sys.exit(f'ops without their CPU and GPU kernels: {bad}' if bad else 0)"
 	PYTHONPATH=python .venv-gpu/bin/python -W ignore::RuntimeWarning -c "import os, tensorflow as tf; \
 	  path = os.path.abspath('build/gpu/_opforge_ops.so'); tf.load_op_library(path); \
-	  from opforge import cuda_info; info = cuda_info.module_info(path); \
+	  from opforge.tools import cuda_info; info = cuda_info.module_info(path); \
 	  print('\n'.join(cuda_info.describe(path))); \
 	  assert info['gpu_binding'] and info['runtime_in'] == path, info; \
 	  assert 'sm_90' in info['targets'], info"

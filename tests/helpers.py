@@ -14,7 +14,7 @@ from typing import Dict
 import numpy as np
 import tensorflow as tf
 
-from opforge.spec import Sample, bits_equal, max_error  # noqa: F401  (re-exported for the tests)
+from opforge.ops.spec import Sample, bits_equal, max_error  # noqa: F401  (re-exported for the tests)
 
 TESTS_DIR = Path(__file__).resolve().parent
 
@@ -147,6 +147,6 @@ def check_bad_input(results: Dict[str, dict], case: str, error: str, fragments) 
 
 
 def special_values(shape, dtype, seed=0) -> tf.Tensor:
-    """Random values (standard normal x 4) with opforge.spec.SPECIAL_VALUES first: 0, -0, +-inf,
+    """Random values (standard normal x 4) with opforge.ops.spec.SPECIAL_VALUES first: 0, -0, +-inf,
     NaN, tiny and half-overflowing values."""
     return Sample(tuple(shape), seed=seed, scale=4, specials=True).make(dtype)

@@ -14,7 +14,7 @@ import tensorflow as tf
 import opforge  # noqa: F401  (loads the ops)
 from opforge import audio, ops
 from opforge.ops.griffin_lim import librosa_seed_kwargs
-from opforge.audio_demo import (mel_filters, mfcc_tf, read_wav, save_spectrograms, speech, stft_magnitude,
+from opforge.tools.audio_demo import (mel_filters, mfcc_tf, read_wav, save_spectrograms, speech, stft_magnitude,
                                 synth_speech, write_wav)
 
 from helpers import check_bad_input, run_cases_in_child
@@ -321,7 +321,7 @@ def test_cli_demo(tmp_path):
 
     proc = run_python(f"""
         import sys
-        from opforge.cli import main
+        from opforge.tools.cli import main
         sys.exit(main(["audio", "demo", "--out", r"{tmp_path}", "--seconds", "1.5", "--n-iter", "8"]))
         """)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -343,7 +343,7 @@ def test_bench_prints_its_figures():
 
     proc = run_python("""
         import sys
-        from opforge import audio_demo
+        from opforge.tools import audio_demo
         sys.exit(audio_demo.bench(repeats=1, threads=2, seconds=1.0))
         """)
     assert proc.returncode == 0, proc.stderr[-3000:]

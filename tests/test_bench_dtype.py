@@ -13,8 +13,8 @@ import pytest
 import tensorflow as tf
 
 import opforge
-import opforge.bench
-from opforge.spec import float_output_dtypes
+import opforge.tools.bench
+from opforge.ops.spec import float_output_dtypes
 
 CLI = str(Path(sys.executable).parent / "opforge")
 BF16 = tf.bfloat16
@@ -70,7 +70,7 @@ def test_every_bfloat16_speed_case_computes_in_bfloat16(spec, index):
     run = spec.speed[index].setup(4096, BF16)
     if run is None:  # shown only at its default size
         pytest.skip("a default-size-only case")
-    opforge.bench.check_dtype(spec, run, BF16)
+    opforge.tools.bench.check_dtype(spec, run, BF16)
     ours = float_output_dtypes(run.candidates["opforge"]())
     case = next(c for c in spec.cases if c.dtypes is None or BF16 in c.dtypes)
     if BF16 in float_output_dtypes(spec.call(spec.op, case, case.tensors(BF16))):
@@ -78,13 +78,13 @@ def test_every_bfloat16_speed_case_computes_in_bfloat16(spec, index):
 
 
 def test_a_setup_that_ignores_its_dtype_is_caught():
-    from opforge.spec import SpeedRun
+    from opforge.ops.spec import SpeedRun
 
     spec = next(s for s in opforge.ops.SPECS if s.name == "leaky_relu")
     x = tf.random.normal([64])  # float32, whatever was asked for
     run = SpeedRun("forward [64]", {"opforge": lambda: opforge.ops.leaky_relu(x), "tf": lambda: tf.nn.leaky_relu(x)})
     with pytest.raises(RuntimeError, match="set up in bfloat16.*returns float32.*speed_normal"):
-        opforge.bench.check_dtype(spec, run, BF16)
+        opforge.tools.bench.check_dtype(spec, run, BF16)
 
 
 def test_bench_bfloat16_leaves_out_ops_without_a_bfloat16_kernel():
@@ -101,28 +101,28 @@ def test_bench_bfloat16_leaves_out_ops_without_a_bfloat16_kernel():
 
 
 def test_bench_bfloat16_json_lists_what_it_left_out(capsys):
-    assert opforge.bench.run(["mfcc_to_mel"], 4096, 1, True, "bfloat16") == 0
+    assert opforge.tools.bench.run(["mfcc_to_mel"], 4096, 1, True, "bfloat16") == 0
     assert json.loads(capsys.readouterr().out) == [
-        {"op": "mfcc_to_mel", "dtype": "bfloat16", "machine": opforge.bench.machine(),
+        {"op": "mfcc_to_mel", "dtype": "bfloat16", "machine": opforge.tools.bench.machine(),
          "skipped": "skipped in bfloat16: mfcc_to_mel has no bfloat16 kernel"}]
 
 
 def test_machine_line_says_avx512_bf16_and_amx(monkeypatch):
-    line = opforge.bench.machine()
+    line = opforge.tools.bench.machine()
     assert "cores" in line and "; AVX512-BF16: " in line and ", AMX: " in line
-    model, flags = opforge.bench.cpu_flags()
+    model, flags = opforge.tools.bench.cpu_flags()
     assert ("AVX512-BF16: yes" in line) == ("avx512_bf16" in flags)
     for flags, expected in (({"avx2", "avx512f", "avx512_bf16"}, "AVX512-BF16: yes, AMX: no"),
                             ({"avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16"}, "AVX512-BF16: yes, AMX: yes"),
                             ({"avx2"}, "AVX512-BF16: no, AMX: no")):
-        monkeypatch.setattr(opforge.bench, "cpu_flags", lambda flags=flags: ("Some CPU", flags))
-        assert expected in opforge.bench.machine()
+        monkeypatch.setattr(opforge.tools.bench, "cpu_flags", lambda flags=flags: ("Some CPU", flags))
+        assert expected in opforge.tools.bench.machine()
 
 
 def test_dtype_policy_is_set_and_restored():
     import keras
 
-    from opforge.models import bench
+    from opforge.tools import yolo_bench as bench
 
     before = keras.config.dtype_policy().name
     with pytest.raises(RuntimeError):
@@ -152,7 +152,7 @@ def test_rivals_that_cannot_run_here_are_named_not_timed():
 
     import tensorflow as tf
 
-    from opforge import bench
+    from opforge.tools import bench
 
     def refuses():
         raise tf.errors.InvalidArgumentError(None, None, "could not create a primitive\nmore")

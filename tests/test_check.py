@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import opforge
-from opforge import check as opcheck
+from opforge.tools import check as opcheck
 
 CLI = str(Path(sys.executable).parent / "opforge")
 

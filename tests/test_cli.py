@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import opforge
-import opforge.bench
+import opforge.tools.bench
 from helpers import package_copy, run_python
 
 CLI = str(Path(sys.executable).parent / "opforge")
@@ -40,7 +40,7 @@ def test_doctor_exits_non_zero_when_the_library_cannot_load(tmp_path):
     proc = run_python(
         """
         import sys
-        from opforge import cli
+        from opforge.tools import cli
         sys.exit(cli.main(["doctor"]))
         """,
         cwd=tmp_path, env_extra={"PYTHONPATH": str(tmp_path)},
@@ -82,7 +82,7 @@ def test_bench_runs_every_speed_case_of_every_spec_at_the_size_asked():
     assert not any(d in c for c in cases for d in ("4194304", "[8, ", "[16, ", "[2048")), cases
     for r in rows:
         assert any(k.startswith("ratio_vs_") for k in r)
-        assert r["machine"] == opforge.bench.machine() and "cores" in r["machine"]
+        assert r["machine"] == opforge.tools.bench.machine() and "cores" in r["machine"]
 
 
 def test_bench_and_verify_select_ops_and_reject_bad_sizes():

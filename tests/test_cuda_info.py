@@ -1,4 +1,4 @@
-"""opforge.cuda_info: what the doctor reads from the loaded module about its CUDA side."""
+"""opforge.tools.cuda_info: what the doctor reads from the loaded module about its CUDA side."""
 import os
 import subprocess
 import sys
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import opforge
-from opforge import cuda_info
+from opforge.tools import cuda_info
 from opforge._loader import library_path
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,7 +12,7 @@ import tensorflow as tf
 import opforge.models as M
 import opforge.lite as ol
 import opforge.onnx as oo
-from opforge import audio_demo, cli
+from opforge.tools import audio_demo, cli
 from opforge.models import app
 
 needs_ort = pytest.mark.skipif(not oo.library_path(must_exist=False).exists(),

@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("onnxruntime")
 pytest.importorskip("tf2onnx")
 
-import opforge.bench  # noqa: E402
+import opforge.tools.bench  # noqa: E402
 import opforge.lite  # noqa: E402
 import opforge.onnx  # noqa: E402
 
@@ -34,7 +34,7 @@ def test_deploy_bench_runs_every_case_and_the_runtimes_agree():
     proc = _run("--size", "64", "--repeats", "1", "--threads", "2", "--json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads(proc.stdout)
-    assert report["machine"] == opforge.bench.machine()
+    assert report["machine"] == opforge.tools.bench.machine()
     assert report["threads"] == 2 and report["size"] == 64 and report["failures"] == []
     cases = [r["case"] for r in report["rows"]]
     assert cases == ["detector 64px, batch 1", "detector 64px, batch 8",

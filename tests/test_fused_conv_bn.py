@@ -10,8 +10,8 @@ import tensorflow as tf
 import keras
 
 import opforge
-import opforge.fuse
-from opforge.fuse import find_conv_bn_leaky_chains, fold_batch_norm
+import opforge.models.fuse
+from opforge.models.fuse import find_conv_bn_leaky_chains, fold_batch_norm
 from opforge.layers import ConvBNLeaky
 
 
@@ -147,14 +147,14 @@ def test_fold_batch_norm_on_yolo_tiny_and_fused_builder():
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4 * np.abs(b).max())
     fused = M.YoloV3Tiny(5, 64, upsample="nearest", fused=True)
     assert len(fused.weights) == len(model.weights)
-    opforge.fuse.transfer_weights(model, fused)
+    opforge.models.fuse.transfer_weights(model, fused)
     for a, b in zip(fused(x, training=False), model(x, training=False)):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4 * np.abs(b).max())
     for a, b in zip(fused(x, training=True), model(x, training=True)):
         np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-3 * np.abs(b).max())
     # And back: the unfused model takes the fused one's (trained) statistics.
     back = M.YoloV3Tiny(5, 64, upsample="nearest")
-    opforge.fuse.transfer_weights(fused, back)
+    opforge.models.fuse.transfer_weights(fused, back)
     for a, b in zip(back(x, training=False), fused(x, training=False)):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4 * np.abs(b).max())
 

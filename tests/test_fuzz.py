@@ -1,4 +1,4 @@
-"""The Python fuzz target (`opforge fuzz`, opforge/fuzz.py): malformed calls of every op drawn
+"""The Python fuzz target (`opforge fuzz`, opforge/tools/fuzz.py): malformed calls of every op drawn
 from its spec, each op's batch in child processes. A short run here (the long one is
 `make fuzz-python`): no crash, no hang and no vague error. And the fuzzer itself: a crash or a
 hang costs one call, is reported with the call that caused it, and the other calls still run."""
@@ -7,7 +7,7 @@ import os
 import tensorflow as tf
 
 import opforge
-from opforge import fuzz
+from opforge.tools import fuzz
 
 
 def test_short_fuzz_run_finds_no_crash_hang_or_vague_error():

@@ -43,7 +43,7 @@ from tensorflow.python.framework import kernels as tf_kernels
 
 import opforge
 from opforge.ops._common import lib
-from opforge.spec import Case, OpSpec, Sample
+from opforge.ops.spec import Case, OpSpec, Sample
 
 ops = opforge.ops
 GPU_OP_NAMES = tuple(name for name in ops.OP_NAMES if name not in ops.CPU_ONLY)
@@ -1236,7 +1236,7 @@ def test_no_silent_fallback_to_the_cpu(gpu_device):
 def test_gpu_benchmark_runs(gpu_device, tmp_path):
     """`opforge bench gpu` on one op, briefly: its rows ran on the device and have the times,
     the ratio and, for the element-wise cases, GB/s of the op, TensorFlow's kernel and the copy."""
-    from opforge import gpu_bench
+    from opforge.tools import gpu_bench
 
     path = tmp_path / "bench.json"
     rc = gpu_bench.main(["--device", _device_type(gpu_device), "--quick", "--budget", "0.02", "--json", str(path),

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 import opforge
 from opforge import audio
-from opforge.audio_demo import synth_speech
+from opforge.tools.audio_demo import synth_speech
 
 from helpers import assert_round_trip_in_fresh_process
 

@@ -17,7 +17,7 @@ def test_keras3_check_passes_here():
     assert keras3_problem() is None
 
 
-@pytest.mark.parametrize("module", ["opforge.layers", "opforge.models", "opforge.fuse"])
+@pytest.mark.parametrize("module", ["opforge.layers", "opforge.models", "opforge.models.fuse"])
 def test_keras_parts_refuse_legacy_keras_at_import(module):
     proc = run_python(f"""
         import opforge

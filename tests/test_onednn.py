@@ -165,7 +165,7 @@ def test_onednn_status_and_doctor_say_where_convolutions_run():
     if status.startswith("on: "):
         assert "oneDNN 3." in status and status.endswith(("bfloat16 convolutions: yes",
                                                           "bfloat16 convolutions: no"))
-    out = subprocess.run([sys.executable, "-m", "opforge.cli", "doctor"], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "opforge.tools.cli", "doctor"], capture_output=True, text=True,
                          timeout=300)
     assert f"oneDNN convolutions:  {status}" in out.stdout, out.stdout[-2000:]
 

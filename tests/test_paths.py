@@ -1,4 +1,4 @@
-"""The four paths to an activation (opforge.paths): they agree numerically, the feature matrix is
+"""The four paths to an activation (opforge.tools.paths): they agree numerically, the feature matrix is
 what running each capability gives, `opforge bench paths --quick` runs; and what the specs of
 swish and clipped_identity cannot say about both (XLA, the Keras layers); the rest is in
 test_swish.py and test_clipped_identity.py."""
@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 
 import opforge
-from opforge import paths
+from opforge.tools import paths
 from helpers import bits_equal
 
 CLI = str(Path(sys.executable).parent / "opforge")
@@ -61,7 +61,7 @@ def test_the_four_paths_agree_forward_and_gradient(function, dtype):
 @pytest.mark.parametrize("function", FUNCTIONS)
 def test_the_paths_agree_on_special_values(function):
     """NaN, infinities, signed zeros and huge values: every path gives the opforge op's forward;
-    the gradients agree where they are defined the same way (see opforge.paths: the composite
+    the gradients agree where they are defined the same way (see opforge.tools.paths: the composite
     clipped identity's gradient is 0 at +-inf, and TensorFlow's swish gradient is NaN there)."""
     f = paths.FUNCTIONS[function]
     x = tf.constant([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30, -1e-30, 3e38, -3e38, 1.0, -1.0, 20.0, -20.0],

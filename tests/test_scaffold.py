@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from opforge import scaffold
+from opforge.tools import scaffold
 
 OPFORGE = str(Path(sys.executable).with_name("opforge"))
 

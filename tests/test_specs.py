@@ -16,7 +16,7 @@ import pytest
 import tensorflow as tf
 
 import opforge
-from opforge.spec import OpSpec, Sample, determinism_outputs, forward_errors, gradient_error
+from opforge.ops.spec import OpSpec, Sample, determinism_outputs, forward_errors, gradient_error
 from helpers import bits_equal, check_bad_input, max_error, run_cases_in_child, run_python
 
 SPECS = opforge.ops.SPECS
@@ -306,7 +306,7 @@ import hashlib, json
 import tensorflow as tf
 tf.config.threading.set_intra_op_parallelism_threads({threads})
 import opforge
-from opforge.spec import determinism_outputs
+from opforge.ops.spec import determinism_outputs
 hashes = {{}}
 for spec in opforge.ops.SPECS:
     runs = [determinism_outputs(spec) for _ in range(2)]

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from helpers import bits_equal, run_python
-from opforge import cli
+from opforge.tools import cli
 from opforge.data import shapes_dataset
 from opforge.models import app
 

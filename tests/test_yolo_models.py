@@ -224,7 +224,7 @@ def test_fit_and_custom_loop_give_the_same_first_step_loss():
 def test_parity_command_in_float64_at_a_small_size(capsys):
     """`opforge yolo parity` (the full-size check is `make yolo-parity`): in float64 round-off is
     out of the comparison, so the twins agree far inside the tolerances."""
-    from opforge.models import parity
+    from opforge.tools import yolo_parity as parity
 
     assert parity.run(size=64, steps=3, batch=2, num_classes=4, dtype="float64") == 0
     out = capsys.readouterr().out

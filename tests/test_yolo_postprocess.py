@@ -10,7 +10,7 @@ import opforge
 from opforge.ops.combined_non_max_suppression import combined_non_max_suppression
 from opforge.ops.yolo_decode import YOLO_MAX_LOG_SCALE, YOLOV3_SPEED_ANCHORS, YOLOV3_SPEED_MASKS, yolo_decode
 from opforge.ops.yolo_postprocess import tf_yolo_postprocess, yolo_like_heads, yolo_postprocess
-from opforge.spec import bits_equal
+from opforge.ops.spec import bits_equal
 
 ANCHORS = np.array([(10, 13), (16, 30), (33, 23), (30, 61), (62, 45), (59, 119)], np.float64)
 MASKS = ((3, 4, 5), (0, 1, 2))

@@ -1,5 +1,5 @@
 // What the loaded module's CUDA kernels run on, read from the module itself for
-// `opforge doctor` (python/opforge/cuda_info.py): the CUDA runtime they register and launch
+// `opforge doctor` (python/opforge/tools/cuda_info.py): the CUDA runtime they register and launch
 // through (its version, and which binary holds it: dladdr on the runtime's own entry point, so
 // a runtime bound from another library would show), the driver's CUDA version and the devices.
 // A plain C entry point, found by ctypes; in a build without the GPU binding it says so.

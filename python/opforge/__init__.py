@@ -13,10 +13,14 @@ from __future__ import annotations
 import warnings
 from types import ModuleType
 
+from opforge import _moved
+
+_moved.install()  # the old paths of the modules that moved (DeprecationWarning)
+
 from opforge._loader import LoadError, library_path, load_library
 
 __version__ = "0.1.0"
-__all__ = ["KerasVersionError", "LoadError", "library_path", "load_library", "register_all", "ops", "layers", "fuse", "models"]
+__all__ = ["KerasVersionError", "LoadError", "library_path", "load_library", "register_all", "ops", "layers", "models"]
 
 
 def register_all() -> ModuleType:
@@ -40,15 +44,21 @@ from opforge import ops  # noqa: E402
 from opforge._keras import KerasVersionError, keras3_problem  # noqa: E402
 
 if keras3_problem() is None:
-    from opforge import layers, fuse, models  # noqa: E402
+    from opforge import layers, models  # noqa: E402
+    _KERAS_PARTS = ()
 else:
     # Keras 2 (TensorFlow 2.15, or TF_USE_LEGACY_KERAS=1): the ops work; the Keras parts raise
     # KerasVersionError naming the Keras they need when they are first used or imported.
-    _KERAS_PARTS = ("layers", "fuse", "models")
+    _KERAS_PARTS = ("layers", "models")
 
-    def __getattr__(name: str):
-        if name in _KERAS_PARTS:
-            import importlib
 
-            return importlib.import_module(f"opforge.{name}")  # raises KerasVersionError
-        raise AttributeError(f"module 'opforge' has no attribute {name!r}")
+def __getattr__(name: str):
+    import importlib
+
+    from opforge._moved import MOVED
+
+    if name in _KERAS_PARTS:
+        return importlib.import_module(f"opforge.{name}")  # raises KerasVersionError
+    if f"opforge.{name}" in MOVED:  # an old path of the tooling: opforge.bench -> opforge.tools.bench
+        return importlib.import_module(f"opforge.{name}")  # warns (DeprecationWarning)
+    raise AttributeError(f"module 'opforge' has no attribute {name!r}")

@@ -4,7 +4,7 @@ opforge's layers and models are Keras 3 layers (`keras.layers.Layer` of the `ker
 Keras TensorFlow 2.16 and later ship). Under Keras 2 (TensorFlow 2.15, or `tf-keras` with
 `TF_USE_LEGACY_KERAS=1`, where `tf.keras` is Keras 2) they could be built but not mixed with the
 user's `tf.keras` model, which would fail far from its cause. So `opforge.layers`,
-`opforge.models` and `opforge.fuse` refuse at import, naming the Keras they need; the ops
+`opforge.models` and `opforge.models.fuse` refuse at import, naming the Keras they need; the ops
 (`opforge.ops`) work with any Keras.
 """
 from __future__ import annotations

@@ -292,7 +292,7 @@ def demo(out_dir: str = "demo_out", seconds_budget: float = 300.0, seed: int = 0
     import subprocess
     import sys
 
-    from opforge.bench import machine
+    from opforge._machine import machine
 
     print(f"\nYOLO-tiny on the synthetic shapes set ({machine()})")
     size = 128

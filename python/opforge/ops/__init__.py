@@ -3,7 +3,7 @@ and defaults), so switching is a one-word change. Importing this package registe
 gradients; the C++ library itself is loaded on the first call.
 
 Every module in this package is an op: it defines its wrappers (listed in its `__all__`), the
-C++ op names it registers (`OP_NAMES`) and its specs (`SPECS`, see `opforge.spec`). They are
+C++ op names it registers (`OP_NAMES`) and its specs (`SPECS`, see `opforge.ops.spec`). They are
 found here by listing the package, so adding an op edits no file but its own.
 """
 from __future__ import annotations
@@ -12,10 +12,11 @@ import importlib
 import pkgutil
 
 
+# `spec` is not an op: it declares what an op module's SPECS are made of (OpSpec, Case, SpeedCase...).
 MODULES = tuple(
     importlib.import_module(f"{__name__}.{info.name}")
     for info in pkgutil.iter_modules(__path__)
-    if not info.name.startswith("_")
+    if not info.name.startswith("_") and info.name != "spec"
 )
 
 for _module in MODULES:

@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from opforge._export import STATE as _EXPORT
 from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib, python_number, to_tensor
-from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch, speed_normal
+from opforge.ops.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch, speed_normal
 
 __all__ = ["bias_leaky_relu"]
 OP_NAMES = ("Opforge>BiasLeakyRelu",)

@@ -15,8 +15,8 @@ import tensorflow as tf
 
 from opforge._export import STATE as _EXPORT
 from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib, python_number, to_tensor
-from opforge.spec import BadInput, Case, OpSpec, Sample, elementwise_speed
-from opforge.timing import numpy_copy
+from opforge.ops.spec import BadInput, Case, OpSpec, Sample, elementwise_speed
+from opforge.ops.spec import numpy_copy
 
 __all__ = ["clipped_identity", "clipped_identity_grad"]
 OP_NAMES = ("Opforge>ClippedIdentity", "Opforge>ClippedIdentityGrad")

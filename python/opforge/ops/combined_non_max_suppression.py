@@ -11,7 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from opforge.ops._common import check_dtype, invalid_argument, lib, python_number, short_repr, to_tensor
-from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun
+from opforge.ops.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun
 
 __all__ = ["combined_non_max_suppression", "CombinedNonMaxSuppressionResult"]
 OP_NAMES = ("Opforge>CombinedNonMaxSuppression",)

@@ -10,7 +10,7 @@ from opforge._export import STATE as _EXPORT
 from opforge.ops._common import (FLOAT_DTYPES, check_dtype, invalid_argument, lib, python_int, short_repr,
                                  to_tensor)
 from opforge.ops._direct_conv import direct_conv2d_transpose
-from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch, speed_normal
+from opforge.ops.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch, speed_normal
 
 __all__ = ["conv2d_transpose"]
 OP_NAMES = ("Opforge>Conv2DTranspose", "Opforge>Conv2DTransposeInputGrad", "Opforge>Conv2DTransposeFilterGrad")

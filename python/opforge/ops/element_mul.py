@@ -8,8 +8,8 @@ import tensorflow as tf
 
 from opforge._export import STATE as _EXPORT
 from opforge.ops._common import check_dtype, invalid_argument, lib, to_tensor
-from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, speed_normal
-from opforge.timing import numpy_copy
+from opforge.ops.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, speed_normal
+from opforge.ops.spec import numpy_copy
 
 __all__ = ["element_mul"]
 OP_NAMES = ("Opforge>ElementMul", "Opforge>ElementMulGrad")

@@ -11,7 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib, python_number, to_tensor
-from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch, speed_normal
+from opforge.ops.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch, speed_normal
 
 __all__ = ["fused_batch_norm_leaky_relu", "FusedBatchNormLeakyReluResult"]
 OP_NAMES = ("Opforge>FusedBatchNormLeakyRelu", "Opforge>FusedBatchNormLeakyReluGrad")

@@ -15,7 +15,7 @@ from opforge.ops.bias_leaky_relu import integer_bias_leaky_relu
 from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib, python_number, to_tensor
 from opforge.ops._direct_conv import direct_conv2d, explicit_or_string
 from opforge.ops.conv2d_transpose import _convert_padding, _get_sequence
-from opforge.spec import (BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch, speed_normal,
+from opforge.ops.spec import (BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch, speed_normal,
                           tf_bfloat16_matmul_aborts)
 
 __all__ = ["fused_conv2d_bias_leaky_relu"]

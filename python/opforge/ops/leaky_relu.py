@@ -8,8 +8,8 @@ import tensorflow as tf
 
 from opforge._export import STATE as _EXPORT
 from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib, python_number, to_tensor
-from opforge.spec import BadInput, Case, OpSpec, Sample, elementwise_speed
-from opforge.timing import numpy_copy
+from opforge.ops.spec import BadInput, Case, OpSpec, Sample, elementwise_speed
+from opforge.ops.spec import numpy_copy
 
 __all__ = ["leaky_relu", "leaky_relu_grad", "leaky_relu_with_mask"]
 OP_NAMES = ("Opforge>LeakyRelu", "Opforge>LeakyReluWithMask", "Opforge>LeakyReluGrad")

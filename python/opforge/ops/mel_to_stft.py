@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from opforge.ops._common import (check_dtype, invalid_argument, lib, python_bool, python_int, python_number,
                                  short_repr, to_tensor)
-from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch
+from opforge.ops.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch
 
 __all__ = ["mel_to_stft"]
 OP_NAMES = ("Opforge>MelToStft",)

@@ -9,7 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 from opforge.ops._common import check_dtype, invalid_argument, lib, python_int, python_number, short_repr, to_tensor
-from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch, speed_normal
+from opforge.ops.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch, speed_normal
 
 __all__ = ["mfcc_to_mel"]
 OP_NAMES = ("Opforge>MfccToMel", "Opforge>MfccToMelGrad")

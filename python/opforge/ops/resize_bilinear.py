@@ -11,7 +11,7 @@ from tensorflow.python.framework import tensor_util
 
 from opforge._export import STATE as _EXPORT
 from opforge.ops._common import check_dtype, invalid_argument, lib, python_bool, python_int, to_tensor
-from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch, speed_normal
+from opforge.ops.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch, speed_normal
 
 __all__ = ["resize", "resize_bilinear", "resize_bilinear_grad"]
 OP_NAMES = ("Opforge>ResizeBilinear", "Opforge>ResizeBilinearGrad")

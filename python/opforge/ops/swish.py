@@ -8,8 +8,8 @@ import tensorflow as tf
 
 from opforge._export import STATE as _EXPORT
 from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib, to_tensor
-from opforge.spec import BadInput, Case, OpSpec, Sample, elementwise_speed
-from opforge.timing import numpy_copy
+from opforge.ops.spec import BadInput, Case, OpSpec, Sample, elementwise_speed
+from opforge.ops.spec import numpy_copy
 
 __all__ = ["swish", "swish_grad"]
 OP_NAMES = ("Opforge>Swish", "Opforge>SwishGrad")

@@ -11,8 +11,8 @@ import numpy as np
 import tensorflow as tf
 
 from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib, python_int, short_repr, to_tensor
-from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, speed_normal
-from opforge.timing import numpy_copy
+from opforge.ops.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, speed_normal
+from opforge.ops.spec import numpy_copy
 
 __all__ = ["yolo_decode", "YoloDecodeResult", "YOLO_MAX_LOG_SCALE", "BOX_FORMATS"]
 OP_NAMES = ("Opforge>YoloDecode", "Opforge>YoloDecodeGrad")

@@ -14,7 +14,7 @@ from opforge.ops.combined_non_max_suppression import CombinedNonMaxSuppressionRe
 from opforge.ops.combined_non_max_suppression import tf_reference as _tf_nms_reference
 from opforge.ops.yolo_decode import (YOLO_MAX_LOG_SCALE, YOLOV3_SPEED_ANCHORS, YOLOV3_SPEED_MASKS,
                                     check_constant_anchors, decode_attrs, numpy_yolo_decode, tf_yolo_decode)
-from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun
+from opforge.ops.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun
 
 __all__ = ["yolo_postprocess", "tf_yolo_postprocess", "yolo_like_heads"]
 OP_NAMES = ("Opforge>YoloPostprocess",)

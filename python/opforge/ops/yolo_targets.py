@@ -9,7 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 from opforge.ops._common import check_dtype, invalid_argument, lib, to_tensor
-from opforge.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun
+from opforge.ops.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun
 
 __all__ = ["yolo_targets", "BOX_TOLERANCE"]
 OP_NAMES = ("Opforge>YoloTargets",)

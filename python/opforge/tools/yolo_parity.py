@@ -48,7 +48,7 @@ def _run(size, steps, model, batch, num_classes, upsample, seed, learning_rate, 
     import tensorflow as tf
 
     import opforge.models as M
-    from opforge.models.bench import synthetic_batch, twins
+    from opforge.tools.yolo_bench import synthetic_batch, twins
 
     if model not in ("tiny", "full"):
         print(f"opforge yolo parity: model must be 'tiny' or 'full', got {model!r}")

@@ -25,11 +25,11 @@ The paths:
 
 Paths 1-3 go into Keras models through `keras.layers.Lambda` around a named function that is
 registered as Keras-serializable here, so `.keras` files that use them load after
-`import opforge.paths` (a Python lambda would need `safe_mode=False`).
+`import opforge.tools.paths` (a Python lambda would need `safe_mode=False`).
 
 `opforge bench paths` (:func:`main`) times each path (forward, and a training step of a small
 Dense -> activation -> Dense model) in eager mode, in `tf.function` and in `model.fit`, timed
-interleaved (opforge.timing), and prints a feature matrix (gradient, tf.function, SavedModel,
+interleaved (opforge.tools.timing), and prints a feature matrix (gradient, tf.function, SavedModel,
 .keras, GPU, XLA) whose every entry comes from running that capability here.
 """
 from __future__ import annotations
@@ -52,7 +52,7 @@ import numpy as np
 import tensorflow as tf
 
 import opforge
-from opforge.timing import interleaved
+from opforge.tools.timing import interleaved
 
 __all__ = ["FUNCTIONS", "PATHS", "Function", "feature_matrix", "layer", "main", "timings"]
 
@@ -313,12 +313,12 @@ import json, sys
 import numpy as np
 import tensorflow as tf
 import keras
-import opforge, opforge.paths
+import opforge, opforge.tools.paths
 folder = sys.argv[1]
 data = np.load(folder + "/data.npz")
 x, w = tf.constant(data["x"]), tf.constant(data["w"])
 out = {}
-from opforge.paths import _error_text as first_line
+from opforge.tools.paths import _error_text as first_line
 for key in json.loads(open(folder + "/keys.json").read()):
     try:
         loaded = tf.saved_model.load(f"{folder}/{key}.savedmodel")
@@ -605,7 +605,7 @@ def format_timings(function: str, result: Dict[str, Dict[str, float]], sizes: Si
 
 def run(quick: bool = False, as_json: bool = False, functions=tuple(FUNCTIONS), repeats: Optional[int] = None) -> int:
     """`opforge bench paths`: the timings of every path, then the feature matrix."""
-    from opforge.bench import machine
+    from opforge._machine import machine
 
     sizes = QUICK if quick else FULL
     # The matrix retraces on purpose (one tf.function per path and capability).

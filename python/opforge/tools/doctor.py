@@ -87,7 +87,7 @@ def run() -> int:
     except LoadError as exc:
         print(f"\nopforge doctor: the library cannot be loaded:\n{exc}")
         return 1
-    from opforge import cuda_info
+    from opforge.tools import cuda_info
     from opforge.ops import CPU_ONLY, OP_NAMES, _xla
 
     for line in cuda_info.describe(library_path()):

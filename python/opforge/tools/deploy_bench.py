@@ -258,8 +258,8 @@ def format_rows(rows: List[Row]) -> str:
 def run(size: int = 416, repeats: int = 30, threads: Optional[int] = None, as_json: bool = False) -> int:
     import tensorflow as tf
 
-    from opforge.bench import machine
-    from opforge.timing import interleaved
+    from opforge._machine import machine
+    from opforge.tools.timing import interleaved
 
     if threads is not None:
         try:

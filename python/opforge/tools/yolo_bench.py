@@ -1,5 +1,5 @@
 """`opforge yolo bench`: the YOLO models with opforge's ops against the same networks from
-TensorFlow built-ins (`ops="tf"`), timed interleaved in one process (`opforge.timing.interleaved`,
+TensorFlow built-ins (`ops="tf"`), timed interleaved in one process (`opforge.tools.timing.interleaved`,
 medians). ratio = tf / opforge: above 1 means opforge is faster.
 
 Rows:
@@ -264,7 +264,7 @@ def infer_rows(size: int, repeats: int, batches: Sequence[int] = (1, 8)) -> List
 
 
 def _timed(candidates: Dict[str, Callable[[], object]], repeats: int, warmup: int = 3) -> Dict[str, float]:
-    from opforge.timing import interleaved
+    from opforge.tools.timing import interleaved
 
     return interleaved(candidates, repeats=repeats, warmup=warmup)
 
@@ -286,7 +286,7 @@ def run(repeats: int = 10, json_out: bool = False, sizes: Optional[Sequence[int]
 
 
 def _run(repeats: int, json_out: bool, sizes: List[int], cases: set, policy: str) -> int:
-    from opforge.bench import machine
+    from opforge._machine import machine
 
     if not json_out:
         print(f"machine: {machine()}", flush=True)
@@ -407,13 +407,13 @@ def fused_model_rows(size: int, repeats: int) -> List[Row]:
     against the unfused opforge model, the same weights."""
     import tensorflow as tf
 
-    import opforge.fuse
+    import opforge.models.fuse
     import opforge.models as M
 
     rows: List[Row] = []
     unfused = M.YoloV3Tiny(NUM_CLASSES, size)
     fused = M.YoloV3Tiny(NUM_CLASSES, size, fused=True)
-    opforge.fuse.transfer_weights(unfused, fused)
+    opforge.models.fuse.transfer_weights(unfused, fused)
     x, y, anchors, masks = synthetic_batch(unfused, size, TRAIN_BATCH, NUM_CLASSES)
     steps = {name: _train_step(m, M.YoloLoss(anchors, masks, NUM_CLASSES)) for name, m in
              (("opforge", fused), ("tf", unfused))}
@@ -421,7 +421,7 @@ def fused_model_rows(size: int, repeats: int) -> List[Row]:
         {k: (lambda s=s: s(x, y)) for k, s in steps.items()}, repeats, warmup=2),
         _join("vs unfused opforge model", _dtype_note(fused, unfused))))
     full = M.YoloV3(NUM_CLASSES, size)
-    full_fused = opforge.fuse.fold_batch_norm(full)
+    full_fused = opforge.models.fuse.fold_batch_norm(full)
     for batch in (1, 8):
         xb = tf.random.uniform((batch, size, size, 3), seed=batch)
         ours = tf.function(lambda v: full_fused(v, training=False))

@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
-from opforge import _child as child_io
+from opforge.tools import _child as child_io
 
 # "<Op>: <argument> must be ..." (opforge's messages), or an argument named in quotes.
 CLEAR_ERROR = re.compile(r"\b[A-Z][A-Za-z0-9]+: [a-z_][^:]*? (must|does not|cannot|is not) "
@@ -215,7 +215,7 @@ def run(calls_per_op: int = 200, seed: int = 0, timeout: float = 60.0, ops: Opti
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     while todo:
         chunk, todo = todo[:batch], todo[batch:]
-        proc = subprocess.Popen([sys.executable, "-c", f"from opforge.fuzz import _child; import json, sys; "
+        proc = subprocess.Popen([sys.executable, "-c", f"from opforge.tools.fuzz import _child; import json, sys; "
                                  f"_child({seed}, json.loads(sys.stdin.readline()))"],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         proc.stdin.write((json.dumps(chunk) + "\n").encode())
@@ -257,7 +257,7 @@ def run(calls_per_op: int = 200, seed: int = 0, timeout: float = 60.0, ops: Opti
 
 def draw_description(op: str, index: int, seed: int) -> str:
     """The description of a call, drawn again in a child (the parent never imports TensorFlow)."""
-    code = (f"from opforge.fuzz import _spec_by_name, draw_call\n"
+    code = (f"from opforge.tools.fuzz import _spec_by_name, draw_call\n"
             f"print(draw_call(_spec_by_name()[{op!r}], {index}, {seed})[0])")
     try:
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,

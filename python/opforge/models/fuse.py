@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from opforge._keras import require_keras3
 
-require_keras3("opforge.fuse")
+require_keras3("opforge.models.fuse")
 
 from typing import Dict, List, Optional
 
@@ -49,7 +49,7 @@ def find_conv_bn_leaky_chains(model: keras.Model) -> List[tuple]:
     consumer is a BatchNormalization over the last axis, whose only consumer is a LeakyReLU with a
     slope >= 0, each layer used once and no intermediate tensor a model output."""
     if not hasattr(model, "_nodes_by_depth"):
-        raise ValueError("opforge.fuse: a Functional keras.Model is needed (Sequential models work too; "
+        raise ValueError("opforge.models.fuse: a Functional keras.Model is needed (Sequential models work too; "
                          f"got {type(model).__name__}, a subclassed model: build it with fused=True instead)")
     consumers = _consumers(model)
     outputs = {id(t) for t in model.outputs}
@@ -169,10 +169,10 @@ def transfer_weights(source: keras.Model, target: keras.Model) -> None:
     src, dst = _blocks(source), _blocks(target)
     for name, variables in dst.items():
         if name not in src:
-            raise ValueError(f"opforge.fuse.transfer_weights: source has no layer (or block) named {name!r}")
+            raise ValueError(f"opforge.models.fuse.transfer_weights: source has no layer (or block) named {name!r}")
         values = src[name]
         if [tuple(v.shape) for v in values] != [tuple(v.shape) for v in variables]:
-            raise ValueError(f"opforge.fuse.transfer_weights: {name!r} has variables of shapes "
+            raise ValueError(f"opforge.models.fuse.transfer_weights: {name!r} has variables of shapes "
                              f"{[tuple(v.shape) for v in values]} in source, {[tuple(v.shape) for v in variables]} "
                              "in target")
         for v, value in zip(variables, values):

@@ -2,7 +2,7 @@
 kernels of the same computation, and the element-wise ops against a device copy of the same
 bytes (the memory-bound limit), timed interleaved on the GPU.
 
-Every op module with a GPU kernel contributes its spec's speed cases (`opforge.spec.SpeedCase`,
+Every op module with a GPU kernel contributes its spec's speed cases (`opforge.ops.spec.SpeedCase`,
 the same cases `opforge bench` times on the CPU) at sizes that keep an H200 busy: element-wise
 cases over 64M elements (256 MiB per float32 tensor), model-shaped cases with their batch scaled
 to about 16M elements; plus the element-wise forward and gradient kernels in float16 and
@@ -83,7 +83,7 @@ def machine_info(device: str) -> Dict[str, object]:
     with, what opforge's loaded module runs on, and the CPU."""
     import tensorflow as tf
 
-    from opforge.bench import machine as cpu_machine
+    from opforge._machine import machine as cpu_machine
 
     info: Dict[str, object] = {"device": device, "tensorflow": tf.__version__, "cpu": cpu_machine()}
     build = tf.sysconfig.get_build_info()
@@ -108,7 +108,7 @@ def machine_info(device: str) -> Dict[str, object]:
     except ImportError:
         info["opforge_build_info"] = "missing"
     try:  # what the loaded module itself reports (its CUDA runtime, the code compiled in)
-        from opforge import cuda_info
+        from opforge.tools import cuda_info
         from opforge._loader import library_path, load_library
 
         load_library()

@@ -410,7 +410,7 @@ import numpy as np
 import tensorflow as tf
 
 import opforge.build
-from opforge.check import Call
+from opforge.tools.check import Call
 
 HERE = Path(__file__).resolve().parent
 OP_NAME = "{op}"
@@ -564,8 +564,8 @@ import argparse
 import numpy as np
 import tensorflow as tf
 
-from opforge.bench import machine
-from opforge.timing import interleaved
+from opforge._machine import machine
+from opforge.tools.timing import interleaved
 
 import {name} as op
 

@@ -382,3 +382,11 @@ def scaled_batch(shape: Sequence[int], size: Optional[int]) -> List[int]:
         per_item = int(np.prod(shape[1:]))
         shape[0] = max(1, int(round(size / per_item)))
     return shape
+
+def numpy_copy(n: int, dtype=np.float32) -> Callable[[], None]:
+    """A plain memory copy of `n` elements of `dtype` (a NumPy dtype or a tf.DType: a bfloat16
+    copy moves 2 bytes an element): the bandwidth a memory-bound op is compared with."""
+    dtype = np.dtype(getattr(dtype, "as_numpy_dtype", dtype))
+    src = np.random.default_rng(0).standard_normal(n).astype(dtype)
+    dst = np.empty_like(src)
+    return lambda: np.copyto(dst, src)

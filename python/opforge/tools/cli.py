@@ -13,15 +13,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:2] == ["bench", "paths"]:  # the four paths to an activation, its own options
-        from opforge import paths
+        from opforge.tools import paths
 
         return paths.main(argv[2:])
     if argv[:2] == ["bench", "gpu"] or argv[:1] == ["gpu-bench"]:  # GPU kernels, its own options
-        from opforge import gpu_bench
+        from opforge.tools import gpu_bench
 
         return gpu_bench.main(argv[2:] if argv[0] == "bench" else argv[1:])
     if argv[:2] == ["bench", "deploy"]:  # the detector in ONNX Runtime and LiteRT, its own options
-        from opforge import deploy_bench
+        from opforge.tools import deploy_bench
 
         return deploy_bench.main(argv[2:])
     parser = argparse.ArgumentParser(prog="opforge", description=__doc__)
@@ -52,6 +52,11 @@ def main(argv: Optional[List[str]] = None) -> int:
                               "to float32 and back, and says so); a case whose op has no kernel of it is left out, "
                               "with a line saying so (default float32)")
     p_bench.add_argument("--json", action="store_true", help="machine-readable rows, each with its dtype and machine")
+    p_bench.add_argument("--plot", metavar="PATH", default=None,
+                         help="also draw the speed ratios against TensorFlow as a chart (PNG or SVG by the suffix)")
+    p_bench.add_argument("--from", dest="sources", metavar="JSON", action="append", default=[],
+                         help="with --plot: time nothing, draw the rows of a file `--json` wrote (repeatable: "
+                              "float32 and bfloat16, or two CPUs, side by side)")
     p_fuzz = sub.add_parser("fuzz", help="malformed calls of every op in child processes: crashes, hangs, "
                                          "vague errors")
     p_fuzz.add_argument("--calls", type=int, default=200, help="calls per op (default 200)")
@@ -67,7 +72,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                          help="one sample call of a MODULE:FUNCTION target, e.g. float32[2,3] int64[3]")
     p_check.add_argument("--checks", default=None, help="comma-separated subset of the checks (default: all)")
     p_check.add_argument("--timeout", type=float, default=60.0, help="seconds a call in a child may take (a hang)")
-    p_check.add_argument("--fuzz-calls", type=int, default=20, help="opforge.fuzz calls per opforge op (default 20)")
+    p_check.add_argument("--fuzz-calls", type=int, default=20, help="opforge.tools.fuzz calls per opforge op (default 20)")
     p_check.add_argument("--json", action="store_true", help="machine-readable output")
     p_new = sub.add_parser("new", help="scaffold your own op: core, binding, CUDA, wrapper with gradient, "
                                        "tests and a benchmark, built with opforge.build")
@@ -150,11 +155,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.command == "audio":
         return _audio(args, parser)
     if args.command == "fuzz":
-        from opforge import fuzz
+        from opforge.tools import fuzz
 
         return fuzz.main(args.calls, args.seed, args.timeout, args.ops or None, args.verbose)
     if args.command == "new":
-        from opforge import scaffold
+        from opforge.tools import scaffold
 
         try:
             files = scaffold.new_project(args.name, args.dir, args.force)
@@ -166,7 +171,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"next: cd {root} && python -m pytest test_{args.name}.py && opforge check {args.name}:{args.name}")
         return 0
     if args.command == "check":
-        from opforge import check
+        from opforge.tools import check
 
         return check.main(args.targets, args.json, args.inputs, args.checks.split(",") if args.checks else None,
                           args.timeout, args.fuzz_calls)
@@ -177,16 +182,16 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     try:
         if args.command == "doctor":
-            from opforge import doctor
+            from opforge.tools import doctor
 
             return doctor.run()
         if args.command == "verify":
-            from opforge import verify
+            from opforge.tools import verify
 
             return verify.run(args.json, args.size, args.repeats, args.ops)
-        from opforge import bench
+        from opforge.tools import bench
 
-        return bench.run(args.ops, args.size, args.repeats, args.json, args.dtype)
+        return bench.run(args.ops, args.size, args.repeats, args.json, args.dtype, args.plot, args.sources)
     except LoadError as exc:
         print(f"opforge {args.command}: {exc}", file=sys.stderr)
         return 1
@@ -197,7 +202,7 @@ def _audio(args, parser) -> int:
         value = getattr(args, name, None)
         if value is not None and not value > 0:
             parser.error(f"--{name.replace('_', '-')} must be positive, got {value}")
-    from opforge import audio_demo
+    from opforge.tools import audio_demo
     from opforge._loader import LoadError
 
     try:
@@ -234,11 +239,11 @@ def _yolo(args) -> int:
         if args.yolo_command == "demo":
             return app.demo(args.out, args.seconds)
         if args.yolo_command == "bench":
-            from opforge.models import bench
+            from opforge.tools import yolo_bench as bench
 
             return bench.run(repeats=args.repeats, sizes=args.size, cases=args.cases or None, policy=args.policy)
         if args.yolo_command == "parity":
-            from opforge.models import parity
+            from opforge.tools import yolo_parity as parity
 
             return parity.run(size=args.size, dtype=args.dtype, model=args.model)
         info = json.loads((Path(args.model) / "history.json").read_text())

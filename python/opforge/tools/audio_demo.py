@@ -303,8 +303,8 @@ def bench(repeats: int = 10, threads: int = 2, seconds: float = 5.0) -> int:
 
     import opforge.audio
     from opforge import ops
-    from opforge.bench import machine
-    from opforge.timing import interleaved
+    from opforge._machine import machine
+    from opforge.tools.timing import interleaved
 
     try:
         import librosa

@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Dict, List, Optional, Set, Tuple
+import sys
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
-from opforge.spec import SpeedCase, SpeedRun
-from opforge.timing import interleaved
+from opforge.ops.spec import SpeedCase, SpeedRun
+from opforge.tools.timing import interleaved
+from opforge._machine import cpu_flags, machine  # noqa: F401  (opforge.tools.bench.machine, as before)
 
 Row = Dict[str, object]
 
@@ -63,42 +65,6 @@ def format_rows(rows: List[Row]) -> str:
     return "\n".join(lines)
 
 
-def cpu_flags() -> Tuple[str, Set[str]]:
-    """The CPU model and the flags of /proc/cpuinfo (its first processor)."""
-    model, flags = "unknown CPU", set()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() == "model name" and model == "unknown CPU":
-                    model = value.strip()
-                elif key.strip() == "flags" and not flags:
-                    flags = set(value.split())
-    except OSError:
-        pass
-    return model, flags
-
-
-def machine() -> str:
-    """The CPU model, the vector extensions that matter here, and whether it has AVX512-BF16
-    (`avx512_bf16`: bfloat16 dot products in AVX-512) and AMX (`amx_tile` with `amx_bf16`: the
-    tile units that oneDNN's bfloat16 matrix products use); figures hold for this CPU. The one
-    source of every benchmark's `machine:` line, e.g. `AMD EPYC 9R14, 2 cores, avx avx2 fma
-    avx512f avx512_bf16; AVX512-BF16: yes, AMX: no`."""
-    model, flags = cpu_flags()
-    isa = [name for name in ("avx", "avx2", "fma", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16")
-           if name in flags]
-    line = f"{model}, {os.cpu_count()} cores, {' '.join(isa) or 'no AVX'}"
-    bf16 = "yes" if "avx512_bf16" in flags else "no"
-    if "amx_tile" in flags:
-        amx = "yes" if "amx_bf16" in flags else "tiles without amx_bf16"
-    else:
-        amx = "no"
-    line += f"; AVX512-BF16: {bf16}, AMX: {amx}"
-    caps = [f"{var}={os.environ[var]}" for var in ("OPFORGE_MAX_ISA", "ONEDNN_MAX_CPU_ISA") if os.environ.get(var)]
-    if caps:
-        line += f" (capped: {' '.join(caps)})"
-    return line
 
 
 DTYPES = ("float32", "bfloat16")
@@ -119,7 +85,7 @@ def check_dtype(spec, run: SpeedRun, dtype) -> None:
     """Raises if a candidate of a run set up in `dtype` computes in another float dtype: where the
     op's own outputs (on the spec's first case of that dtype) include `dtype`, every candidate
     returning float tensors must too (a `copy` rival returns none)."""
-    from opforge.spec import float_output_dtypes
+    from opforge.ops.spec import float_output_dtypes
 
     case = next(c for c in spec.cases if c.dtypes is None or dtype in c.dtypes)
     if dtype not in float_output_dtypes(spec.call(spec.op, case, case.tensors(dtype))):
@@ -130,7 +96,7 @@ def check_dtype(spec, run: SpeedRun, dtype) -> None:
             raise RuntimeError(
                 f"opforge bench: {spec.name} case {run.label!r} was set up in {dtype.name}, but its {name!r} "
                 f"candidate returns {', '.join(sorted(d.name for d in found))}: its SpeedCase.setup must make "
-                "its float inputs in the dtype it is given (opforge.spec.speed_normal)")
+                "its float inputs in the dtype it is given (opforge.ops.spec.speed_normal)")
 
 
 def rivals_refused(r, tf) -> Dict[str, str]:
@@ -148,7 +114,21 @@ def rivals_refused(r, tf) -> Dict[str, str]:
     return refused
 
 
-def run(ops: List[str], size: Optional[int], repeats: int, as_json: bool, dtype: str = "float32") -> int:
+def run(ops: List[str], size: Optional[int], repeats: int, as_json: bool, dtype: str = "float32",
+        plot_path: Optional[str] = None, sources: Sequence[str] = ()) -> int:
+    """`opforge bench`: times the ops' speed cases and prints the rows (or `as_json`); with
+    `plot_path`, also draws them as a chart (`plot`). With `sources` (files that `--json` wrote)
+    nothing is timed: their rows are drawn."""
+    if sources:
+        if not plot_path:
+            print("opforge bench: --from needs --plot PATH (the chart to draw from those files)")
+            return 2
+        try:
+            print(f"wrote {plot_path}: {plot(load_rows(list(sources)), plot_path)}")
+        except (OSError, ValueError) as exc:
+            print(f"opforge bench --plot: {exc}")
+            return 2
+        return 0
     import tensorflow as tf
 
     from opforge.ops import SPECS
@@ -198,4 +178,74 @@ def run(ops: List[str], size: Optional[int], repeats: int, as_json: bool, dtype:
             print(format_rows(rows))
         for s in skipped:
             print(s["skipped"])
+    if plot_path and rows:
+        what = plot([dict(r, machine=machine()) for r in rows], plot_path)
+        print(f"wrote {plot_path}: {what}", file=sys.stderr if as_json else sys.stdout)
     return 0
+
+
+def load_rows(paths: List[str]) -> List[Row]:
+    """The rows of one or more `opforge bench --json` files (float32 and bfloat16, or two CPUs)."""
+    rows: List[Row] = []
+    for path in paths:
+        with open(path) as f:
+            data = json.load(f)
+        if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+            raise ValueError(f"{path}: not the output of `opforge bench --json` (a list of rows)")
+        rows.extend(data)
+    return rows
+
+
+def _series_name(r: Row) -> str:
+    cpu = str(r.get("machine", "unknown CPU")).split(",")[0]
+    capped = " (capped)" if "capped:" in str(r.get("machine", "")) else ""
+    return f"{r.get('dtype', 'float32')}, {cpu}{capped}"
+
+
+def _case_name(r: Row, width: int = 58) -> str:
+    label = " ".join(w for w in str(r["case"]).split() if w not in DTYPES)
+    label = label.split(" (rival:")[0]
+    text = f"{r['op']}: {label}"
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def plot(rows: List[Row], path: str) -> str:
+    """A chart of opforge's speed against TensorFlow's (`ratio_vs_tf`: TensorFlow's median time
+    over opforge's, so > 1 is faster) for every timed row, one bar a series (dtype and CPU), written
+    to `path` (PNG or SVG, by its suffix). Returns what it drew, in a line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    timed = [r for r in rows if "ratio_vs_tf" in r]
+    if not timed:
+        raise ValueError("no row has a TensorFlow rival (ratio_vs_tf) to plot")
+    series: List[str] = []
+    cases: List[str] = []
+    value: Dict[Tuple[str, str], float] = {}
+    for r in timed:
+        s, c = _series_name(r), _case_name(r)
+        if s not in series:
+            series.append(s)
+        if c not in cases:
+            cases.append(c)
+        value[(s, c)] = float(r["ratio_vs_tf"])
+    height = 0.8 / len(series)
+    fig, ax = plt.subplots(figsize=(10, 0.3 * len(cases) * max(1, len(series) * 0.7) + 1.5))
+    for k, s in enumerate(series):
+        ys = [i + k * height for i, c in enumerate(cases) if (s, c) in value]
+        xs = [value[(s, c)] for c in cases if (s, c) in value]
+        ax.barh(ys, xs, height=height, label=s)
+    ax.axvline(1.0, color="black", linewidth=1)
+    ax.set_yticks([i + 0.4 - height / 2 for i in range(len(cases))])
+    ax.set_yticklabels(cases, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlabel("TensorFlow's time / opforge's (log scale; right of 1 is faster than TensorFlow)")
+    ax.legend(fontsize=8, loc="lower right")
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return f"{len(cases)} cases in {len(series)} series ({'; '.join(series)})"

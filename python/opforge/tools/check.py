@@ -4,7 +4,7 @@
     opforge check my_package.ops:my_relu     # MODULE:FUNCTION, the function behind your op
     opforge check                            # every opforge op
 
-    from opforge.check import check
+    from opforge.tools.check import check
     results = check(my_relu, [(np.ones([2, 3], np.float32),)])
 
 "The op behind the function" is found by tracing the function in a `tf.function` graph on its
@@ -25,7 +25,7 @@ first sample call and collecting the op types TensorFlow itself does not define 
 - eager_vs_function: every sample call gives the same bits eagerly and inside `tf.function`;
 - bad_inputs: malformed calls in a child process (restarted after a crash): for opforge ops
   the spec's bad-input table (the error and message fragments it promises) and calls drawn by
-  `opforge.fuzz` (a vague error fails, see its rules); for other functions, each tensor
+  `opforge.tools.fuzz` (a vague error fails, see its rules); for other functions, each tensor
   argument of the first sample call with another rank, empty, empty beside a 2^31 dimension,
   inf/NaN, of another dtype, None, and of another rank inside `tf.function` with unknown
   dimensions: a crash or hang fails, an error that names no argument is a warning;
@@ -36,7 +36,7 @@ first sample call and collecting the op types TensorFlow itself does not define 
 
 Sample inputs of a function, first found wins:
 1. `sample_inputs=` of `check()` (the CLI's `--inputs`);
-2. the `@opforge.check.sample_inputs(...)` decorator on the function;
+2. the `@opforge.tools.check.sample_inputs(...)` decorator on the function;
 3. a module-level `CHECK_INPUTS = {"function_name": calls}` in the function's module (`calls`
    may also be a callable returning them);
 4. none: one float32 [4, 8] argument (a one-argument function), and the `ops` line says so.
@@ -73,7 +73,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 
 import numpy as np
 
-from opforge import _child as child_io
+from opforge.tools import _child as child_io
 
 CHECKS = ("ops", "shape", "gradient", "kernels", "eager_vs_function", "bad_inputs", "determinism", "savedmodel")
 DEFAULT_SHAPE = (4, 8)
@@ -504,7 +504,7 @@ def _has_float_io(op_type: str) -> bool:
 
 def _check_gradient(target: _Target, tolerance: float) -> Result:
     import tensorflow as tf
-    from opforge.spec import gradient_error, max_error
+    from opforge.ops.spec import gradient_error, max_error
 
     registered, none, missing = _gradient_registrations(target.ops)
     missing = [op for op in missing if _has_float_io(op)]
@@ -631,7 +631,7 @@ def _check_kernels(target: _Target) -> Result:
 
 def _check_eager_vs_function(target: _Target) -> Result:
     import tensorflow as tf
-    from opforge.spec import bits_equal
+    from opforge.ops.spec import bits_equal
 
     calls = target.calls[:-1] if target.spec is not None else target.calls
     for call in calls:
@@ -794,7 +794,7 @@ def _child() -> None:
             print("CALLING", flush=True)  # the time limit counts from here: imports are not the call
             result.update(_child_task(task, saved))
         except Exception as exc:  # noqa: BLE001: the parent judges every error
-            from opforge.fuzz import classify
+            from opforge.tools.fuzz import classify
 
             kind, error, message = classify(exc)
             result.update(kind=kind, error=error, message=message[:600])
@@ -822,7 +822,7 @@ def _child_task(task: Dict[str, Any], saved: Dict[str, Any]) -> Dict[str, Any]:
         exec(task["code"], {"tf": tf, "np": np, "opforge": opforge, "lib": lib})  # noqa: S102
         return {"kind": "ok"}
     if kind == "fuzz":
-        from opforge.fuzz import _spec_by_name, draw_call
+        from opforge.tools.fuzz import _spec_by_name, draw_call
 
         description, thunk = draw_call(_spec_by_name()[task["spec"]], task["index"], task["seed"])
         print("CALL " + json.dumps([task["id"], description]), flush=True)
@@ -886,7 +886,7 @@ def _run_tasks(tasks: List[Dict[str, Any]], threads: int, timeout: float) -> Dic
     calls: Dict[str, str] = {}
     todo = list(tasks)
     while todo:
-        proc = subprocess.Popen([sys.executable, "-c", "from opforge.check import _child; _child()"],
+        proc = subprocess.Popen([sys.executable, "-c", "from opforge.tools.check import _child; _child()"],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 env=_child_env(threads))
         proc.stdin.write((json.dumps(todo) + "\n").encode())
@@ -998,7 +998,7 @@ def _judge_bad_inputs(target: _Target, index: int, tasks, results) -> Result:
                       + _more(fails), notes)
     return Result(target.label, "bad_inputs", "PASS",
                   f"{len(tasks)} malformed calls in a child process: {summary}"
-                  + (" (spec table and opforge.fuzz draws)" if spec is not None else ""), notes)
+                  + (" (spec table and opforge.tools.fuzz draws)" if spec is not None else ""), notes)
 
 
 def _judge_saved(target: _Target, expected, notes, one, two) -> Tuple[Result, Result]:
@@ -1132,7 +1132,7 @@ def check(function, sample_inputs: Optional[Sequence[Any]] = None, *, checks: Op
     """Checks the op behind `function` (a callable, "MODULE:FUNCTION", an opforge spec name or
     a C++ op name); returns one Result per check. `sample_inputs`: a list of calls (see the
     module docstring); `checks`: a subset of CHECKS; `timeout`: seconds one call in a child may
-    take before it is a hang; `fuzz_calls`: opforge.fuzz draws per opforge op;
+    take before it is a hang; `fuzz_calls`: opforge.tools.fuzz draws per opforge op;
     `gradient_tolerance`: the float64 numerical gradient's relative tolerance for functions
     without a spec."""
     return check_targets(resolve(function, sample_inputs), checks, timeout, fuzz_calls,

@@ -15,8 +15,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import List, Optional
 
-from opforge.spec import OpSpec, forward_error, gradient_error
-from opforge.timing import interleaved
+from opforge.ops.spec import OpSpec, forward_error, gradient_error
+from opforge.tools.timing import interleaved
 
 
 @dataclass
@@ -95,7 +95,7 @@ def run(as_json: bool, size: Optional[int] = None, repeats: int = 30, ops: Optio
         print(json.dumps([dict(asdict(r), ok=r.ok, gradient_error=None if math.isnan(r.gradient_error)
                                else r.gradient_error) for r in rows], indent=2))
     else:
-        from opforge.bench import machine
+        from opforge._machine import machine
 
         print(f"machine: {machine()}")
         print(format_rows(rows))
