@@ -13,6 +13,9 @@
 #   make gpu-build-check  compile and load the GPU binding against TensorFlow's CUDA wheel
 #                    (separate .venv-gpu; needs nvcc; no GPU needed to compile)
 #   make audio-demo  MFCCs back to audio: WAV files, spectrograms and the real-time factor
+#   make docs        the manual (docs/, MkDocs) into site/, strictly: a broken link fails
+#   make docs-images the manual's pictures, each made by a command: the demo's detections and
+#                    loss, the audio demo's spectrograms, `opforge bench --plot` (~12 min)
 #   make gpu-check   on a machine with an NVIDIA GPU: the whole GPU path, tested and timed, in one
 #                    run (< 10 min); report in build/gpu-check/report.md
 #
@@ -41,7 +44,7 @@ SOURCES := $(shell find cc python cmake -type f -not -name '*.pyc' 2>/dev/null) 
            CMakeLists.txt pyproject.toml
 
 .PHONY: all demo test build deps core-test cuda-test pytest bench core-bench format clean yolo-bench yolo-parity \
-        gpu-build-check gpu-check gpu-carry install-check wheel compat-check test-without-tools
+        gpu-build-check gpu-check gpu-carry install-check wheel compat-check test-without-tools docs docs-images
 
 all: build
 
@@ -105,7 +108,27 @@ PYTEST_WORKERS ?= 2
 pytest: build
 	OPFORGE_REQUIRE_ADAPTERS=1 $(VPY) -m pytest tests -q -ra $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile)
 
-test: core-test cuda-test pytest
+test: core-test cuda-test pytest docs
+
+# The manual: MkDocs + Material + mkdocstrings (the API reference, read from the docstrings
+# without importing them), strictly (mkdocs.yml: a broken link, a page left out of the nav or an
+# unreadable docstring fails). Its Python examples run in pytest (tests/test_docs_examples.py).
+docs: deps
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir site
+
+# The pictures in docs/img/, each from a command (run on the machine whose figures the manual
+# quotes; the benchmark's rows stay beside the chart in docs/data/).
+DOCS_IMAGES := build/docs-images
+docs-images: build
+	mkdir -p $(DOCS_IMAGES) docs/img docs/data
+	$(VENV)/bin/opforge yolo demo --out $(DOCS_IMAGES)/demo
+	cp $(DOCS_IMAGES)/demo/detections.png $(DOCS_IMAGES)/demo/loss.png docs/img/
+	$(VENV)/bin/opforge audio demo --out $(DOCS_IMAGES)/audio
+	cp $(DOCS_IMAGES)/audio/spectrograms.png docs/img/
+	$(VENV)/bin/opforge bench --json > docs/data/bench-float32.json
+	$(VENV)/bin/opforge bench --json --dtype bfloat16 > docs/data/bench-bfloat16.json
+	$(VENV)/bin/opforge bench --plot docs/img/bench.png --from docs/data/bench-float32.json \
+	  --from docs/data/bench-bfloat16.json
 
 # The tests whose behaviour depends on an optional system tool (marked `uses_tool`), again with
 # those tools hidden from PATH, as on a machine without them (`.ci/run` runs it after `make test`,
