@@ -1,7 +1,8 @@
 # opforge: the two commands are `make demo` and `make test`; both set everything up.
 #   make demo        verify every op against TensorFlow (the op table with errors and speed), then
 #                    train YOLO-tiny on a synthetic set (~5 min on 2 cores): mAP, demo_out/*.png
-#   make test        core GoogleTests under ASan+UBSan, the CUDA test binary, then pytest
+#   make test        core GoogleTests under ASan+UBSan, the CUDA test binary, pytest (with every
+#                    example of README.md and docs/), then the manual's strict build
 #   make build       rebuild and reinstall opforge after a change (incremental)
 #   make bench       `opforge bench` for every op
 #   make core-bench  Google Benchmark of the C++ core alone (no TensorFlow in the process)

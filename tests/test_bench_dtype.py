@@ -13,6 +13,7 @@ import pytest
 import tensorflow as tf
 
 import opforge
+import opforge._machine
 import opforge.tools.bench
 from opforge.ops.spec import float_output_dtypes
 
@@ -115,7 +116,7 @@ def test_machine_line_says_avx512_bf16_and_amx(monkeypatch):
     for flags, expected in (({"avx2", "avx512f", "avx512_bf16"}, "AVX512-BF16: yes, AMX: no"),
                             ({"avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16"}, "AVX512-BF16: yes, AMX: yes"),
                             ({"avx2"}, "AVX512-BF16: no, AMX: no")):
-        monkeypatch.setattr(opforge.tools.bench, "cpu_flags", lambda flags=flags: ("Some CPU", flags))
+        monkeypatch.setattr(opforge._machine, "cpu_flags", lambda flags=flags: ("Some CPU", flags))
         assert expected in opforge.tools.bench.machine()
 
 

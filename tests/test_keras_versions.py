@@ -17,8 +17,11 @@ def test_keras3_check_passes_here():
     assert keras3_problem() is None
 
 
-@pytest.mark.parametrize("module", ["opforge.layers", "opforge.models", "opforge.models.fuse"])
-def test_keras_parts_refuse_legacy_keras_at_import(module):
+@pytest.mark.parametrize("module, named", [("opforge.layers", "opforge.layers"),
+                                           ("opforge.models", "opforge.models"),
+                                           # fuse lives in opforge.models, which refuses first
+                                           ("opforge.models.fuse", "opforge.models")])
+def test_keras_parts_refuse_legacy_keras_at_import(module, named):
     proc = run_python(f"""
         import opforge
         try:
@@ -31,7 +34,7 @@ def test_keras_parts_refuse_legacy_keras_at_import(module):
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout
     assert "REFUSED" in out, out
-    assert f"{module} needs Keras 3" in out and "TF_USE_LEGACY_KERAS=1" in out, out
+    assert f"{named} needs Keras 3" in out and "TF_USE_LEGACY_KERAS=1" in out, out
     assert "opforge.ops" in out, out
 
 

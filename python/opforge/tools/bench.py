@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import textwrap
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from opforge.ops.spec import SpeedCase, SpeedRun
@@ -202,11 +203,12 @@ def _series_name(r: Row) -> str:
     return f"{r.get('dtype', 'float32')}, {cpu}{capped}"
 
 
-def _case_name(r: Row, width: int = 58) -> str:
+def _case_name(r: Row) -> str:
+    """The case's whole name less its dtype and rival (the legend says the dtype): cases that share
+    a long prefix (three NMS thresholds) stay three bars."""
     label = " ".join(w for w in str(r["case"]).split() if w not in DTYPES)
     label = label.split(" (rival:")[0]
-    text = f"{r['op']}: {label}"
-    return text if len(text) <= width else text[:width - 1] + "…"
+    return f"{r['op']}: {label}"
 
 
 def plot(rows: List[Row], path: str) -> str:
@@ -239,13 +241,13 @@ def plot(rows: List[Row], path: str) -> str:
         ax.barh(ys, xs, height=height, label=s)
     ax.axvline(1.0, color="black", linewidth=1)
     ax.set_yticks([i + 0.4 - height / 2 for i in range(len(cases))])
-    ax.set_yticklabels(cases, fontsize=7)
+    ax.set_yticklabels([textwrap.fill(c, 64, subsequent_indent="  ") for c in cases], fontsize=7)
     ax.invert_yaxis()
     ax.set_xscale("log")
     ax.set_xlabel("TensorFlow's time / opforge's (log scale; right of 1 is faster than TensorFlow)")
     ax.legend(fontsize=8, loc="lower right")
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    fig.savefig(path, dpi=90, bbox_inches="tight")  # the long case names are never clipped
     plt.close(fig)
     return f"{len(cases)} cases in {len(series)} series ({'; '.join(series)})"
