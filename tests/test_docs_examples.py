@@ -126,3 +126,19 @@ def test_a_marker_shrinks_its_block_and_a_stale_one_fails(tmp_path):
     page.write_text('<!-- docs-test: skip -->\n```python\nx = 1\n```\n')
     with pytest.raises(AssertionError, match="only replace"):
         blocks(page)
+
+
+def test_the_readme_is_a_front_door_whose_links_resolve():
+    """The README stays short (the manual is in docs/) and every relative link in it, to a page
+    of the manual or a file, points at something in the tree (mkdocs --strict checks the links
+    inside docs/, not the README's)."""
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 250, "README.md is the front door: keep it under 250 lines"
+    targets = re.findall(r"\]\(([^)\s]+)\)", text)
+    local = [t for t in targets if not re.match(r"^[a-z]+:", t) and not t.startswith("#")]
+    assert len(local) >= 20, local
+    missing = [t for t in local if not (ROOT / t.split("#")[0]).exists()]
+    assert not missing, f"README.md links to what is not in the tree: {missing}"
+    for page in ("docs/getting-started.md", "docs/ops/index.md", "docs/guides/deploy.md",
+                 "docs/guides/write-your-own-op.md", "docs/measured.md"):
+        assert page in local, page
