@@ -143,7 +143,7 @@ class SpeedCase:
     rival(s) both compute in it, name it in the label where the label names a dtype, and count
     `bytes_moved` with `dtype.size`. A rival that cannot run in `dtype` casts to float32 and back
     (and says so in the label); a `copy` rival copies the bytes of `dtype`
-    (`timing.numpy_copy(n, dtype)`). Inputs that are not float values (class ids, the float32
+    (`numpy_copy(n, dtype)`, below). Inputs that are not float values (class ids, the float32
     gradient of a float32-only output) keep their own dtype. `opforge bench` checks that the
     candidates' outputs are in `dtype` where the op's are, so a setup that ignores `dtype` fails
     loudly rather than timing float32 under a bfloat16 label.
