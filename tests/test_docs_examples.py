@@ -142,3 +142,17 @@ def test_the_readme_is_a_front_door_whose_links_resolve():
     for page in ("docs/getting-started.md", "docs/ops/index.md", "docs/guides/deploy.md",
                  "docs/guides/write-your-own-op.md", "docs/measured.md"):
         assert page in local, page
+
+
+def test_every_relative_link_of_the_manual_resolves():
+    """mkdocs --strict checks the links between pages; this checks the links to other files too
+    (the benchmark's JSON, the pictures), which it lets through."""
+    missing = []
+    for page in sorted((ROOT / "docs").rglob("*.md")):
+        text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)   # not inside code blocks
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"^[a-z]+:", target) or target.startswith("#"):
+                continue
+            if not (page.parent / target.split("#")[0]).resolve().exists():
+                missing.append(f"{page.relative_to(ROOT)}: {target}")
+    assert not missing, "links to what is not in the tree:\n" + "\n".join(missing)
