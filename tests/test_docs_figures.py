@@ -92,3 +92,14 @@ def test_a_figure_that_is_not_in_the_data_is_caught():
         f"{op}: says float32 and float64 only, but the bfloat16 run timed it"]
     assert problems(op, f"{value + 0.5:.2f}x / {ratios('bfloat16')[op][0]:.2f}x")
     assert not problems(op, f"{value:.2f}x / {ratios('bfloat16')[op][0]:.2f}x")
+
+
+def test_the_data_is_from_the_cpu_the_readme_names():
+    """Both runs come from one machine, and it is the one the README and the op table name
+    (a rerun of `make docs-images` elsewhere must rename the column, not borrow it)."""
+    machines = {r["machine"] for dtype in ("float32", "bfloat16") for r in rows(dtype)}
+    assert len(machines) == 1, machines
+    (machine,) = machines
+    assert "Xeon" in machine and "avx512f" in machine and "AVX512-BF16: yes, AMX: yes" in machine, machine
+    assert "Intel Xeon with AVX-512, AVX512-BF16 and AMX" in (ROOT / "README.md").read_text()
+    assert "Intel Xeon with AVX-512, AVX512-BF16 and AMX" in (ROOT / "docs" / "ops" / "index.md").read_text()
