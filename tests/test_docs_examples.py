@@ -134,10 +134,9 @@ def test_the_readme_is_a_front_door_whose_links_resolve():
     inside docs/, not the README's)."""
     text = (ROOT / "README.md").read_text()
     assert len(text.splitlines()) <= 250, "README.md is the front door: keep it under 250 lines"
-    targets = re.findall(r"\]\(([^)\s]+)\)", text)
-    local = [t for t in targets if not re.match(r"^[a-z]+:", t) and not t.startswith("#")]
+    local = relative_links(ROOT / "README.md")
     assert len(local) >= 20, local
-    missing = [t for t in local if not (ROOT / t.split("#")[0]).exists()]
+    missing = missing_links(ROOT / "README.md")
     assert not missing, f"README.md links to what is not in the tree: {missing}"
     for page in ("docs/getting-started.md", "docs/ops/index.md", "docs/guides/deploy.md",
                  "docs/guides/write-your-own-op.md", "docs/measured.md"):
@@ -147,12 +146,17 @@ def test_the_readme_is_a_front_door_whose_links_resolve():
 def test_every_relative_link_of_the_manual_resolves():
     """mkdocs --strict checks the links between pages; this checks the links to other files too
     (the benchmark's JSON, the pictures), which it lets through."""
-    missing = []
-    for page in sorted((ROOT / "docs").rglob("*.md")):
-        text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)   # not inside code blocks
-        for target in re.findall(r"\]\(([^)\s]+)\)", text):
-            if re.match(r"^[a-z]+:", target) or target.startswith("#"):
-                continue
-            if not (page.parent / target.split("#")[0]).resolve().exists():
-                missing.append(f"{page.relative_to(ROOT)}: {target}")
+    missing = [f"{page.relative_to(ROOT)}: {t}" for page in sorted((ROOT / "docs").rglob("*.md"))
+               for t in missing_links(page)]
     assert not missing, "links to what is not in the tree:\n" + "\n".join(missing)
+
+
+def relative_links(page: pathlib.Path):
+    """The targets of a page's Markdown links that point into the tree (no scheme, not an anchor
+    of the page itself), outside code blocks."""
+    text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+    return [t for t in re.findall(r"\]\(([^)\s]+)\)", text) if not re.match(r"^[a-z]+:", t) and not t.startswith("#")]
+
+
+def missing_links(page: pathlib.Path):
+    return [t for t in relative_links(page) if not (page.parent / t.split("#")[0]).resolve().exists()]
