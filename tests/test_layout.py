@@ -1,20 +1,28 @@
 """The package laid out by role: the public API at the top, the tooling in `opforge.tools`, no
-import running back up the layers, and the old paths of the modules that moved still working
-(with a DeprecationWarning, and the very same module)."""
+import running back up the layers, and nothing left at the paths the modules had before they
+were laid out (0.1.0 is the first release: no old path is kept alive)."""
 import ast
 import importlib
 import pathlib
-import subprocess
-import sys
-import warnings
+import re
 
 import pytest
 
 import opforge
-from opforge._moved import MOVED
 
 PACKAGE = pathlib.Path(opforge.__file__).parent
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 PUBLIC = {"ops", "layers", "models", "data", "audio", "build", "onnx", "lite", "tools"}
+# Where the modules stood before the layout by role; none of these paths exists any more.
+OLD_PATHS = {
+    **{f"opforge.{name}": f"opforge.tools.{name}" for name in (
+        "audio_demo", "bench", "check", "cli", "cuda_info", "deploy_bench", "doctor", "fuzz", "gpu_bench",
+        "paths", "scaffold", "timing", "verify")},
+    "opforge.spec": "opforge.ops.spec",
+    "opforge.fuse": "opforge.models.fuse",
+    "opforge.models.bench": "opforge.tools.yolo_bench",
+    "opforge.models.parity": "opforge.tools.yolo_parity",
+}
 
 
 def _imports(path: pathlib.Path):
@@ -41,7 +49,7 @@ def test_no_import_runs_back_up_into_the_tooling():
     offenders = []
     for path in PACKAGE.rglob("*.py"):
         rel = path.relative_to(PACKAGE)
-        if rel.parts[0] == "tools" or rel.name == "_moved.py":
+        if rel.parts[0] == "tools":
             continue
         for line, module in _imports(path):
             if module == "opforge.tools" or module.startswith("opforge.tools."):
@@ -49,52 +57,37 @@ def test_no_import_runs_back_up_into_the_tooling():
     assert not offenders, "\n".join(offenders)
 
 
-def test_nothing_in_the_package_uses_an_old_path():
+def _tree_files(suffix):
+    for folder in ("python", "tests", "docs", "examples", "cmake"):
+        yield from (ROOT / folder).rglob(f"*{suffix}")
+
+
+def test_no_file_in_the_tree_uses_an_old_path():
     offenders = []
-    for path in PACKAGE.rglob("*.py"):
-        if path.name == "_moved.py":
+    for path in _tree_files(".py"):
+        if path == pathlib.Path(__file__).resolve():
             continue
         for line, module in _imports(path):
-            if module in MOVED:
-                offenders.append(f"{path.relative_to(PACKAGE)}:{line} imports {module}")
+            if module in OLD_PATHS:
+                offenders.append(f"{path.relative_to(ROOT)}:{line} imports {module} (now {OLD_PATHS[module]})")
+    old = re.compile(r"\b(" + "|".join(re.escape(p) for p in OLD_PATHS) + r")\b")
+    for path in [*_tree_files(".md"), ROOT / "README.md", ROOT / "Makefile"]:
+        for number, text in enumerate(path.read_text().splitlines(), 1):
+            for match in old.finditer(text):
+                offenders.append(f"{path.relative_to(ROOT)}:{number} names {match.group(1)} "
+                                 f"(now {OLD_PATHS[match.group(1)]})")
     assert not offenders, "\n".join(offenders)
 
 
-@pytest.mark.parametrize("old", sorted(MOVED))
-def test_an_old_path_gives_the_moved_module_with_a_deprecation_warning(old):
-    # A fresh interpreter: here the old path may already have been imported by another test.
-    code = (
-        "import warnings, importlib, sys\n"
-        "import opforge\n"
-        "with warnings.catch_warnings(record=True) as w:\n"
-        "    warnings.simplefilter('always')\n"
-        f"    old = importlib.import_module({old!r})\n"
-        f"new = importlib.import_module({MOVED[old]!r})\n"
-        "assert old is new, (old, new)\n"
-        f"assert new.__spec__.name == {MOVED[old]!r}, new.__spec__\n"
-        "msgs = [str(x.message) for x in w if issubclass(x.category, DeprecationWarning)]\n"
-        f"assert any({old!r} in m and {MOVED[old]!r} in m for m in msgs), msgs\n"
-        "print('ok')\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
+@pytest.mark.parametrize("old", sorted(OLD_PATHS))
+def test_an_old_path_is_gone(old):
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(old)
+    parent, name = old.rsplit(".", 1)
+    assert not hasattr(importlib.import_module(parent), name)  # no module attribute answers for it
 
 
-def test_the_warning_names_the_importing_line_and_shows_by_default_in_a_script(tmp_path):
-    script = tmp_path / "user_script.py"
-    script.write_text("import opforge\nfrom opforge.bench import machine\nprint(machine() != '')\n")
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert "True" in out.stdout
-    assert f"{script}:2: DeprecationWarning: opforge.bench has moved to opforge.tools.bench" in out.stderr
-
-
-def test_attribute_access_on_an_old_name_works_too():
-    with warnings.catch_warnings(record=True):
-        warnings.simplefilter("always")
-        assert opforge.timing is importlib.import_module("opforge.tools.timing")
-
-
-def test_the_command_line_entry_point_is_the_moved_cli():
+def test_the_command_line_entry_point_is_the_tools_cli():
     from importlib.metadata import entry_points
 
     scripts = [e for e in entry_points(group="console_scripts") if e.name == "opforge"]

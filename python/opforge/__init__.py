@@ -13,10 +13,6 @@ from __future__ import annotations
 import warnings
 from types import ModuleType
 
-from opforge import _moved
-
-_moved.install()  # the old paths of the modules that moved (DeprecationWarning)
-
 from opforge._loader import LoadError, library_path, load_library
 
 __version__ = "0.1.0"
@@ -55,10 +51,6 @@ else:
 def __getattr__(name: str):
     import importlib
 
-    from opforge._moved import MOVED
-
     if name in _KERAS_PARTS:
         return importlib.import_module(f"opforge.{name}")  # raises KerasVersionError
-    if f"opforge.{name}" in MOVED:  # an old path of the tooling: opforge.bench -> opforge.tools.bench
-        return importlib.import_module(f"opforge.{name}")  # warns (DeprecationWarning)
     raise AttributeError(f"module 'opforge' has no attribute {name!r}")
