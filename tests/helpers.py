@@ -71,35 +71,47 @@ for name, code in cases.items():
 """
 
 
-def run_cases_in_child(cases: Dict[str, str], timeout: float = 600) -> Dict[str, dict]:
+def run_cases_in_child(cases: Dict[str, str], timeout: float = 600, crashes_are_results: bool = False
+                       ) -> Dict[str, dict]:
     """Runs each snippet in one child process and returns {name: {error, message}}.
 
     A crash of the child (a segfault, an abort) fails with the name of the case that was
-    running, so that no bad input can take down the test process itself.
+    running, so that no bad input can take down the test process itself. With
+    `crashes_are_results` (TensorFlow's own functions, some of which abort on a bad input), a
+    crash is that case's result instead (error "crash", the end of stderr as message) and a new
+    child runs the cases after it.
     """
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.run(
-        [sys.executable, "-c", CHILD_CASES_RUNNER],
-        input=json.dumps(cases),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        cwd=TESTS_DIR,
-    )
-    results, started = {}, None
-    for line in proc.stdout.splitlines():
-        if line.startswith("START "):
-            started = line[6:]
-        elif line.startswith("RESULT "):
-            r = json.loads(line[7:])
-            results[r["name"]] = r
-            started = None
-    if proc.returncode != 0:
-        raise AssertionError(
-            f"child process died (exit code {proc.returncode}) while running case {started!r}\n"
-            f"stderr tail:\n{proc.stderr[-3000:]}"
+    results: Dict[str, dict] = {}
+    pending = dict(cases)
+    while pending:
+        proc = subprocess.run(
+            [sys.executable, "-c", CHILD_CASES_RUNNER],
+            input=json.dumps(pending),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            cwd=TESTS_DIR,
         )
+        started = None
+        for line in proc.stdout.splitlines():
+            if line.startswith("START "):
+                started = line[6:]
+            elif line.startswith("RESULT "):
+                r = json.loads(line[7:])
+                results[r["name"]] = r
+                pending.pop(r["name"], None)
+                started = None
+        if proc.returncode == 0:
+            break
+        if not crashes_are_results or started is None:
+            raise AssertionError(
+                f"child process died (exit code {proc.returncode}) while running case {started!r}\n"
+                f"stderr tail:\n{proc.stderr[-3000:]}"
+            )
+        results[started] = {"name": started, "error": "crash", "message": proc.stderr[-1500:]}
+        pending.pop(started)
     return results
 
 

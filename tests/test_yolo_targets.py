@@ -52,3 +52,35 @@ def test_targets_float64_and_empty_inputs():
     assert out[0].shape == (2, 3, 3, 1, 6) and not out[0].numpy().any()
 
 
+
+
+def test_padding_is_an_all_zero_row_where_yolov3_tf2_skips_every_row_with_x2_zero():
+    """opforge's padding rule is "all four coordinates zero"; yolov3-tf2's `transform_targets`
+    skips every row whose x2 is 0. The two agree on the padding yolov3-tf2's own loader writes
+    (all-zero rows) and differ only on a box of zero width on the image's left edge
+    (x1 <= x2 = 0, e.g. a box clipped to the image): a target here, dropped there."""
+    anchors = targets_mod.YOLOV3_NORMALIZED_ANCHORS.astype(np.float32)
+    masks, grids = targets_mod.YOLOV3_MASKS, (13, 26, 52)
+    real = [[0.10, 0.10, 0.30, 0.30], [0.50, 0.40, 0.90, 0.80]]
+    padding = [[0.0, 0.0, 0.0, 0.0]] * 2
+    left_edge = [[0.0, 0.30, 0.0, 0.60], [-0.005, 0.70, 0.0, 0.75]]  # x2 == 0, not all zero
+    boxes = tf.constant([real + padding + left_edge], tf.float32)
+    classes = tf.constant([[3, 5, 0, 0, 7, 8]], tf.int32)
+
+    ours = yolo_targets(boxes, classes, anchors, masks, grids)
+    theirs = targets_mod.tf_transform_targets(boxes, classes, anchors, masks, grids)
+    # Without the left-edge rows both give the same targets, bit for bit: padding skipped alike.
+    ours_without = yolo_targets(boxes[:, :4], classes[:, :4], anchors, masks, grids)
+    for o, t in zip(ours_without, theirs):
+        assert bits_equal(o.numpy(), t.numpy())
+    # With them, opforge assigns both boxes (objectness 1, their classes) and yolov3-tf2 nothing more.
+    assigned = [o.numpy()[..., 4].sum() for o in ours]
+    assert sum(assigned) == 4 and sum(t.numpy()[..., 4].sum() for t in theirs) == 2
+    extra = np.concatenate([(o.numpy() - w.numpy())[o.numpy()[..., 4] != w.numpy()[..., 4]]
+                            for o, w in zip(ours, ours_without)])
+    assert sorted(extra[:, 5].tolist()) == [7, 8]
+    # Under yolov3-tf2's rule (x2 == 0 is padding) the left-edge rows would be dropped: the
+    # same targets as giving only the first four rows.
+    yolov3_rule = tf.where(boxes[..., 2:3] == 0, tf.zeros_like(boxes), boxes)
+    for o, w in zip(yolo_targets(yolov3_rule, classes, anchors, masks, grids), ours_without):
+        assert bits_equal(o.numpy(), w.numpy())

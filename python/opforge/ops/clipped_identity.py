@@ -189,9 +189,9 @@ SPECS = (
             "inf clip_max": BadInput("opforge.ops.clipped_identity(tf.ones([3]), clip_max=float('inf'))",
                                      ("clip_max", "finite", "inf")),
             "nan leak": BadInput("opforge.ops.clipped_identity(tf.ones([3]), leak=float('nan'))", ("leak", "finite")),
-            "text leak": BadInput("opforge.ops.clipped_identity(tf.ones([3]), leak='small')", ("leak", "small")),
+            "text leak": BadInput("opforge.ops.clipped_identity(tf.ones([3]), leak='small')", ("leak", "small"), error="TypeError"),
             "tensor clip_min": BadInput("opforge.ops.clipped_identity(tf.ones([3]), clip_min=tf.constant(0.0))",
-                                        ("clip_min", "tensor")),
+                                        ("clip_min", "tensor"), error="TypeError"),
             "graph min above max": BadInput(
                 "tf.function(lambda x: opforge.ops.clipped_identity(x, clip_min=1.0, clip_max=0.0))(tf.ones([3]))",
                 ("clip_max", "at least clip_min")),

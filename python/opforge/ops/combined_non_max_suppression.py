@@ -10,7 +10,8 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
-from opforge.ops._common import check_dtype, invalid_argument, lib, python_number, short_repr, to_tensor
+from opforge.ops._common import (check_dtype, dtype_error, lib, python_number, short_repr, to_tensor, type_error,
+                                 value_error)
 from opforge.ops.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun
 
 __all__ = ["combined_non_max_suppression", "CombinedNonMaxSuppressionResult"]
@@ -29,11 +30,17 @@ tf.image.combined_non_max_suppression: nmsed_boxes [B, D, 4], nmsed_scores [B, D
 nmsed_classes [B, D] (float32), valid_detections [B] (int32)."""
 
 
-def _scalar(name: str, value, dtype, op: str = _OP):
+def _scalar(name: str, value, dtype, op: str = _OP, converted_first: bool = False):
+    """A scalar input of the op (a size or a threshold) from a tensor or a Python number, with
+    the error classes tf.image.combined_non_max_suppression raises for the same value: None a
+    ValueError; another type, or a Python size that is no int32 (3.5, 2**31), a TypeError, as
+    TensorFlow's op arguments; a tensor of the wrong dtype as TensorFlow's op refuses one
+    (dtype_error). `converted_first`: TensorFlow converts the value to a tensor of its own dtype
+    first (max_total_size), so a Python size beyond int32 is a tensor of the wrong dtype there."""
     if isinstance(value, (tf.Tensor, tf.Variable, np.ndarray)):
         t = tf.convert_to_tensor(value)
         if dtype.is_integer and not t.dtype.is_integer:
-            raise invalid_argument(op, name, "an integer", t.dtype.name)
+            raise dtype_error(op, name, "an int32", t.dtype.name)
         if dtype.is_integer and t.dtype != dtype:
             # A cast would wrap 2**32 + 10 to 10: values beyond int32 are an error instead.
             with tf.control_dependencies([tf.debugging.assert_equal(
@@ -41,13 +48,14 @@ def _scalar(name: str, value, dtype, op: str = _OP):
                                                                   "value beyond int32")]):
                 return tf.cast(t, dtype)
         return tf.cast(t, dtype)
+    expected = "a number" if dtype.is_floating else "an int32"
+    if value is None:
+        raise value_error(op, name, expected, "None")
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise invalid_argument(op, name, "a number" if dtype.is_floating else "an int", short_repr(value))
+        raise type_error(op, name, expected, short_repr(value))
     if dtype.is_integer:
-        if not isinstance(value, numbers.Integral):
-            raise invalid_argument(op, name, "an int", short_repr(value))
-        if abs(int(value)) > 2**31 - 1:
-            raise invalid_argument(op, name, "an int32", short_repr(value))
+        if not isinstance(value, numbers.Integral) or abs(int(value)) > 2**31 - 1:
+            raise (dtype_error if converted_first else type_error)(op, name, expected, short_repr(value))
         return tf.constant(value, dtype)
     # A float beyond the float32 range is +-inf there (a threshold of 1e39 keeps nothing).
     return tf.constant(python_number(op, name, value), dtype)
@@ -101,14 +109,14 @@ def combined_non_max_suppression(
     check_dtype(_OP, "boxes", boxes, NMS_DTYPES)
     scores = to_tensor(_OP, "scores", scores)
     if scores.dtype != boxes.dtype:
-        raise invalid_argument(_OP, "scores", f"of the dtype of boxes, {boxes.dtype.name}", scores.dtype.name)
+        raise dtype_error(_OP, "scores", f"of the dtype of boxes, {boxes.dtype.name}", scores.dtype.name)
     for attr, value in (("pad_per_class", pad_per_class), ("clip_boxes", clip_boxes)):
         if not isinstance(value, bool):
-            raise invalid_argument(_OP, attr, "a Python bool", repr(value))
+            raise type_error(_OP, attr, "a Python bool", repr(value))
     out = lib().opforge_combined_non_max_suppression(
         boxes, scores,
         _scalar("max_output_size_per_class", max_output_size_per_class, tf.int32),
-        _scalar("max_total_size", max_total_size, tf.int32),
+        _scalar("max_total_size", max_total_size, tf.int32, converted_first=True),
         _scalar("iou_threshold", iou_threshold, tf.float32),
         _scalar("score_threshold", score_threshold, tf.float32),
         _scalar("soft_nms_sigma", soft_nms_sigma, tf.float32),
@@ -242,6 +250,7 @@ def _nms_speed(score_threshold: float, soft: bool = False) -> SpeedCase:
 SPECS = (
     OpSpec(
         name="combined_non_max_suppression",
+        replaces="tf.image.combined_non_max_suppression",
         op=combined_non_max_suppression,
         reference=tf_reference,
         reference_name="tf.image.combined_non_max_suppression / non_max_suppression_with_scores",
@@ -310,7 +319,7 @@ SPECS = (
                 ("score_threshold", "NaN")),
             "sigma negative": BadInput(
                 "opforge.ops.combined_non_max_suppression(tf.ones([1, 5, 1, 4]), tf.ones([1, 5, 2]), 3, 4, soft_nms_sigma=-1.0)",
-                ("soft_nms_sigma", ">= 0", "-1")),
+                ("soft_nms_sigma", ">= 0", "-1"), tf_code=""),
             "size not scalar": BadInput(
                 "opforge.ops.combined_non_max_suppression(tf.ones([1, 5, 1, 4]), tf.ones([1, 5, 2]), tf.constant([3, 3]), 4)",
                 ("max_output_size_per_class", "scalar", "[2]")),
@@ -319,7 +328,7 @@ SPECS = (
                 ("max_output_size_per_class", "beyond int32")),
             "size float": BadInput(
                 "opforge.ops.combined_non_max_suppression(tf.ones([1, 5, 1, 4]), tf.ones([1, 5, 2]), 3.5, 4)",
-                ("max_output_size_per_class", "an int", "3.5")),
+                ("max_output_size_per_class", "an int", "3.5"), error="TypeError"),
             "scores dtype": BadInput(
                 "opforge.ops.combined_non_max_suppression(tf.ones([1, 5, 1, 4]), tf.ones([1, 5, 2], tf.float16), 3, 4)",
                 ("scores", "float32", "float16")),
@@ -328,7 +337,7 @@ SPECS = (
                 ("boxes", "float64")),
             "pad not bool": BadInput(
                 "opforge.ops.combined_non_max_suppression(tf.ones([1, 5, 1, 4]), tf.ones([1, 5, 2]), 3, 4, pad_per_class=1)",
-                ("pad_per_class", "bool", "1")),
+                ("pad_per_class", "bool", "1"), error="TypeError"),
         },
     ),
 )

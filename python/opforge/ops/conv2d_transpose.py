@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple, Union
 
+import numpy as np
 import tensorflow as tf
 
 from opforge._export import STATE as _EXPORT
-from opforge.ops._common import (FLOAT_DTYPES, check_dtype, invalid_argument, lib, python_int, short_repr,
-                                 to_tensor)
+from opforge.ops._common import (FLOAT_DTYPES, check_dtype, dtype_error, lib, python_int, short_repr,
+                                 to_tensor, type_error)
 from opforge.ops._direct_conv import direct_conv2d_transpose
 from opforge.ops.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch, speed_normal
 
@@ -33,7 +34,7 @@ def _get_sequence(value: IntOrSeq, channel_index: int, name: str, op: str = _OP)
     if not isinstance(value, (list, tuple)) and not hasattr(value, "__len__"):
         value = [value]
     if isinstance(value, (str, bytes)):
-        raise invalid_argument(op, name, "an int or a list of 1, 2 or 4 ints", short_repr(value))
+        raise type_error(op, name, "an int or a list of 1, 2 or 4 ints", short_repr(value))
     value = [python_int(op, name, v, "an int or a list of 1, 2 or 4 ints") for v in value]
     n = len(value)
     if n == 4:
@@ -118,7 +119,7 @@ def conv2d_transpose(
     if data_format is None:
         data_format = "NHWC"  # as tf.nn.conv2d_transpose takes None
     if not isinstance(data_format, str):
-        raise invalid_argument(_OP, "data_format", '"NHWC" or "NCHW"', short_repr(data_format))
+        raise type_error(_OP, "data_format", '"NHWC" or "NCHW"', short_repr(data_format))
     channel_index = 1 if data_format.startswith("NC") else 3
     strides4 = _get_sequence(strides, channel_index, "strides")
     dilations4 = _get_sequence(dilations, channel_index, "dilations")
@@ -129,11 +130,19 @@ def conv2d_transpose(
     if not (isinstance(filters, tf.Tensor) and filters.dtype == input.dtype):
         filters = to_tensor(_OP, "filters", filters, dtype_hint=input.dtype)
     if filters.dtype != input.dtype:
-        raise invalid_argument(_OP, "filters", f"the dtype of input ({input.dtype.name})", filters.dtype.name)
+        raise dtype_error(_OP, "filters", f"the dtype of input ({input.dtype.name})", filters.dtype.name)
     if not isinstance(output_shape, tf.Tensor) or output_shape.dtype not in (tf.int32, tf.int64):
-        output_shape = to_tensor(_OP, "output_shape", output_shape, dtype_hint=tf.int32)
+        python_value = not isinstance(output_shape, (tf.Tensor, tf.Variable, np.ndarray))
+        given = output_shape
+        # No dtype hint for Python sizes: an int32 hint wraps 2**40 to 0 silently.
+        output_shape = to_tensor(_OP, "output_shape", output_shape, dtype_hint=None if python_value else tf.int32)
+        # TensorFlow's op takes int32 sizes: Python floats fail its conversion (TypeError), ints
+        # beyond int32 become an int64 tensor it refuses (dtype_error).
+        if python_value and output_shape.dtype != tf.int32:
+            error = dtype_error if output_shape.dtype.is_integer else type_error
+            raise error(_OP, "output_shape", "int32 sizes", f"{short_repr(given)} ({output_shape.dtype.name})")
     if output_shape.dtype not in (tf.int32, tf.int64):
-        raise invalid_argument(_OP, "output_shape", "int32 or int64", output_shape.dtype.name)
+        raise dtype_error(_OP, "output_shape", "int32 or int64", output_shape.dtype.name)
     if _EXPORT.standard:  # tracing for export (opforge._export): TensorFlow's op, the same values
         return _standard_conv2d_transpose(input, filters, output_shape, strides4, padding, explicit,
                                           data_format, dilations4, name)
@@ -321,13 +330,15 @@ _F = "tf.ones([4, 4, 2, 4])"
 _CALL = "opforge.ops.conv2d_transpose"
 
 
-def _bad(args: str, *fragments: str, error: str = "InvalidArgumentError", call: str = _CALL) -> BadInput:
-    return BadInput(f"{call}({args})", fragments, error)
+def _bad(args: str, *fragments: str, error: str = "InvalidArgumentError", call: str = _CALL,
+         tf_code: Optional[str] = None) -> BadInput:
+    return BadInput(f"{call}({args})", fragments, error, tf_code)
 
 
 SPECS = (
     OpSpec(
         name="conv2d_transpose",
+        replaces="tf.nn.conv2d_transpose",
         op=conv2d_transpose,
         reference=tf.nn.conv2d_transpose,
         reference_name="tf.nn.conv2d_transpose",
@@ -365,10 +376,13 @@ SPECS = (
                                        "[2, 26, 26, 2]"),
             "output_shape channels": _bad(f"{_X}, {_F}, [1, 26, 26, 3], 2", "output_shape", "out_channels",
                                           "[1, 26, 26, 3]"),
-            "output_shape float": _bad(f"{_X}, {_F}, [1.0, 26.0, 26.0, 2.0], 2", "output_shape", "int32 or int64",
-                                       "float32"),
+            "output_shape float": _bad(f"{_X}, {_F}, [1.0, 26.0, 26.0, 2.0], 2", "output_shape", "int32",
+                                       "float32", error="TypeError"),
+            # An int64 output_shape is opforge's extension (TensorFlow's op takes int32 only, and
+            # refuses this one for its dtype): no TensorFlow call to compare with.
             "output_shape huge": _bad(f"{_X}, {_F}, tf.constant([1, 2**40, 26, 2], tf.int64), 2", "output_shape",
-                                      "1099511627776"),
+                                      "1099511627776", tf_code=""),
+            "output_shape huge list": _bad(f"{_X}, {_F}, [1, 2**40, 26, 2], 2", "output_shape", "1099511627776"),
             "strides length 3": _bad(f"{_X}, {_F}, [1, 26, 26, 2], [1, 2, 2]",
                                      "strides must be an int or a list of 1, 2 or 4 ints", error="ValueError"),
             "strides zero": _bad(f"{_X}, {_F}, [1, 26, 26, 2], 0", "strides", "[1, 0, 0, 1]"),

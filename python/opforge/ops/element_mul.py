@@ -7,7 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 from opforge._export import STATE as _EXPORT
-from opforge.ops._common import check_dtype, invalid_argument, lib, to_tensor
+from opforge.ops._common import check_dtype, dtype_error, lib, to_tensor
 from opforge.ops.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, speed_normal
 from opforge.ops.spec import numpy_copy
 
@@ -55,7 +55,7 @@ def element_mul(a, b, name: Optional[str] = None) -> tf.Tensor:
         a = to_tensor("ElementMul", "a", a, dtype_hint=b.dtype)
     check_dtype("ElementMul", "a", a, DTYPES)
     if b.dtype != a.dtype:
-        raise invalid_argument("ElementMul", "b", f"the dtype of a ({a.dtype.name})", b.dtype.name)
+        raise dtype_error("ElementMul", "b", f"the dtype of a ({a.dtype.name})", b.dtype.name)
     if _EXPORT.standard:
         return tf.multiply(a, b, name=name)
     return lib().opforge_element_mul(a, b, name=name)
@@ -157,6 +157,7 @@ _COLUMN = lambda n: ([_side(n), _side(n)], [_side(n), 1])  # noqa: E731
 SPECS = (
     OpSpec(
         name="element_mul",
+        replaces="tf.multiply",
         op=element_mul,
         reference=tf.multiply,
         reference_name="tf.multiply",
@@ -187,6 +188,9 @@ SPECS = (
             "dtype mismatch": BadInput(
                 "opforge.ops.element_mul(tf.ones([3]), tf.ones([3], tf.int32))", ("b", "float32", "int32")),
             "string": BadInput("opforge.ops.element_mul(tf.constant(['a']), tf.constant(['b']))", ("a", "string")),
+            # Under an int32 hint TensorFlow's conversion would wrap 2**40 to 0 without a word.
+            "python int beyond int32": BadInput(
+                "opforge.ops.element_mul(tf.ones([2], tf.int32), [2**40, 1])", ("b", "int32", "int64")),
             "bool": BadInput("opforge.ops.element_mul(tf.constant([True]), tf.constant([False]))", ("a", "bool")),
             "raw grad uint8": BadInput(
                 "lib().opforge_element_mul_grad(tf.ones([3], tf.uint8), tf.ones([3], tf.uint8), tf.ones([3], tf.uint8))",

@@ -296,7 +296,7 @@ SPECS = (
             "negative alpha": _bad("tf.ones([1, 5, 5, 1]), tf.ones([3, 3, 1, 1]), tf.ones([1]), 1, 'SAME', alpha=-0.1",
                                    "alpha", ">= 0", "-0.1"),
             "alpha string": _bad("tf.ones([1, 5, 5, 1]), tf.ones([3, 3, 1, 1]), tf.ones([1]), 1, 'SAME', alpha='0.1'",
-                                 "alpha", "a number", "'0.1'"),
+                                 "alpha", "a number", "'0.1'", error="TypeError"),
             "zero stride": _bad("tf.ones([1, 5, 5, 1]), tf.ones([3, 3, 1, 1]), tf.ones([1]), 0, 'SAME'",
                                 "strides", "[1, 0, 0, 1]"),
             "bad padding": _bad("tf.ones([1, 5, 5, 1]), tf.ones([3, 3, 1, 1]), tf.ones([1]), 1, 'FULL'",

@@ -326,7 +326,7 @@ SPECS = (
             "momentum negative": BadInput("opforge.ops.griffin_lim(tf.ones([17, 4]), momentum=-0.5)",
                                           ("momentum", ">= 0", "-0.5")),
             "n_iter negative": BadInput("opforge.ops.griffin_lim(tf.ones([17, 4]), n_iter=-1)", ("n_iter", ">= 0", "-1")),
-            "center not bool": BadInput("opforge.ops.griffin_lim(tf.ones([17, 4]), center='yes')", ("center", "bool")),
+            "center not bool": BadInput("opforge.ops.griffin_lim(tf.ones([17, 4]), center='yes')", ("center", "bool"), error="TypeError"),
             "S int32": BadInput("opforge.ops.griffin_lim(tf.ones([17, 4], tf.int32))", ("magnitude (S)", "int32")),
         },
     ),

@@ -7,7 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 from opforge._export import STATE as _EXPORT
-from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib, python_number, to_tensor
+from opforge.ops._common import check_dtype, dtype_error, FLOAT_DTYPES, lib, python_number, to_tensor
 from opforge.ops.spec import BadInput, Case, OpSpec, Sample, elementwise_speed
 from opforge.ops.spec import numpy_copy
 
@@ -23,7 +23,7 @@ def _alpha(op: str, alpha) -> float:
 
 
 def _features(op: str, features) -> tf.Tensor:
-    features = to_tensor("LeakyRelu", "features", features)
+    features = to_tensor(op, "features", features)
     if features.dtype.is_integer:  # as tf.nn.leaky_relu does
         features = tf.cast(features, tf.float32)
     check_dtype(op, "features", features, FLOAT_DTYPES)
@@ -76,9 +76,9 @@ def leaky_relu_grad(gradients, features, alpha: float = 0.2, name: Optional[str]
     """
     op = "LeakyReluGrad"
     features = _features(op, features)
-    gradients = to_tensor("LeakyRelu", "gradients", gradients)
+    gradients = to_tensor(op, "gradients", gradients)
     if gradients.dtype != features.dtype:
-        raise invalid_argument(
+        raise dtype_error(
             op, "gradients", f"the dtype of features ({features.dtype.name})", gradients.dtype.name
         )
     return lib().opforge_leaky_relu_grad(gradients, features, alpha=_alpha(op, alpha), name=name)
@@ -128,6 +128,7 @@ def _numpy_leaky_relu(t):
 SPECS = (
     OpSpec(
         name="leaky_relu",
+        replaces="tf.nn.leaky_relu",
         op=leaky_relu,
         reference=tf.nn.leaky_relu,
         reference_name="tf.nn.leaky_relu",
@@ -166,8 +167,8 @@ SPECS = (
             "nan alpha": BadInput("opforge.ops.leaky_relu(tf.ones([3]), alpha=float('nan'))", ("alpha", "finite", "nan")),
             "inf alpha": BadInput("opforge.ops.leaky_relu(tf.ones([3]), alpha=float('inf'))", ("alpha", "finite", "inf")),
             "numpy nan alpha": BadInput("opforge.ops.leaky_relu(tf.ones([3]), alpha=np.float32('nan'))", ("alpha", "finite")),
-            "text alpha": BadInput("opforge.ops.leaky_relu(tf.ones([3]), alpha='big')", ("alpha", "big")),
-            "tensor alpha": BadInput("opforge.ops.leaky_relu(tf.ones([3]), alpha=tf.constant(0.2))", ("alpha", "tensor")),
+            "text alpha": BadInput("opforge.ops.leaky_relu(tf.ones([3]), alpha='big')", ("alpha", "big"), error="TypeError"),
+            "tensor alpha": BadInput("opforge.ops.leaky_relu(tf.ones([3]), alpha=tf.constant(0.2))", ("alpha", "tensor"), error="TypeError"),
             "graph nan alpha": BadInput(
                 "tf.function(lambda x: opforge.ops.leaky_relu(x, alpha=float('nan')))(tf.ones([3]))",
                 ("alpha", "finite")),

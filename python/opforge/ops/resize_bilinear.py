@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from typing import Optional
 
+import numpy as np
 import tensorflow as tf
 
 from tensorflow.python.framework import tensor_util
 
 from opforge._export import STATE as _EXPORT
-from opforge.ops._common import check_dtype, invalid_argument, lib, python_bool, python_int, to_tensor
+from opforge.ops._common import (check_dtype, dtype_error, lib, python_bool, python_int,
+                                 shape_error, short_repr, to_tensor, type_error, value_error)
 from opforge.ops.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun, scaled_batch, speed_normal
 
 __all__ = ["resize", "resize_bilinear", "resize_bilinear_grad"]
@@ -38,7 +40,7 @@ def _check_attrs(op: str, align_corners, half_pixel_centers) -> None:
     # Python types only; the C++ core checks the combination for every entry point.
     for name, value in (("align_corners", align_corners), ("half_pixel_centers", half_pixel_centers)):
         if not isinstance(value, bool):
-            raise invalid_argument(op, name, "a Python bool", repr(value))
+            raise type_error(op, name, "a Python bool", repr(value))
 
 
 def _size(size) -> tf.Tensor:
@@ -46,20 +48,20 @@ def _size(size) -> tf.Tensor:
     # the values (two, positive, an output that fits).
     if isinstance(size, tf.Tensor):
         if size.dtype != tf.int32:
-            raise invalid_argument("ResizeBilinear", "size", "an int32 tensor", size.dtype.name)
+            raise dtype_error("ResizeBilinear", "size", "an int32 tensor", size.dtype.name)
         return size
     try:
         if isinstance(size, (str, bytes)):
             raise TypeError
         items = list(size)
     except TypeError:
-        raise invalid_argument(
+        raise type_error(
             "ResizeBilinear", "size", "[new_height, new_width] as two ints", repr(size)
         ) from None
     # Ints only: [3.9, 4.99] is an error (as in TensorFlow), not a 3x4 resize.
     values = [python_int("ResizeBilinear", "size", v) for v in items]
     if any(abs(v) > 2**31 - 1 for v in values):
-        raise invalid_argument("ResizeBilinear", "size", "int32 values", values)
+        raise shape_error("ResizeBilinear", "size", "int32 values", values)
     return tf.constant(values, tf.int32)
 
 
@@ -125,12 +127,12 @@ def resize(images, size, method: str = "bilinear", *, antialias: bool = False,
     `antialias` and `preserve_aspect_ratio` are keyword-only: `tf.image.resize` takes
     preserve_aspect_ratio fourth, and a positional call meant for it must not set antialias.
 
-    Where `tf.image.resize` raises ValueError for a bad rank, size or method, this raises
-    InvalidArgumentError naming the argument, as every opforge op does.
+    Where `tf.image.resize` raises ValueError (a bad rank, size or method), so does this, with a
+    message naming the argument.
     """
     op = "Resize"
     if not isinstance(method, str) or method not in RESIZE_METHODS:
-        raise invalid_argument(op, "method", "one of " + ", ".join(repr(m) for m in RESIZE_METHODS),
+        raise value_error(op, "method", "one of " + ", ".join(repr(m) for m in RESIZE_METHODS),
                                repr(method))
     python_bool(op, "antialias", antialias)
     python_bool(op, "preserve_aspect_ratio", preserve_aspect_ratio)
@@ -142,8 +144,18 @@ def resize(images, size, method: str = "bilinear", *, antialias: bool = False,
         check_dtype(op, "images", images, IMAGE_DTYPES)
     rank = images.shape.rank
     if rank not in (3, 4):
-        raise invalid_argument(op, "images", "a 3-D [height, width, channels] or 4-D [batch, height, "
+        raise value_error(op, "images", "a 3-D [height, width, channels] or 4-D [batch, height, "
                                "width, channels] tensor", f"shape {images.shape}")
+    if isinstance(size, tf.Tensor) and size.shape.rank is not None and size.shape.as_list() != [2]:
+        # tf.image.resize checks the static shape of size itself (ValueError).
+        raise value_error(op, "size", "a 1-D tensor of 2 elements [new_height, new_width]", f"shape {size.shape}")
+    if not isinstance(size, (tf.Tensor, tf.Variable, str, bytes)):
+        try:
+            static = np.shape(size)
+        except ValueError:  # ragged: _size says what it expected
+            static = (2,)
+        if static != (2,):
+            raise value_error(op, "size", "[new_height, new_width] (two elements)", short_repr(size))
     size = _size(size)
     if rank == 3:
         images = tf.expand_dims(images, 0)
@@ -327,6 +339,7 @@ def _speeds(gradient: bool):
 SPECS = (
     OpSpec(
         name="resize",
+        replaces="tf.image.resize",
         op=resize,
         reference=_tf_image_resize,
         reference_name="tf.image.resize",
@@ -346,20 +359,21 @@ SPECS = (
         determinism_case=Case("large", (Sample((61, 47, 5), seed=42),), dict(size=[97, 131])),
         speed=(_resize_speed((8, 52, 52, 128), (104, 104)),),
         bad_inputs={
-            "rank 2": BadInput("opforge.ops.resize(tf.ones([4, 4]), [2, 2])", ("images", "3-D", "4-D", "(4, 4)")),
-            "rank 5": BadInput("opforge.ops.resize(tf.ones([1, 1, 4, 4, 1]), [2, 2])", ("images", "(1, 1, 4, 4, 1)")),
+            "rank 2": BadInput("opforge.ops.resize(tf.ones([4, 4]), [2, 2])", ("images", "3-D", "4-D", "(4, 4)"), error="ValueError"),
+            "rank 5": BadInput("opforge.ops.resize(tf.ones([1, 1, 4, 4, 1]), [2, 2])", ("images", "(1, 1, 4, 4, 1)"), error="ValueError"),
             "method": BadInput("opforge.ops.resize(tf.ones([4, 4, 1]), [2, 2], method='linear')",
-                               ("method", "'bilinear'", "'linear'")),
+                               ("method", "'bilinear'", "'linear'"), error="ValueError"),
             "antialias not bool": BadInput("opforge.ops.resize(tf.ones([4, 4, 1]), [2, 2], antialias=1)",
-                                           ("antialias", "bool", "1")),
+                                           ("antialias", "bool", "1"), error="TypeError"),
             "size of three": BadInput("opforge.ops.resize(tf.ones([4, 4, 1]), [2, 2, 2])",
-                                      ("size", "two elements", "[2, 2, 2]")),
+                                      ("size", "two elements", "[2, 2, 2]"), error="ValueError"),
             "size zero": BadInput("opforge.ops.resize(tf.ones([4, 4, 1]), [0, 2])", ("size", "positive", "[0, 2]")),
             "images string": BadInput("opforge.ops.resize(tf.constant([[['a']]]), [2, 2])", ("images", "string")),
         },
     ),
     OpSpec(
         name="resize_bilinear",
+        replaces="tf.compat.v1.image.resize_bilinear",
         op=resize_bilinear,
         reference=_raw_resize,
         reference_name="tf.raw_ops.ResizeBilinear",
@@ -389,7 +403,7 @@ SPECS = (
                 ("align_corners", "half_pixel_centers")),
             "attr not bool": BadInput(
                 "opforge.ops.resize_bilinear(tf.ones([1, 4, 4, 1]), [2, 2], align_corners=1)",
-                ("align_corners", "bool", "1")),
+                ("align_corners", "bool", "1"), error="TypeError"),
             "rank 3": BadInput("opforge.ops.resize_bilinear(tf.ones([4, 4, 3]), [2, 2])", ("images", "4-D", "[4, 4, 3]")),
             "rank 5": BadInput(
                 "lib().opforge_resize_bilinear(tf.ones([1, 1, 4, 4, 3]), [2, 2])", ("images", "4-D", "[1, 1, 4, 4, 3]")),
@@ -417,7 +431,7 @@ SPECS = (
             "size float": BadInput(
                 "opforge.ops.resize_bilinear(tf.ones([1, 4, 4, 1]), tf.constant([2.0, 2.0]))",
                 ("size", "int32", "float32")),
-            "size text": BadInput("opforge.ops.resize_bilinear(tf.ones([1, 4, 4, 1]), 'big')", ("size", "'big'")),
+            "size text": BadInput("opforge.ops.resize_bilinear(tf.ones([1, 4, 4, 1]), 'big')", ("size", "'big'"), error="TypeError"),
             "size beyond int32": BadInput(
                 "opforge.ops.resize_bilinear(tf.ones([1, 4, 4, 1]), [2**31, 2])", ("size", "int32", "2147483648")),
             "images string": BadInput(

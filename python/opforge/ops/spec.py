@@ -109,12 +109,24 @@ class Case:
 
 @dataclass(frozen=True)
 class BadInput:
-    """A call (Python, run in a child process with `tf`, `np`, `opforge` and `lib` in scope)
-    and the error it must raise, whose message must contain every fragment."""
+    """A call (a Python expression, run in a child process with `tf`, `np`, `opforge` and `lib`
+    in scope) and the error it must raise eagerly (`error`, the exception class's name), whose
+    message must contain every fragment.
+
+    Where the op replaces a TensorFlow function (the spec's `replaces`), the same call is also
+    made to TensorFlow's function, eagerly and inside `tf.function`, and opforge must raise the
+    exception class TensorFlow raises wherever TensorFlow refuses the call before a kernel runs
+    (a TypeError for a Python value of the wrong type, a ValueError from a shape function...): a
+    drop-in's callers catch its errors where they caught TensorFlow's. TensorFlow's call is
+    `code` with the wrapper (`opforge.ops.<op>(`) replaced by `replaces`; `tf_code` gives it
+    where it is written differently, and `tf_code=""` says that TensorFlow has no such call (an
+    argument or a value only opforge takes). See `OpSpec.tensorflow_code`.
+    """
 
     code: str
     fragments: Tuple[str, ...]
     error: str = "InvalidArgumentError"
+    tf_code: Optional[str] = None
 
 
 @dataclass
@@ -180,6 +192,9 @@ class OpSpec:
       there (TensorFlow's convolutions multiply padding as 0 x inf), in TensorFlow ops so that
       its gradient is exact too; None: `reference` is exact (and, for a differentiable op,
       written in TensorFlow ops).
+    - replaces: the TensorFlow function `op` is a drop-in for, as code (`"tf.nn.leaky_relu"`),
+      which takes the same arguments: every bad input is made to it too and must raise the same
+      exception class (BadInput); None for an op TensorFlow has no function for.
     """
 
     name: str
@@ -198,6 +213,7 @@ class OpSpec:
     bad_inputs: Mapping[str, BadInput] = field(default_factory=dict)
     differentiable: bool = True
     exact_reference: Optional[Callable[..., Any]] = None
+    replaces: Optional[str] = None
 
     def __repr__(self) -> str:
         return f"OpSpec({self.name!r})"
@@ -206,6 +222,17 @@ class OpSpec:
     def group(self) -> str:
         """The op module's short name ('resize_bilinear' for its forward and gradient specs)."""
         return self.op.__module__.rsplit(".", 1)[-1]
+
+    def tensorflow_code(self, bad: BadInput) -> Optional[str]:
+        """The same call as `bad` to the TensorFlow function the op replaces, or None where there
+        is none: the op replaces no TensorFlow function, `bad` says TensorFlow has no such call,
+        or `bad` does not call the wrapper (a raw op, another wrapper of the module)."""
+        if bad.tf_code is not None:
+            return bad.tf_code or None
+        wrapper = f"opforge.ops.{self.op.__name__}("
+        if self.replaces is None or wrapper not in bad.code:
+            return None
+        return bad.code.replace(wrapper, f"{self.replaces}(")
 
     def tolerance(self, dtype) -> float:
         """The forward tolerance of one dtype."""

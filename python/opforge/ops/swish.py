@@ -7,7 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 from opforge._export import STATE as _EXPORT
-from opforge.ops._common import FLOAT_DTYPES, check_dtype, invalid_argument, lib, to_tensor
+from opforge.ops._common import check_dtype, dtype_error, FLOAT_DTYPES, lib, to_tensor
 from opforge.ops.spec import BadInput, Case, OpSpec, Sample, elementwise_speed
 from opforge.ops.spec import numpy_copy
 
@@ -54,7 +54,7 @@ def swish_grad(gradients, features, name: Optional[str] = None) -> tf.Tensor:
     features = _features(op, features)
     gradients = to_tensor(op, "gradients", gradients)
     if gradients.dtype != features.dtype:
-        raise invalid_argument(
+        raise dtype_error(
             op, "gradients", f"the dtype of features ({features.dtype.name})", gradients.dtype.name
         )
     return lib().opforge_swish_grad(gradients, features, name=name)
@@ -94,6 +94,7 @@ def _numpy_swish(t):
 SPECS = (
     OpSpec(
         name="swish",
+        replaces="tf.nn.silu",
         op=swish,
         reference=tf.nn.silu,
         reference_name="tf.nn.silu",
@@ -124,7 +125,7 @@ SPECS = (
             "string features": BadInput("opforge.ops.swish(tf.constant(['a', 'b']))", ("features", "string")),
             "int features": BadInput("opforge.ops.swish(tf.constant([1, 2]))", ("features", "int32")),
             "complex features": BadInput("opforge.ops.swish(tf.constant([1+2j]))", ("features", "complex128")),
-            "none features": BadInput("opforge.ops.swish(None)", ("features", "None")),
+            "none features": BadInput("opforge.ops.swish(None)", ("features", "None"), error="ValueError"),
             "grad shape mismatch": BadInput(
                 "opforge.ops.swish_grad(tf.ones([2, 3]), tf.ones([3, 2]))", ("gradients", "[2, 3]", "[3, 2]")),
             "grad dtype mismatch": BadInput(

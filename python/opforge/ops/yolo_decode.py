@@ -492,7 +492,7 @@ SPECS = (
                 ("num_classes", "at least 1", "0")),
             "num_classes float": BadInput(
                 "opforge.ops.yolo_decode(tf.ones([1, 2, 2, 21]), tf.ones([3, 2]), 2.0, (64, 64))",
-                ("num_classes", "an int", "2.0")),
+                ("num_classes", "an int", "2.0"), error="TypeError"),
             "input_size three": BadInput(
                 "opforge.ops.yolo_decode(tf.ones([1, 2, 2, 21]), tf.ones([3, 2]), 2, (64, 64, 3))",
                 ("input_size", "two positive values", "[64, 64, 3]")),

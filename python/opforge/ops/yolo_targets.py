@@ -82,7 +82,8 @@ def yolo_targets(
 
     Args:
       boxes: [B, M, 4] float32 or float64, normalised (x1, y1, x2, y2); rows whose four
-        coordinates are all zero are padding and skipped.
+        coordinates are all zero are padding and skipped. (yolov3-tf2 skips every row with
+        x2 == 0; a zero-width box on the left edge, x1 <= x2 = 0, is a target here.)
       classes: [B, M] int32 (any integer dtype is cast).
       anchors: [K, 2] normalised (width, height); cast to the dtype of boxes.
       anchor_masks: one list of anchor indices per scale, e.g. [[6, 7, 8], [3, 4, 5], [0, 1, 2]].
