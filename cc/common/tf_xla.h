@@ -152,12 +152,22 @@ struct XlaRegistration {
 // The ops lowered to XLA, comma-separated, prefixed "late:" when they were registered after
 // TensorFlow's registration pass (and so by opforge itself). Exported for opforge's Python
 // loader (ctypes); absent from a library built without XLA kernels.
+//
+// The text is built once, by the first call, into a function-local static (C++11 initialises it
+// exactly once, other threads waiting for it): every OPFORGE_REGISTER_XLA_OP is a static
+// initialiser of this library, so all have run before anything outside can call this, and the
+// text cannot change afterwards. Callers on any thread get the same pointer to the same constant
+// characters; nothing writes to it after it is built.
 extern "C" __attribute__((visibility("default"), used)) inline const char* OpforgeXlaLoweredOps() {
-  static std::string text;
-  text = opforge::xla_glue::RegisteredLate() ? "late:" : "";
-  for (size_t i = 0; i < opforge::xla_glue::LoweredOps().size(); ++i) {
-    text += (i ? "," : "") + opforge::xla_glue::LoweredOps()[i];
-  }
+  static const std::string text = [] {
+    std::string joined = opforge::xla_glue::RegisteredLate() ? "late:" : "";
+    const std::vector<std::string>& ops = opforge::xla_glue::LoweredOps();
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (i > 0) joined += ',';
+      joined += ops[i];
+    }
+    return joined;
+  }();
   return text.c_str();
 }
 
