@@ -90,11 +90,20 @@ class TfAttrSource final : public AttrSource {
 
 // Runs an op's attr reader function (Status(AttrReader&)) in a shape function.
 template <typename Read>
-absl::Status ReadShapeAttrs(tensorflow::shape_inference::InferenceContext* c, Read&& read) {
-  TfAttrSource<tensorflow::shape_inference::InferenceContext> source(c);
+absl::Status ReadShapeAttrs(InferenceContext* c, Read&& read) {
+  TfAttrSource<InferenceContext> source(c);
   AttrReader reader(source);
   const Status s = read(reader);
   return ToTfStatus(s.ok() ? reader.status() : s);
+}
+
+// Runs the attr reader of an op's <op>_op.h (Status ReadAttrs(AttrReader*, Out*...), which its
+// kernels' Init call too) in a shape function, so that both read the attrs with the same code:
+//   TF_RETURN_IF_ERROR(ReadShapeAttrs(c, ReadAttrs, &params, &parsed));
+template <typename... Out>
+absl::Status ReadShapeAttrs(InferenceContext* c, Status (*read)(AttrReader*, Out*...),
+                            Out*... out) {
+  return ReadShapeAttrs(c, [&](AttrReader& reader) { return read(&reader, out...); });
 }
 
 namespace internal {

@@ -17,11 +17,17 @@
 
 namespace opforge {
 
+// The shape-inference names every binding's shape functions use.
+namespace shape_inference = tensorflow::shape_inference;
+using shape_inference::DimensionHandle;
+using shape_inference::InferenceContext;
+using shape_inference::ShapeHandle;
+
 class ShapeFn {
  public:
-  using InferenceContext = tensorflow::shape_inference::InferenceContext;
-  using ShapeHandle = tensorflow::shape_inference::ShapeHandle;
-  using DimensionHandle = tensorflow::shape_inference::DimensionHandle;
+  using InferenceContext = shape_inference::InferenceContext;
+  using ShapeHandle = shape_inference::ShapeHandle;
+  using DimensionHandle = shape_inference::DimensionHandle;
 
   ShapeFn(InferenceContext* c, const char* op) : c_(c), op_(op) {}
 

@@ -6,8 +6,6 @@
 
 namespace opforge {
 
-namespace shape_inference = tensorflow::shape_inference;
-
 REGISTER_OP("Opforge>ClippedIdentity")
     .Input("x: T")
     .Output("y: T")

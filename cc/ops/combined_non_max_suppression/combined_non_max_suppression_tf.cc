@@ -11,11 +11,6 @@
 
 namespace opforge {
 
-namespace shape_inference = tensorflow::shape_inference;
-using shape_inference::DimensionHandle;
-using shape_inference::InferenceContext;
-using shape_inference::ShapeHandle;
-
 namespace {
 
 using namespace combined_non_max_suppression_op;  // NOLINT: the op's constants and attr reader,

@@ -9,23 +9,10 @@
 
 namespace opforge {
 
-namespace shape_inference = tensorflow::shape_inference;
-using shape_inference::DimensionHandle;
-using shape_inference::InferenceContext;
-using shape_inference::ShapeHandle;
-
 namespace {
 
 using namespace conv2d_transpose_op;  // NOLINT: the op's constants and attr reader, shared with its
                                       // kernels
-
-// The op's attr reader (ops/conv2d_transpose/conv2d_transpose_op.h) over a shape function's
-// context.
-template <typename... Out>
-absl::Status ReadAttrs(InferenceContext* c, Out*... out) {
-  return ReadShapeAttrs(c,
-                        [&](AttrReader& r) { return conv2d_transpose_op::ReadAttrs(&r, out...); });
-}
 
 // The attrs after T: the forward op takes int32 too (as TensorFlow's CPU kernel), the gradient
 // ops the float types (integers have no gradient).
@@ -54,7 +41,7 @@ constexpr char kOp[] = "Conv2DTranspose";
 
 absl::Status ForwardShape(InferenceContext* c) {
   Conv2DTransposeAttrs a;
-  TF_RETURN_IF_ERROR(ReadAttrs(c, &a));
+  TF_RETURN_IF_ERROR(ReadShapeAttrs(c, ReadAttrs, &a));
   TF_RETURN_IF_ERROR(ToTfStatus(ValidateConv2DTransposeAttrs(a)));
   const ShapeFn fn(c, kOp);
   const LayoutIndex l = IndexOf(a.data_format);
@@ -116,7 +103,7 @@ absl::Status ForwardShape(InferenceContext* c) {
 
 absl::Status InputGradShape(InferenceContext* c) {
   Conv2DTransposeAttrs a;
-  TF_RETURN_IF_ERROR(ReadAttrs(c, &a));
+  TF_RETURN_IF_ERROR(ReadShapeAttrs(c, ReadAttrs, &a));
   TF_RETURN_IF_ERROR(ToTfStatus(ValidateConv2DTransposeAttrs(a)));
   const ShapeFn fn(c, kOp);
   const LayoutIndex l = IndexOf(a.data_format);
@@ -191,7 +178,7 @@ REGISTER_OP("Opforge>Conv2DTransposeFilterGrad")
     .OPFORGE_CONV2D_TRANSPOSE_ATTRS
     .SetShapeFn([](InferenceContext* c) {
       Conv2DTransposeAttrs a;
-      TF_RETURN_IF_ERROR(ReadAttrs(c, &a));
+      TF_RETURN_IF_ERROR(ReadShapeAttrs(c, ReadAttrs, &a));
       TF_RETURN_IF_ERROR(ToTfStatus(ValidateConv2DTransposeAttrs(a)));
       const ShapeFn fn(c, kOp);
       ShapeHandle input, filter, grad;

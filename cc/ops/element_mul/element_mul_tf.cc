@@ -7,8 +7,6 @@
 
 namespace opforge {
 
-namespace shape_inference = tensorflow::shape_inference;
-
 REGISTER_OP("Opforge>ElementMul")
     .Input("a: T")
     .Input("b: T")

@@ -9,30 +9,17 @@
 
 namespace opforge {
 
-namespace shape_inference = tensorflow::shape_inference;
-using shape_inference::DimensionHandle;
-using shape_inference::InferenceContext;
-using shape_inference::ShapeHandle;
-
 namespace {
 
 using namespace fused_batch_norm_leaky_relu_op;  // NOLINT: the op's constants and attr reader,
                                                  // shared with its kernels
-
-// The op's attr reader (ops/fused_batch_norm_leaky_relu/fused_batch_norm_leaky_relu_op.h) over a
-// shape function's context.
-template <typename... Out>
-absl::Status ReadAttrs(InferenceContext* c, Out*... out) {
-  return ReadShapeAttrs(
-      c, [&](AttrReader& r) { return fused_batch_norm_leaky_relu_op::ReadAttrs(&r, out...); });
-}
 
 // Checks ranks and merges the channel dimension of x (input `x`) with inputs `vectors`.
 absl::Status Channels(InferenceContext* c, const char* op, int x,
                       const std::vector<std::pair<int, const char*>>& vectors,
                       DimensionHandle* channels) {
   BatchNormLeakyParams p;
-  TF_RETURN_IF_ERROR(ReadAttrs(c, &p));
+  TF_RETURN_IF_ERROR(ReadShapeAttrs(c, ReadAttrs, &p));
   TF_RETURN_IF_ERROR(ToTfStatus(ValidateBatchNormLeakyAttrs(p, op)));
   const ShapeFn fn(c, op);
   ShapeHandle xs;

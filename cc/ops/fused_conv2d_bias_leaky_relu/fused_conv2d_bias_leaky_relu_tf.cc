@@ -10,27 +10,14 @@
 
 namespace opforge {
 
-namespace shape_inference = tensorflow::shape_inference;
-using shape_inference::DimensionHandle;
-using shape_inference::InferenceContext;
-using shape_inference::ShapeHandle;
-
 namespace {
 
 using namespace fused_conv2d_bias_leaky_relu_op;  // NOLINT: the op's constants and attr reader,
                                                   // shared with its kernels
 
-// The op's attr reader (ops/fused_conv2d_bias_leaky_relu/fused_conv2d_bias_leaky_relu_op.h) over a
-// shape function's context.
-template <typename... Out>
-absl::Status ReadAttrs(InferenceContext* c, Out*... out) {
-  return ReadShapeAttrs(
-      c, [&](AttrReader& r) { return fused_conv2d_bias_leaky_relu_op::ReadAttrs(&r, out...); });
-}
-
 absl::Status Shape(InferenceContext* c) {
   FusedConv2DParams p;
-  TF_RETURN_IF_ERROR(ReadAttrs(c, &p));
+  TF_RETURN_IF_ERROR(ReadShapeAttrs(c, ReadAttrs, &p));
   TF_RETURN_IF_ERROR(ToTfStatus(ValidateFusedConv2DAttrs(p)));
   const ShapeFn fn(c, kOp);
   ShapeHandle input, filter, bias;

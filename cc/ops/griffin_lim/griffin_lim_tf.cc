@@ -12,21 +12,10 @@
 
 namespace opforge {
 
-namespace shape_inference = tensorflow::shape_inference;
-using shape_inference::DimensionHandle;
-using shape_inference::InferenceContext;
-using shape_inference::ShapeHandle;
-
 namespace {
 
 using namespace griffin_lim_op;  // NOLINT: the op's constants and attr reader, shared with its
                                  // kernels
-
-// The op's attr reader (ops/griffin_lim/griffin_lim_op.h) over a shape function's context.
-template <typename... Out>
-absl::Status ReadAttrs(InferenceContext* c, Out*... out) {
-  return ReadShapeAttrs(c, [&](AttrReader& r) { return griffin_lim_op::ReadAttrs(&r, out...); });
-}
 
 // magnitude [..., n_freq, T] (and phases) -> audio [..., L]: L = length, or, with n_fft (the attr,
 // else 2 (n_freq - 1)), hop (else win_length / 4, win_length else n_fft) and T known,
@@ -34,7 +23,7 @@ absl::Status ReadAttrs(InferenceContext* c, Out*... out) {
 absl::Status GriffinLimShape(InferenceContext* c) {
   GriffinLimParams p;
   Status parsed;
-  TF_RETURN_IF_ERROR(ReadAttrs(c, &p, &parsed));
+  TF_RETURN_IF_ERROR(ReadShapeAttrs(c, ReadAttrs, &p, &parsed));
   TF_RETURN_IF_ERROR(ToTfStatus(parsed));
   const ShapeFn fn(c, kOp);
   ShapeHandle magnitude, phases;

@@ -10,27 +10,16 @@
 
 namespace opforge {
 
-namespace shape_inference = tensorflow::shape_inference;
-using shape_inference::DimensionHandle;
-using shape_inference::InferenceContext;
-using shape_inference::ShapeHandle;
-
 namespace {
 
 using namespace mel_to_stft_op;  // NOLINT: the op's constants and attr reader, shared with its
                                  // kernels
 
-// The op's attr reader (ops/mel_to_stft/mel_to_stft_op.h) over a shape function's context.
-template <typename... Out>
-absl::Status ReadAttrs(InferenceContext* c, Out*... out) {
-  return ReadShapeAttrs(c, [&](AttrReader& r) { return mel_to_stft_op::ReadAttrs(&r, out...); });
-}
-
 // mel [..., n_mels, T], filters [0, 0] or [n_mels, n_fft / 2 + 1] -> [..., n_fft / 2 + 1, T].
 absl::Status MelToStftShape(InferenceContext* c) {
   MelToStftParams p;
   Status parsed;
-  TF_RETURN_IF_ERROR(ReadAttrs(c, &p, &parsed));
+  TF_RETURN_IF_ERROR(ReadShapeAttrs(c, ReadAttrs, &p, &parsed));
   TF_RETURN_IF_ERROR(ToTfStatus(parsed));
   TF_RETURN_IF_ERROR(ToTfStatus(CheckAttrs(p)));
   const ShapeFn fn(c, kOp);

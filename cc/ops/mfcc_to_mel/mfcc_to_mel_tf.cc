@@ -10,21 +10,10 @@
 
 namespace opforge {
 
-namespace shape_inference = tensorflow::shape_inference;
-using shape_inference::DimensionHandle;
-using shape_inference::InferenceContext;
-using shape_inference::ShapeHandle;
-
 namespace {
 
 using namespace mfcc_to_mel_op;  // NOLINT: the op's constants and attr reader, shared with its
                                  // kernels
-
-// The op's attr reader (ops/mfcc_to_mel/mfcc_to_mel_op.h) over a shape function's context.
-template <typename... Out>
-absl::Status ReadAttrs(InferenceContext* c, Out*... out) {
-  return ReadShapeAttrs(c, [&](AttrReader& r) { return mfcc_to_mel_op::ReadAttrs(&r, out...); });
-}
 
 // `dims` of a shape known in part (unknown dimensions -1) with the unknown ones set to 1, which
 // passes every check of the core (at least one coefficient, at most n_mels, a non-empty time
@@ -53,7 +42,7 @@ absl::Status WithUnknownShown(const Status& s, const std::vector<std::vector<int
 absl::Status MfccToMelShape(InferenceContext* c) {
   MfccToMelParams p;
   Status parsed;
-  TF_RETURN_IF_ERROR(ReadAttrs(c, &p, &parsed));
+  TF_RETURN_IF_ERROR(ReadShapeAttrs(c, ReadAttrs, &p, &parsed));
   TF_RETURN_IF_ERROR(ToTfStatus(parsed));
   TF_RETURN_IF_ERROR(ToTfStatus(CheckAttrs(p, false)));
   const ShapeFn fn(c, "MfccToMel");
@@ -77,7 +66,7 @@ absl::Status MfccToMelShape(InferenceContext* c) {
 absl::Status MfccToMelGradShape(InferenceContext* c) {
   MfccToMelParams p;
   Status parsed;
-  TF_RETURN_IF_ERROR(ReadAttrs(c, &p, &parsed));
+  TF_RETURN_IF_ERROR(ReadShapeAttrs(c, ReadAttrs, &p, &parsed));
   TF_RETURN_IF_ERROR(ToTfStatus(parsed));
   TF_RETURN_IF_ERROR(ToTfStatus(CheckAttrs(p, true)));
   const ShapeFn fn(c, "MfccToMelGrad");

@@ -9,8 +9,6 @@
 namespace opforge {
 
 using tensorflow::Tensor;
-namespace shape_inference = tensorflow::shape_inference;
-
 namespace {
 
 using namespace resize_bilinear_op;  // NOLINT: the op's constants and attr reader, shared with its

@@ -9,21 +9,10 @@
 
 namespace opforge {
 
-namespace shape_inference = tensorflow::shape_inference;
-using shape_inference::DimensionHandle;
-using shape_inference::InferenceContext;
-using shape_inference::ShapeHandle;
-
 namespace {
 
 using namespace yolo_decode_op;  // NOLINT: the op's constants and attr reader, shared with its
                                  // kernels
-
-// The op's attr reader (ops/yolo_decode/yolo_decode_op.h) over a shape function's context.
-template <typename... Out>
-absl::Status ReadAttrs(InferenceContext* c, Out*... out) {
-  return ReadShapeAttrs(c, [&](AttrReader& r) { return yolo_decode_op::ReadAttrs(&r, out...); });
-}
 
 bool FullyDefined(InferenceContext* c, ShapeHandle s, std::vector<int64_t>* dims) {
   if (!c->FullyDefined(s)) return false;
@@ -38,7 +27,7 @@ bool FullyDefined(InferenceContext* c, ShapeHandle s, std::vector<int64_t>* dims
 absl::Status DecodeShapes(InferenceContext* c, const char* op, int f, DimensionHandle* batch,
                           DimensionHandle* boxes) {
   YoloDecodeParams p;
-  TF_RETURN_IF_ERROR(ReadAttrs(c, &p));
+  TF_RETURN_IF_ERROR(ReadShapeAttrs(c, ReadAttrs, &p));
   std::vector<int64_t> features, anchors;
   if (FullyDefined(c, c->input(f), &features) && FullyDefined(c, c->input(f + 1), &anchors)) {
     Status s = ValidateYoloDecode(features, anchors, &p);

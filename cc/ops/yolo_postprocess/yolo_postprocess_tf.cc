@@ -10,28 +10,15 @@
 
 namespace opforge {
 
-namespace shape_inference = tensorflow::shape_inference;
-using shape_inference::DimensionHandle;
-using shape_inference::InferenceContext;
-using shape_inference::ShapeHandle;
-
 namespace {
 
 using namespace yolo_postprocess_op;  // NOLINT: the op's constants and attr reader, shared with its
                                       // kernels
 
-// The op's attr reader (ops/yolo_postprocess/yolo_postprocess_op.h) over a shape function's
-// context.
-template <typename... Out>
-absl::Status ReadAttrs(InferenceContext* c, Out*... out) {
-  return ReadShapeAttrs(c,
-                        [&](AttrReader& r) { return yolo_postprocess_op::ReadAttrs(&r, out...); });
-}
-
 absl::Status PostprocessShape(InferenceContext* c) {
   YoloPostprocessParams p;
   int64_t num_scales = 0;
-  TF_RETURN_IF_ERROR(ReadAttrs(c, &p, &num_scales));
+  TF_RETURN_IF_ERROR(ReadShapeAttrs(c, ReadAttrs, &p, &num_scales));
   TF_RETURN_IF_ERROR(ToTfStatus(ValidateYoloPostprocessAttrs(p)));
   const int k = static_cast<int>(num_scales);
   bool known = true;

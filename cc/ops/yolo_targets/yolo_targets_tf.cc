@@ -8,25 +8,15 @@
 
 namespace opforge {
 
-namespace shape_inference = tensorflow::shape_inference;
-using shape_inference::InferenceContext;
-using shape_inference::ShapeHandle;
-
 namespace {
 
 using namespace yolo_targets_op;  // NOLINT: the op's constants and attr reader, shared with its
                                   // kernels
 
-// The op's attr reader (ops/yolo_targets/yolo_targets_op.h) over a shape function's context.
-template <typename... Out>
-absl::Status ReadAttrs(InferenceContext* c, Out*... out) {
-  return ReadShapeAttrs(c, [&](AttrReader& r) { return yolo_targets_op::ReadAttrs(&r, out...); });
-}
-
 // [B, gh, gw, len(mask), 6] per scale; B from boxes or classes.
 absl::Status TargetsShape(InferenceContext* c) {
   YoloTargetsParams p;
-  TF_RETURN_IF_ERROR(ReadAttrs(c, &p));
+  TF_RETURN_IF_ERROR(ReadShapeAttrs(c, ReadAttrs, &p));
   TF_RETURN_IF_ERROR(ToTfStatus(ValidateYoloTargetsAttrs(p)));
   int64_t num_scales = 0;
   TF_RETURN_IF_ERROR(c->GetAttr("num_scales", &num_scales));
