@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from typing import List
+from typing import List, Optional
 
 
 def _nvcc_version() -> str:
@@ -15,6 +15,42 @@ def _nvcc_version() -> str:
         return out.strip().splitlines()[-1] if out.strip() else nvcc
     except (OSError, subprocess.SubprocessError):
         return nvcc
+
+
+def tensorflow_package() -> str:
+    """The distribution that installed the running `tensorflow`, as pip names it (tensorflow,
+    tensorflow-cpu, ...), or "" when that cannot be told. Where several share the folder, a
+    variant (tensorflow-cpu) rather than plain tensorflow: the doctor names it for lacking CUDA."""
+    import re
+    from importlib import metadata
+
+    try:
+        names = metadata.packages_distributions().get("tensorflow", [])
+    except Exception:  # a broken distribution's metadata: say nothing rather than fail
+        return ""
+    names = sorted({re.sub(r"[-_.]+", "-", n).lower() for n in names}, key=lambda n: (n == "tensorflow", n))
+    return names[0] if names else ""
+
+
+def cuda_kernels(build_info, running_tf: str, package: Optional[str] = None, nvcc: Optional[str] = None) -> str:
+    """The doctor's `CUDA kernels:` line: what the build compiled, or the reason it compiled none.
+    The build (CMakeLists.txt, OPFORGE_CUDA=AUTO) compiles them only when the TensorFlow it is
+    built against is a CUDA build and nvcc is found; `build_info` records the first fact and the
+    nvcc used, and nvcc on PATH now (`nvcc`, default shutil.which) tells the rest."""
+    b = build_info
+    if b.CUDA_VERSION:
+        return f"compiled with nvcc {b.CUDA_VERSION} for {b.CUDA_ARCHS}, static CUDA runtime"
+    if not b.TF_IS_CUDA_BUILD:
+        if package is None:
+            package = tensorflow_package() if running_tf == b.TF_VERSION else ""
+        which = f"{package} {b.TF_VERSION}" if package else b.TF_VERSION
+        return (f"not compiled: TensorFlow {which} is built without CUDA (the GPU binding needs the CUDA wheel: "
+                "make build TF_PACKAGE=tensorflow)")
+    nvcc = shutil.which("nvcc") if nvcc is None else nvcc
+    if nvcc:
+        return (f"not compiled: no nvcc at build time, or the build was configured with -DOPFORGE_CUDA=OFF "
+                f"(nvcc is on PATH now, {nvcc}: rebuild to compile them)")
+    return "not compiled (no nvcc at build time)"
 
 
 def registered_kernels(op_name: str) -> List[str]:
@@ -55,11 +91,7 @@ def run() -> int:
         print(f"  _GLIBCXX_USE_CXX11_ABI: {b.CXX11_ABI}")
         print(f"  compile flags:        {' '.join(b.TF_COMPILE_FLAGS)}")
         print(f"  link flags:           {' '.join(b.TF_LINK_FLAGS)}")
-        if b.CUDA_VERSION:
-            cuda = f"compiled with nvcc {b.CUDA_VERSION} for {b.CUDA_ARCHS}, static CUDA runtime"
-        else:
-            cuda = "not compiled (no nvcc at build time)"
-        print(f"  CUDA kernels:         {cuda}")
+        print(f"  CUDA kernels:         {cuda_kernels(b, tf.__version__)}")
         if b.GPU_BINDING:
             binding = "yes (GPU kernels registered with TensorFlow)"
         elif not b.TF_IS_CUDA_BUILD:
