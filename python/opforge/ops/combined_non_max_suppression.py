@@ -30,17 +30,28 @@ tf.image.combined_non_max_suppression: nmsed_boxes [B, D, 4], nmsed_scores [B, D
 nmsed_classes [B, D] (float32), valid_detections [B] (int32)."""
 
 
-def _scalar(name: str, value, dtype, op: str = _OP, converted_first: bool = False):
+def _int32_error(op: str, name: str, given) -> Exception:
+    """A size that is no int32 where TensorFlow's function wants one: a ValueError eagerly (its
+    conversion to the op's int32, "Tensor conversion requested dtype int32 for Tensor with dtype
+    int64", which TensorFlow's own tests expect for max_total_size=2**31), a TypeError while a graph
+    is built (the op's type check)."""
+    error = value_error if tf.executing_eagerly() else type_error
+    return error(op, name, "an int32 (TensorFlow's op takes int32 sizes)", given)
+
+
+def _scalar(name: str, value, dtype, op: str = _OP, converted_first: bool = False, exact_int32: bool = True):
     """A scalar input of the op (a size or a threshold) from a tensor or a Python number, with
     the error classes tf.image.combined_non_max_suppression raises for the same value: None a
     ValueError; another type, or a Python size that is no int32 (3.5, 2**31), a TypeError, as
-    TensorFlow's op arguments; a tensor of the wrong dtype as TensorFlow's op refuses one
-    (dtype_error). `converted_first`: TensorFlow converts the value to a tensor of its own dtype
-    first (max_total_size), so a Python size beyond int32 is a tensor of the wrong dtype there."""
+    TensorFlow's op arguments; a size tensor that is not int32 as TensorFlow refuses one
+    (_int32_error). `converted_first`: TensorFlow converts the value to a tensor first
+    (max_total_size), so a Python size that is no int32 is a tensor of the wrong dtype there.
+    `exact_int32=False` (yolo_postprocess, which replaces no TensorFlow function) takes any
+    integer tensor whose values fit int32, checked when it runs."""
     if isinstance(value, (tf.Tensor, tf.Variable, np.ndarray)):
         t = tf.convert_to_tensor(value)
-        if dtype.is_integer and not t.dtype.is_integer:
-            raise dtype_error(op, name, "an int32", t.dtype.name)
+        if dtype.is_integer and t.dtype != dtype and (exact_int32 or not t.dtype.is_integer):
+            raise _int32_error(op, name, f"a {t.dtype.name} tensor")
         if dtype.is_integer and t.dtype != dtype:
             # A cast would wrap 2**32 + 10 to 10: values beyond int32 are an error instead.
             with tf.control_dependencies([tf.debugging.assert_equal(
@@ -55,7 +66,9 @@ def _scalar(name: str, value, dtype, op: str = _OP, converted_first: bool = Fals
         raise type_error(op, name, expected, short_repr(value))
     if dtype.is_integer:
         if not isinstance(value, numbers.Integral) or abs(int(value)) > 2**31 - 1:
-            raise (dtype_error if converted_first else type_error)(op, name, expected, short_repr(value))
+            if converted_first:
+                raise _int32_error(op, name, short_repr(value))
+            raise type_error(op, name, expected, short_repr(value))
         return tf.constant(value, dtype)
     # A float beyond the float32 range is +-inf there (a threshold of 1e39 keeps nothing).
     return tf.constant(python_number(op, name, value), dtype)
@@ -100,6 +113,15 @@ def combined_non_max_suppression(
 
     Runs on the CPU (parallel over images and classes); there is no GPU kernel, and TensorFlow
     places the op on the CPU in a GPU process. No gradient.
+
+    Raises:
+      The exception classes tf.image.combined_non_max_suppression raises for the same call:
+      TypeError for arguments of the wrong Python type; for a size that is not an int32
+      (2**31, an int64 tensor) ValueError eagerly and TypeError in tf.function, as TensorFlow's
+      own tests expect (TensorFlow's eager fast path raises InvalidArgumentError there when every
+      other argument is a tensor); inside tf.function, ValueError for shapes its shape function
+      refuses; InvalidArgumentError for what the kernel refuses (thresholds, sizes <= 0, ranks
+      eagerly). Every message names the argument, what was expected and what was given.
 
     Returns:
       A CombinedNonMaxSuppressionResult (nmsed_boxes, nmsed_scores, nmsed_classes,
@@ -325,7 +347,17 @@ SPECS = (
                 ("max_output_size_per_class", "scalar", "[2]")),
             "size beyond int32": BadInput(
                 "opforge.ops.combined_non_max_suppression(tf.ones([1, 5, 1, 4]), tf.ones([1, 5, 2]), np.array(2**32 + 10), 4)",
-                ("max_output_size_per_class", "beyond int32")),
+                ("max_output_size_per_class", "int32", "int64"), error="ValueError"),
+            # TensorFlow's own test (image_ops_test.py, testInvalidPyInput): TypeError or ValueError.
+            "total 2**31": BadInput(
+                "opforge.ops.combined_non_max_suppression([[[[0, 0, 1, 1], [0, 0.1, 1, 1.1]]]], [[[0.9, 0.75]]], 5, 2**31)",
+                ("max_total_size", "int32", "2147483648"), error="ValueError"),
+            "size None": BadInput(
+                "opforge.ops.combined_non_max_suppression(tf.ones([1, 5, 1, 4]), tf.ones([1, 5, 2]), 3, 4, iou_threshold=None)",
+                ("iou_threshold", "None"), error="ValueError"),
+            "threshold text": BadInput(
+                "opforge.ops.combined_non_max_suppression(tf.ones([1, 5, 1, 4]), tf.ones([1, 5, 2]), 3, 4, score_threshold='a')",
+                ("score_threshold", "a number", "'a'"), error="TypeError"),
             "size float": BadInput(
                 "opforge.ops.combined_non_max_suppression(tf.ones([1, 5, 1, 4]), tf.ones([1, 5, 2]), 3.5, 4)",
                 ("max_output_size_per_class", "an int", "3.5"), error="TypeError"),

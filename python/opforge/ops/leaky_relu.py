@@ -176,6 +176,12 @@ SPECS = (
                 "opforge.ops.leaky_relu_grad(tf.ones([2, 3]), tf.ones([3, 2]))", ("gradients", "[2, 3]", "[3, 2]")),
             "grad dtype mismatch": BadInput(
                 "opforge.ops.leaky_relu_grad(tf.ones([3], tf.float64), tf.ones([3]))", ("gradients", "float64", "float32")),
+            "grad gradients None": BadInput(
+                "opforge.ops.leaky_relu_grad(None, tf.ones([3]))", ("LeakyReluGrad", "gradients", "None"),
+                error="ValueError"),
+            "grad features None": BadInput(
+                "opforge.ops.leaky_relu_grad(tf.ones([3]), None)", ("LeakyReluGrad", "features", "None"),
+                error="ValueError"),
             "grad nan alpha": BadInput(
                 "opforge.ops.leaky_relu_grad(tf.ones([3]), tf.ones([3]), alpha=float('nan'))", ("alpha", "finite")),
             "raw op nan alpha": BadInput("lib().opforge_leaky_relu(tf.ones([3]), alpha=float('nan'))", ("alpha", "finite")),

@@ -118,8 +118,8 @@ def yolo_postprocess(
         raise invalid_argument(_OP, "clip_boxes", "a Python bool", repr(clip_boxes))
     out = lib().opforge_yolo_postprocess(
         maps, tables,
-        _scalar("max_detections_per_class", max_detections_per_class, tf.int32, _OP),
-        _scalar("max_detections", max_detections, tf.int32, _OP),
+        _scalar("max_detections_per_class", max_detections_per_class, tf.int32, _OP, exact_int32=False),
+        _scalar("max_detections", max_detections, tf.int32, _OP, exact_int32=False),
         _scalar("iou_threshold", iou_threshold, tf.float32, _OP),
         _scalar("score_threshold", score_threshold, tf.float32, _OP),
         _scalar("soft_nms_sigma", soft_nms_sigma, tf.float32, _OP),
