@@ -46,3 +46,22 @@ def test_calls_are_drawn_deterministically():
     spec = next(s for s in opforge.ops.SPECS if s.name == "conv2d_transpose")
     assert [fuzz.draw_call(spec, i, 5)[0] for i in range(20)] == [fuzz.draw_call(spec, i, 5)[0] for i in range(20)]
     assert os.environ.get("OPFORGE_FUZZ_SELF_TEST") is None
+
+
+def test_the_committed_seed_corpus_is_what_make_corpus_writes(tmp_path):
+    """cc/fuzz/corpus holds exactly the seeds cc/fuzz/make_corpus.py writes (names and bytes), so
+    rewriting it loses nothing and a seed added by hand is caught here."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "cc" / "fuzz"
+    subprocess.run([sys.executable, str(root / "make_corpus.py"), str(tmp_path)], check=True, capture_output=True)
+
+    def files(base):
+        return {p.relative_to(base).as_posix(): p.read_bytes() for p in base.rglob("*") if p.is_file()}
+
+    written, committed = files(tmp_path), files(root / "corpus")
+    assert sorted(set(committed) - set(written)) == [], "seeds make_corpus.py does not write"
+    assert sorted(set(written) - set(committed)) == [], "seeds make_corpus.py writes that are not committed"
+    assert [name for name in written if written[name] != committed[name]] == []

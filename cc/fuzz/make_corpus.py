@@ -98,6 +98,27 @@ seed('leaky_relu', 'alpha_neg_rank0', [0, 2, FLAGS] + float_or(4) + any_shape([]
 seed('leaky_relu', 'big_odd', [2, 2, FLAGS] + float_or(5) + any_shape([1001]) + dflt())
 seed('leaky_relu', 'empty', [0, 0, FLAGS] + float_or(0) + any_shape([0, 7]))
 
+# --- swish: mode, dtype, flags; features AnyShape; grad ShapeOr ----------------------------------
+for mode in range(2):
+    for dtype in range(4):
+        seed('swish', f'm{mode}_t{dtype}', [mode, dtype, FLAGS] + any_shape([2, 3, 5]) + dflt())
+seed('swish', 'rank0', [0, 2, FLAGS] + any_shape([]))
+seed('swish', 'big_odd', [1, 2, FLAGS] + any_shape([1001]) + dflt())
+seed('swish', 'empty', [0, 0, FLAGS] + any_shape([0, 7]))
+seed('swish', 'grad_mismatch', [1, 3, FLAGS] + any_shape([4, 3]) + shape_or([3, 4]))
+
+# --- clipped_identity: mode, dtype, flags; clip_min, clip_max, leak FloatOr; x AnyShape; grad ---
+for mode in range(2):
+    for dtype in range(4):
+        seed('clipped_identity', f'm{mode}_t{dtype}',
+             [mode, dtype, FLAGS] + float_or(0) * 3 + any_shape([2, 3, 5]) + dflt())
+seed('clipped_identity', 'empty', [0, 1, FLAGS] + float_or(0) * 3 + any_shape([0, 7]))
+seed('clipped_identity', 'min_above_max', [0, 2, FLAGS] + float_or(3) + float_or(4) + float_or(0) + any_shape([3]))
+seed('clipped_identity', 'nan_leak',
+     [1, 3, FLAGS] + float_or(0) * 2 + [0xF0] + list(struct.pack('<f', float('nan'))) + any_shape([5]) + dflt())
+seed('clipped_identity', 'relu6_leak0', [1, 2, FLAGS] + float_or(1) * 3 + any_shape([1001]) + dflt())
+seed('clipped_identity', 'signed_zero_bounds', [0, 0, FLAGS] + float_or(4) + float_or(2) + float_or(3) + any_shape([64]))
+
 # --- bias_leaky_relu: features Shape(4), bias ShapeOr([C]) -------------------------------------
 for dtype in range(4):
     seed('bias_leaky_relu', f't{dtype}',
@@ -542,8 +563,18 @@ gl_seed('empty_batch', 0, [0, 9, 4])
 gl_seed('empty_batch_phases', 1, [0, 9, 4], init='phases')
 
 
-def main():
-    root = os.path.join(HERE, 'corpus')
+def main(argv=None):
+    """Writes every seed under ROOT (default: cc/fuzz/corpus): each op's folder then holds exactly
+    its seeds. Inputs a fuzzing run finds belong in the scratch corpus (`make fuzz` works on a copy
+    under build/fuzz/work), and a finding worth keeping becomes a test (tests/test_fuzz_findings.py),
+    so nothing here is lost when the folders are rewritten; `tests/test_fuzz.py` checks that the
+    committed corpus is what this script writes."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("root", nargs="?", default=os.path.join(HERE, 'corpus'),
+                        help="where the op folders are written (default: cc/fuzz/corpus)")
+    root = parser.parse_args(argv).root
     for op, seeds in sorted(SEEDS.items()):
         d = os.path.join(root, op)
         os.makedirs(d, exist_ok=True)
