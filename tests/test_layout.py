@@ -92,3 +92,21 @@ def test_the_command_line_entry_point_is_the_tools_cli():
 
     scripts = [e for e in entry_points(group="console_scripts") if e.name == "opforge"]
     assert scripts and scripts[0].value == "opforge.tools.cli:main"
+
+
+def test_opforge_ops_exports_ops_and_their_types_only():
+    """`opforge.ops.__all__` is the public op API: wrappers, their result types and constants, no
+    spec fixtures (references, input makers), which stay importable from their op module."""
+    import inspect
+
+    import opforge
+
+    for name in opforge.ops.__all__:
+        if name in ("CPU_ONLY", "OP_NAMES", "SPECS"):
+            continue
+        obj = getattr(opforge.ops, name)
+        module = obj.__module__ if hasattr(obj, "__module__") and inspect.isroutine(obj) else None
+        assert not name.startswith(("tf_", "numpy_", "random_")) and "like" not in name, name
+        if inspect.isfunction(obj):
+            assert module and module.startswith("opforge.ops."), name
+    from opforge.ops.yolo_postprocess import tf_yolo_postprocess, yolo_like_heads  # noqa: F401  (still there)

@@ -16,7 +16,7 @@ from opforge.ops.yolo_decode import (YOLO_MAX_LOG_SCALE, YOLOV3_SPEED_ANCHORS, Y
                                     check_constant_anchors, decode_attrs, numpy_yolo_decode, tf_yolo_decode)
 from opforge.ops.spec import BadInput, Case, OpSpec, Sample, SpeedCase, SpeedRun
 
-__all__ = ["yolo_postprocess", "tf_yolo_postprocess", "yolo_like_heads"]
+__all__ = ["yolo_postprocess"]  # tf_yolo_postprocess, yolo_like_heads: the spec's reference and inputs
 OP_NAMES = ("Opforge>YoloPostprocess",)
 # Ops with a CPU kernel only (`opforge doctor` and `make gpu-build-check` read this).
 CPU_ONLY = ("Opforge>YoloPostprocess",)

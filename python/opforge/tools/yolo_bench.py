@@ -8,7 +8,7 @@ Rows:
     batch 8, YoloV3Tiny and YoloV3, both twins starting from the same weights. The full model
     takes seconds per step on a small CPU, so it is timed with at most 3 rounds (1 warm-up).
   - post: decode + NMS of the three head maps of a 416 YOLO-v3 (80 classes, objectness logits
-    mostly low as in a trained detector: `opforge.ops.yolo_like_heads`),
+    mostly low as in a trained detector: `opforge.ops.yolo_postprocess.yolo_like_heads`),
     `opforge.layers.YoloPostprocess` (the fused `yolo_postprocess` op) against
     `tf_yolo_postprocess` (`tf_yolo_decode` per scale + `tf.image.combined_non_max_suppression`),
     batch 1 and 8; the same maths as separate opforge ops (what the fused op saves); and an
@@ -175,14 +175,14 @@ def train_rows(kind: str, size: int, repeats: int) -> List[Row]:
 
 class TfPostprocess:
     """YoloPostprocess written with TensorFlow ops (yolov3-tf2's yolo_boxes + yolo_nms):
-    `opforge.ops.tf_yolo_postprocess` with the layer's settings."""
+    `opforge.ops.yolo_postprocess.tf_yolo_postprocess` with the layer's settings."""
 
     def __init__(self, anchors, anchor_masks, num_classes: int, input_size: int, **post):
         self.kw = dict(anchors=anchors, anchor_masks=anchor_masks, num_classes=num_classes, input_size=input_size,
                        **post)
 
     def __call__(self, maps):
-        from opforge.ops import tf_yolo_postprocess
+        from opforge.ops.yolo_postprocess import tf_yolo_postprocess
 
         return tuple(tf_yolo_postprocess(maps, **self.kw))
 
@@ -210,7 +210,7 @@ def post_rows(repeats: int, batches: Sequence[int] = (1, 8)) -> List[Row]:
 
     import opforge.models as M
     from opforge.layers import YoloPostprocess
-    from opforge.ops import yolo_like_heads
+    from opforge.ops.yolo_postprocess import yolo_like_heads
 
     layer = YoloPostprocess(M.YOLOV3_ANCHORS, M.YOLOV3_MASKS, NUM_CLASSES, 416, **POST)
     theirs = TfPostprocess(M.YOLOV3_ANCHORS, M.YOLOV3_MASKS, NUM_CLASSES, 416, **POST)
