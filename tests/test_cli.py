@@ -179,10 +179,8 @@ def test_every_argument_of_every_subcommand_has_a_help_line():
 @pytest.mark.parametrize("words", [
     ("bench", "gpu"),
     ("gpu-bench",),
-    pytest.param(("bench", "paths"), marks=pytest.mark.xfail(
-        strict=True, reason="python/opforge/tools/paths.py: --json has no help line")),
-    pytest.param(("bench", "deploy"), marks=pytest.mark.xfail(
-        strict=True, reason="python/opforge/tools/deploy_bench.py: --json has no help line")),
+    ("bench", "paths"),
+    ("bench", "deploy"),
 ])
 def test_every_argument_of_a_delegated_subcommand_has_a_help_line(words, monkeypatch):
     """`bench gpu`, `bench paths`, `bench deploy` parse their own options, in their own modules."""

@@ -308,7 +308,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--repeats", type=int, default=30, help="interleaved calls of each (default 30)")
     parser.add_argument("--threads", type=int, default=None,
                         help="TensorFlow's intra-op threads, and the runtimes' (default: TensorFlow's)")
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--json", action="store_true", help="machine-readable rows, each with its runtime and machine")
     args = parser.parse_args(argv)
     if args.size <= 0 or args.size % 32:
         parser.error(f"--size must be a positive multiple of 32, got {args.size}")

@@ -649,7 +649,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                     "matrix checked by running each.")
     parser.add_argument("functions", nargs="*", help="swish, clipped_identity (default: both)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes and two rounds (a smoke run, seconds)")
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--json", action="store_true", help="machine-readable output: the timings and the feature matrix")
     parser.add_argument("--repeats", type=int, default=None, help="rounds of the interleaved timings")
     args = parser.parse_args(argv)
     unknown = [f for f in args.functions if f not in FUNCTIONS]
