@@ -91,14 +91,14 @@ struct ScaleOp {
     reader.Read("factor", &attrs.factor);
     return ValidateScale(attrs);
   }
-  Status Validate(opforge::TfCall& call, Params* p) const {
+  Status Validate(opforge::OpCall& call, Params* p) const {
     *p = attrs;
     p->size = call.NumElements(0);
     call.Output(0, call.shape(0), {0});
     return Status::Ok();
   }
   template <typename T>
-  void Cpu(const Params& p, const opforge::TfCall& call, const Parallel& parallel) const {
+  void Cpu(const Params& p, const opforge::OpCall& call, const Parallel& parallel) const {
     const T* x = call.in<T>(0);
     T* y = call.out<T>(0);
     const T factor = static_cast<T>(p.factor);
