@@ -87,9 +87,9 @@ class BilinearResize(keras.layers.Layer):
         size = None
         try:
             if target_size is not None:
+                if isinstance(target_size, (str, bytes)) or not hasattr(target_size, "__len__") or len(target_size) != 2:
+                    raise ValueError(f"{_LAYER}: target_size must be (height, width), two ints, got {target_size!r}")
                 size = tuple(python_int("BilinearResize", "target_size", v) for v in target_size)
-                if len(size) != 2:
-                    raise TypeError
             elif scale is None:
                 if height is None or width is None:
                     raise ValueError(f"{_LAYER}: height and width must both be given, got "
@@ -100,10 +100,8 @@ class BilinearResize(keras.layers.Layer):
                                 ("crop_to_aspect_ratio", crop_to_aspect_ratio),
                                 ("pad_to_aspect_ratio", pad_to_aspect_ratio), ("antialias", antialias)):
                 python_bool("BilinearResize", name, value)
-        except TypeError:
-            raise ValueError(f"{_LAYER}: target_size must be (height, width), two ints, got {target_size!r}") from None
-        except tf.errors.InvalidArgumentError as exc:
-            raise ValueError(f"{_LAYER}: {exc.message}") from None
+        except (TypeError, OverflowError, tf.errors.InvalidArgumentError) as exc:  # the argument, named
+            raise ValueError(f"{_LAYER}: {getattr(exc, 'message', None) or exc}") from None
         if interpolation != "bilinear":
             raise ValueError(f"{_LAYER}: interpolation must be 'bilinear' (keras.layers.Resizing has the other "
                              f"methods), got {interpolation!r}")

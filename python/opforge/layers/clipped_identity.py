@@ -32,8 +32,8 @@ class ClippedIdentity(keras.layers.Layer):
             self.clip_min = python_number("ClippedIdentity", "clip_min", clip_min)
             self.clip_max = python_number("ClippedIdentity", "clip_max", clip_max)
             self.leak = python_number("ClippedIdentity", "leak", leak)
-        except tf.errors.InvalidArgumentError as exc:
-            raise ValueError(f"opforge.layers.ClippedIdentity: {exc.message}") from None
+        except (TypeError, OverflowError) as exc:  # a Keras constructor's ValueError, naming the argument
+            raise ValueError(f"opforge.layers.ClippedIdentity: {exc}") from None
         check_with_op(
             f"opforge.layers.ClippedIdentity(clip_min={clip_min!r}, clip_max={clip_max!r}, leak={leak!r})",
             lambda: clipped_identity(tf.zeros([0]), self.clip_min, self.clip_max, self.leak))

@@ -32,8 +32,8 @@ class LeakyReLU(keras.layers.Layer):
         try:
             # A number, not coerced: "0.3" and True are errors.
             self.negative_slope = python_number("LeakyReLU", "negative_slope", negative_slope)
-        except tf.errors.InvalidArgumentError as exc:
-            raise ValueError(f"opforge.layers.LeakyReLU: {exc.message}") from None
+        except (TypeError, OverflowError) as exc:  # a Keras constructor's ValueError, naming the argument
+            raise ValueError(f"opforge.layers.LeakyReLU: {exc}") from None
         check_with_op(f"opforge.layers.LeakyReLU(negative_slope={negative_slope!r})",
                       lambda: leaky_relu(tf.zeros([0]), alpha=self.negative_slope))
         self.supports_masking = True

@@ -447,18 +447,21 @@ def {name}(x, scale: float = 1.0, name: Optional[str] = None) -> tf.Tensor:
       x: a half, bfloat16, float32 or float64 tensor.
       scale: a finite number (YOUR ATTRIBUTES).
     """
+    # The exception classes TensorFlow's own functions raise for the same mistakes, so callers
+    # catch this op's errors where they catch TensorFlow's; the C++ checks raise
+    # InvalidArgumentError for the values.
     try:
         x = tf.convert_to_tensor(x)
-    except (TypeError, ValueError):
-        raise _invalid("x", "a tensor or a value convertible to one", repr(x)[:60]) from None
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(_message("x", "a tensor or a value convertible to one", repr(x)[:60])) from None
     if isinstance(scale, bool) or not isinstance(scale, (int, float, np.number)):
-        raise _invalid("scale", "a number", repr(scale)[:60])  # YOUR ATTRIBUTES
+        raise TypeError(_message("scale", "a number", repr(scale)[:60]))  # YOUR ATTRIBUTES
     return library().{fn}(x, scale=float(scale), name=name)
 
 
-def _invalid(argument: str, expected: str, given: str) -> tf.errors.InvalidArgumentError:
+def _message(argument: str, expected: str, given: str) -> str:
     """The error format of the C++ checks: "<Op>: <argument> must be <expected>, got <given>"."""
-    return tf.errors.InvalidArgumentError(None, None, f"{Name}: {{argument}} must be {{expected}}, got {{given}}")
+    return f"{Name}: {{argument}} must be {{expected}}, got {{given}}"
 
 
 @tf.RegisterGradient(OP_NAME)
@@ -523,9 +526,9 @@ def test_shape_function_keeps_known_dimensions():
 def test_bad_arguments_are_named():
     with pytest.raises(tf.errors.InvalidArgumentError, match="{Name}: scale must be a finite number, got nan"):
         op.{name}(tf.ones([2]), scale=float("nan"))
-    with pytest.raises(tf.errors.InvalidArgumentError, match="{Name}: scale must be a number, got 'big'"):
+    with pytest.raises(TypeError, match="{Name}: scale must be a number, got 'big'"):
         op.{name}(tf.ones([2]), scale="big")
-    with pytest.raises(tf.errors.InvalidArgumentError, match="{Name}: x must be a tensor"):
+    with pytest.raises(ValueError, match="{Name}: x must be a tensor"):
         op.{name}(None)
 
 
