@@ -20,8 +20,8 @@
 // DUCC's): the tests hold the GPU to the bounds the CPU core meets against librosa's pocketfft
 // (griffin_lim_cuda_test.cc). The initial phases are the CPU's exactly: init="random" is drawn on
 // the host with the CPU's code (common/random_phases.h: numpy's RandomState stream, the same cos
-// and sin) and copied to the device; given phases go through the device's sincos (within an ulp of glibc's before rounding
-// to T).
+// and sin) and copied to the device; given phases go through the device's sincos (within an ulp of
+// glibc's before rounding to T).
 //
 // cuFFT plans: cached per (device, n_fft, frames, precision) in a small LRU cache (plan creation
 // costs milliseconds; a stream's successive calls reuse them). A plan's stream and work area are
@@ -64,6 +64,7 @@
 #include "common/cuda_util.cuh"
 #include "common/random_phases.h"
 #include "ops/griffin_lim/griffin_lim.h"
+#include "ops/griffin_lim/stft_pad.h"
 
 namespace opforge {
 namespace {
@@ -428,33 +429,6 @@ Layout LayoutOf(const GriffinLimParams& p, size_t elem) {
 
 template <typename T>
 using Complex = std::conditional_t<std::is_same_v<T, float>, float2, double2>;
-
-// The sample of a signal of `length` samples at position p under numpy.pad's mode; -1 for a
-// zero (PadSource in the CPU core).
-__device__ inline int64_t PadSource(int64_t p, int64_t length, StftPadMode mode) {
-  if (p >= 0 && p < length) return p;
-  if (length == 0) return -1;
-  switch (mode) {
-    case StftPadMode::kConstant:
-      return -1;
-    case StftPadMode::kEdge:
-      return p < 0 ? 0 : length - 1;
-    case StftPadMode::kReflect: {
-      if (length == 1) return 0;
-      const int64_t period = 2 * (length - 1);
-      int64_t q = p % period;
-      if (q < 0) q += period;
-      return q < length ? q : period - q;
-    }
-    case StftPadMode::kSymmetric: {
-      const int64_t period = 2 * length;
-      int64_t q = p % period;
-      if (q < 0) q += period;
-      return q < length ? q : period - 1 - q;
-    }
-  }
-  return -1;
-}
 
 // Bins whose imaginary part the real inverse FFT ignores: DC, and Nyquist for an even n_fft.
 __device__ inline bool RealBin(int64_t f, int64_t n_fft) {

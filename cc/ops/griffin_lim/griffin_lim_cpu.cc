@@ -16,6 +16,7 @@
 #include "common/random_phases.h"
 #include "common/scratch.h"
 #include "ops/griffin_lim/griffin_lim.h"
+#include "ops/griffin_lim/stft_pad.h"
 
 namespace opforge {
 namespace {
@@ -267,33 +268,6 @@ std::vector<double> StftWindowValues(StftWindow window, int64_t win_length, int6
 }
 
 namespace {
-
-// The sample of a signal of `length` samples at position p (which may lie outside it) under
-// numpy.pad's mode; -1 for a zero.
-int64_t PadSource(int64_t p, int64_t length, StftPadMode mode) {
-  if (p >= 0 && p < length) return p;
-  if (length == 0) return -1;
-  switch (mode) {
-    case StftPadMode::kConstant:
-      return -1;
-    case StftPadMode::kEdge:
-      return p < 0 ? 0 : length - 1;
-    case StftPadMode::kReflect: {
-      if (length == 1) return 0;
-      const int64_t period = 2 * (length - 1);
-      int64_t q = p % period;
-      if (q < 0) q += period;
-      return q < length ? q : period - q;
-    }
-    case StftPadMode::kSymmetric: {
-      const int64_t period = 2 * length;
-      int64_t q = p % period;
-      if (q < 0) q += period;
-      return q < length ? q : period - 1 - q;
-    }
-  }
-  return -1;
-}
 
 template <typename T>
 Status CheckFinite(const char* argument, const T* x, int64_t n) {

@@ -19,6 +19,7 @@
 #include "common/parallel.h"
 #include "common/status.h"
 #include "common/test_util.h"
+#include "ops/griffin_lim/stft_pad.h"
 
 namespace opforge {
 namespace {
@@ -196,6 +197,64 @@ TEST(GriffinLimValidate, Parse) {
   EXPECT_EQ(i, GriffinLimInit::kOnes);
   s = ParseGriffinLimInit("zeros", &i);
   EXPECT_TRUE(NamesWord(s.message(), "init"));
+}
+
+// PadSource (stft_pad.h, the CPU's and the GPU's framing) against numpy.pad: for each length and
+// mode, np.pad(np.arange(length), (11, 11), mode) (constant_values=-1 for "constant"), so the
+// pads reach several periods past signals of 1, 2, 3 and 5 samples.
+TEST(GriffinLimPadSource, MatchesNumpyPad) {
+  struct Case {
+    int64_t length;
+    StftPadMode mode;
+    std::vector<int64_t> padded;
+  };
+  const Case cases[] = {
+      {1, StftPadMode::kConstant, {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0,
+                                   -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}},
+      {1, StftPadMode::kEdge, std::vector<int64_t>(23, 0)},
+      {1, StftPadMode::kReflect, std::vector<int64_t>(23, 0)},
+      {1, StftPadMode::kSymmetric, std::vector<int64_t>(23, 0)},
+      {2, StftPadMode::kConstant, {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0,
+                                   1,  -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}},
+      {2, StftPadMode::kEdge, {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                               1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}},
+      {2, StftPadMode::kReflect, {1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0,
+                                  1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0}},
+      {2, StftPadMode::kSymmetric, {1, 1, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0,
+                                    1, 1, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0}},
+      {3, StftPadMode::kConstant, {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 1,
+                                   2,  -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}},
+      {3, StftPadMode::kEdge, {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1,
+                               2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2}},
+      {3, StftPadMode::kReflect, {1, 2, 1, 0, 1, 2, 1, 0, 1, 2, 1, 0, 1,
+                                  2, 1, 0, 1, 2, 1, 0, 1, 2, 1, 0, 1}},
+      {3, StftPadMode::kSymmetric, {1, 2, 2, 1, 0, 0, 1, 2, 2, 1, 0, 0, 1,
+                                    2, 2, 1, 0, 0, 1, 2, 2, 1, 0, 0, 1}},
+      {5, StftPadMode::kConstant, {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0,  1, 2,
+                                   3,  4,  -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}},
+      {5, StftPadMode::kEdge, {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2,
+                               3, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4}},
+      {5, StftPadMode::kReflect, {3, 2, 1, 0, 1, 2, 3, 4, 3, 2, 1, 0, 1, 2,
+                                  3, 4, 3, 2, 1, 0, 1, 2, 3, 4, 3, 2, 1}},
+      {5, StftPadMode::kSymmetric, {0, 0, 1, 2, 3, 4, 4, 3, 2, 1, 0, 0, 1, 2,
+                                    3, 4, 4, 3, 2, 1, 0, 0, 1, 2, 3, 4, 4}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message()
+                 << "length " << c.length << ", mode " << static_cast<int>(c.mode));
+    ASSERT_EQ(static_cast<int64_t>(c.padded.size()), c.length + 22);
+    for (int64_t p = -11; p < c.length + 11; ++p) {
+      EXPECT_EQ(PadSource(p, c.length, c.mode), c.padded[static_cast<size_t>(p + 11)])
+          << "position " << p;
+    }
+  }
+  // An empty signal pads with zeros in every mode (the core rejects it before framing; the map
+  // must still not divide by a zero period).
+  for (const StftPadMode mode : {StftPadMode::kConstant, StftPadMode::kEdge, StftPadMode::kReflect,
+                                 StftPadMode::kSymmetric}) {
+    for (const int64_t p : {int64_t{-3}, int64_t{0}, int64_t{4}})
+      EXPECT_EQ(PadSource(p, 0, mode), -1);
+  }
 }
 
 TEST(GriffinLimForward, NonFiniteInputIsAnError) {
