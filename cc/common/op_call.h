@@ -222,6 +222,16 @@ struct ValuesInputOf<Op, std::void_t<decltype(Op::kValuesInput)>> {
   static constexpr int value = Op::kValuesInput;
 };
 
+// Whether an op struct has a GPU path (Status Gpu(DType, const Params&, const OpCall&, void*
+// stream) const). An op without a GPU kernel leaves Gpu out and registers no GPU dtypes
+// (OPFORGE_NO_TYPES); a skeleton asks for Gpu only where it registers GPU kernels.
+template <typename Op, typename = void>
+struct HasGpu : std::false_type {};
+template <typename Op>
+struct HasGpu<Op, std::void_t<decltype(std::declval<const Op&>().Gpu(
+                      DType::kFloat, std::declval<const typename Op::Params&>(),
+                      std::declval<const OpCall&>(), std::declval<void*>()))>> : std::true_type {};
+
 // Runs the op's CPU path, whether it returns void or a Status (an op whose CPU path checks input
 // values, which Validate cannot read on a GPU, returns one).
 template <typename T, typename Op>

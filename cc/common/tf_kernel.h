@@ -33,6 +33,8 @@
 //   OPFORGE_REGISTER_KERNELS(Name("Opforge>LeakyRelu"), LeakyReluOp, OPFORGE_FLOAT_TYPES,
 //                            OPFORGE_FLOAT_TYPES)
 //
+// An op without a GPU kernel has no Gpu and registers OPFORGE_NO_TYPES as its GPU types (the
+// GPU path of TfKernel is compiled only for the types registered on the GPU).
 // Cpu returns void, or a Status where it checks input values (Validate sees shapes, and on a GPU
 // the values are in device memory; the Gpu path checks them its own way).
 // A GPU path that needs temporary device memory says how much with
@@ -179,6 +181,9 @@ class TfKernel final : public tensorflow::OpKernel {
           call.scratch_bytes = bytes;
         }
       }
+      static_assert(internal::HasGpu<Op>::value,
+                    "an op registered on the GPU needs a Gpu path; a CPU-only op registers "
+                    "OPFORGE_NO_TYPES as its GPU types");
       OPFORGE_OP_REQUIRES_OK(context, op_.Gpu(DTypeOf<T>::value, params, call, GpuStream(context)));
 #endif
     }

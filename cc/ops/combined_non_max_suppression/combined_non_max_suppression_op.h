@@ -34,6 +34,7 @@ inline void DeclareOutputs(OpCall& call, int64_t batch, int64_t detections) {
 
 namespace combined_non_max_suppression_op {
 
+// CPU only, so no Gpu: the binding registers no GPU types (OPFORGE_NO_TYPES).
 struct CombinedNmsOp {
   using Params = CombinedNmsParams;
   bool pad_per_class = false;
@@ -60,9 +61,6 @@ struct CombinedNmsOp {
   void Cpu(const Params& p, const OpCall& call, const Parallel& parallel) const {
     CombinedNms<T>(p, call.in<T>(0), call.in<T>(1), call.out<T>(0), call.out<T>(1),
                    call.out<float>(2), call.out<int32_t>(3), parallel);
-  }
-  Status Gpu(DType, const Params&, const OpCall&, void*) const {
-    return Status::Internal("CombinedNonMaxSuppression has no GPU kernel");
   }
 };
 

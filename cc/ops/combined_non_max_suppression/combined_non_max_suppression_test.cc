@@ -26,6 +26,7 @@
 #include "common/parallel.h"
 #include "common/status.h"
 #include "common/test_util.h"
+#include "ops/combined_non_max_suppression/combined_non_max_suppression_op.h"
 
 namespace opforge {
 namespace {
@@ -34,6 +35,9 @@ using test::Contains;
 using test::NamesWord;
 using test::SameBits;
 using test::TypeNames;
+
+// CPU only: the op struct has no GPU path for a skeleton to call.
+static_assert(!internal::HasGpu<combined_non_max_suppression_op::CombinedNmsOp>::value);
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNan = std::numeric_limits<float>::quiet_NaN();

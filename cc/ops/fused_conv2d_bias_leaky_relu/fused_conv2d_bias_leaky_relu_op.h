@@ -28,6 +28,8 @@ inline Status ReadAttrs(AttrReader* c, FusedConv2DParams* p) {
   return Status::Ok();
 }
 
+// CPU only, so no Gpu: on a GPU the layers run TensorFlow's convolution (cuDNN) and opforge's
+// bias + leaky_relu kernel, and the binding registers no GPU types (OPFORGE_NO_TYPES).
 struct FusedConv2DOp {
   using Params = FusedConv2DParams;
   FusedConv2DParams attrs;
@@ -49,9 +51,6 @@ struct FusedConv2DOp {
   void Cpu(const Params& p, const OpCall& call, const Parallel& parallel) const {
     FusedConv2DBiasLeakyRelu<T>(p, call.in<T>(0), call.in<T>(1), call.in<T>(2), call.out<T>(0),
                                 parallel, &cache);
-  }
-  Status Gpu(DType, const Params&, const OpCall&, void*) const {
-    return Status::Internal("FusedConv2DBiasLeakyRelu has no GPU kernel");
   }
 };
 

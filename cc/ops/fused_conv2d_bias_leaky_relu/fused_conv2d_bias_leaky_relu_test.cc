@@ -20,11 +20,15 @@
 #include "common/parallel.h"
 #include "common/status.h"
 #include "common/test_util.h"
+#include "ops/fused_conv2d_bias_leaky_relu/fused_conv2d_bias_leaky_relu_op.h"
 
 namespace opforge {
 namespace {
 
 using test::Contains;
+
+// CPU only: the op struct has no GPU path for a skeleton to call.
+static_assert(!internal::HasGpu<fused_conv2d_bias_leaky_relu_op::FusedConv2DOp>::value);
 
 struct Shape {
   Shape(std::vector<int64_t> in, std::vector<int64_t> f, std::vector<int64_t> s = {1, 1, 1, 1},

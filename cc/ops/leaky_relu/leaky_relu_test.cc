@@ -23,9 +23,15 @@
 #include "common/parallel.h"
 #include "common/status.h"
 #include "common/test_util.h"
+#include "ops/leaky_relu/leaky_relu_op.h"
 
 namespace opforge {
 namespace {
+
+// The skeletons find the op structs' GPU paths (common/op_call.h), which TfKernel calls on a GPU.
+static_assert(internal::HasGpu<LeakyReluOp<false>>::value &&
+              internal::HasGpu<LeakyReluOp<true>>::value &&
+              internal::HasGpu<LeakyReluGradOp>::value);
 
 using test::BitPatternInputs;
 using test::Bits;

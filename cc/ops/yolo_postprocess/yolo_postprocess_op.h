@@ -32,6 +32,7 @@ inline Status ReadAttrs(AttrReader* c, YoloPostprocessParams* p, int64_t* num_sc
   return Status::Ok();
 }
 
+// CPU only, so no Gpu: the binding registers no GPU types (OPFORGE_NO_TYPES).
 struct YoloPostprocessOp {
   using Params = YoloPostprocessParams;
   YoloPostprocessParams attrs;
@@ -71,9 +72,6 @@ struct YoloPostprocessOp {
     }
     YoloPostprocess<T>(p, features, anchors, call.out<T>(0), call.out<T>(1), call.out<float>(2),
                        call.out<int32_t>(3), parallel);
-  }
-  Status Gpu(DType, const Params&, const OpCall&, void*) const {
-    return Status::Internal("YoloPostprocess has no GPU kernel");
   }
 };
 

@@ -21,6 +21,7 @@
 #include "common/parallel.h"
 #include "common/status.h"
 #include "common/test_util.h"
+#include "ops/yolo_postprocess/yolo_postprocess_op.h"
 
 namespace opforge {
 namespace {
@@ -28,6 +29,9 @@ namespace {
 using test::Contains;
 using test::SameBits;
 using test::TypeNames;
+
+// CPU only: the op struct has no GPU path for a skeleton to call.
+static_assert(!internal::HasGpu<yolo_postprocess_op::YoloPostprocessOp>::value);
 
 struct Scale {
   int64_t h, w, a;
