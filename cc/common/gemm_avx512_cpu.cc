@@ -1,9 +1,9 @@
 // The AVX-512 build of the convolution core's matrix products (see gemm.h).
 // CMakeLists.txt compiles the *_avx512_cpu.cc files with -mavx512f -mavx512dq -mavx512vl
 // -mavx512bw (and AVX2+FMA) on x86-64; this build is called only after the CPU reported all of
-// them. Eigen's GEMM on 16-lane vectors runs twice as fast as on 8-lane ones on the 2-core
-// AMD EPYC this project is measured on (one thread, float: ~250 against ~124 GFLOP/s for
-// 1352x128x2048 and 2048^3).
+// them. Eigen's GEMM on 16-lane vectors does twice the work per instruction of 8-lane ones, and
+// runs up to twice as fast where the CPU has full-width 512-bit FMA units (see gemm.h for the
+// benchmark that compares the builds).
 //
 // Eigen's namespace is renamed for this file, as in gemm_fma_cpu.cc, so that its
 // templates do not merge with another build's.

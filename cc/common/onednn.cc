@@ -267,11 +267,10 @@ bool Right(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t dilation,
 }
 
 // A 1x1 stride-1 convolution without padding in NHWC as one matrix product [pixels, in_c] x
-// [in_c, out_c] where oneDNN's matmul runs it faster than its 1x1 convolution: in bfloat16
-// (on AMX, [21632, 256] -> 128: 1.0-1.2 ms against 2.5-2.9 ms on the 2-core Xeon), and in
-// float32 from 512 input channels (capped at AVX2, [4096, 1024] -> 1024: 1.00x TensorFlow
-// against 0.94x; [21632, 256] -> 128 ran 0.88x as a product against 0.99x as a convolution;
-// with AVX-512 the two were within 2%).
+// [in_c, out_c] where oneDNN's matmul runs it faster than its 1x1 convolution: in bfloat16 (with
+// AMX by a wide margin), and in float32 from 512 input channels (with AVX2 the product wins only
+// there and loses below; with AVX-512 the two are about even). The 1x1 rows of `opforge bench
+// fused_conv2d_bias_leaky_relu` (--dtype bfloat16, and with OPFORGE_MAX_ISA=avx2) show both sides.
 bool Pointwise(const ConvShape& s, dnnl_data_type_t type) {
   return !s.nchw && s.filter_h == 1 && s.filter_w == 1 && s.stride_h == 1 && s.stride_w == 1 &&
          s.pad_top == 0 && s.pad_left == 0 && s.in_h == s.out_h && s.in_w == s.out_w &&

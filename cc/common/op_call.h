@@ -165,11 +165,12 @@ inline double FloatAttrAsWritten(float value) {
 // Asks the OS to back a large, freshly allocated CPU output with transparent huge pages before
 // the kernel first writes it. TensorFlow's CPU allocator (and ONNX Runtime's arena for big outputs)
 // takes big buffers from malloc, which maps buffers above 32 MiB freshly on every call (smaller
-// ones are recycled and stay mapped), so every call pays one page fault per 4 KiB on first touch;
-// measured on the 2-core VM, first-touching 177 MB took ~140 ms with 4 KiB pages and ~34 ms with
-// huge pages, more than the resize kernel itself. Only the 2 MiB-aligned interior of buffers of 32
-// MiB or more is advised (recycled smaller buffers gain nothing); values are unaffected, and it is
-// a no-op where THP is off or not available.
+// ones are recycled and stay mapped), so every call pays one page fault per 4 KiB on first touch,
+// which for a memory-bound kernel with a large output (a resize) costs more than the kernel's own
+// work; 2 MiB pages take 512 times fewer faults (`opforge bench resize_bilinear` shows the effect
+// at its large sizes). Only the 2 MiB-aligned interior of buffers of 32 MiB or more is advised
+// (recycled smaller buffers gain nothing); values are unaffected, and it is a no-op where THP is
+// off or not available.
 inline void AdviseHugePages(void* data, size_t bytes) {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   constexpr uintptr_t kHuge = uintptr_t{2} << 20;
@@ -203,9 +204,6 @@ class ScopedFlushDenormals {
   ScopedFlushDenormals(const ScopedFlushDenormals&) = delete;
   ScopedFlushDenormals& operator=(const ScopedFlushDenormals&) = delete;
 };
-
-// The name op structs were first written against; the same class.
-using TfCall = OpCall;
 
 // Device tags of the skeletons: one op struct, specialised by where it runs.
 struct CpuTag {};

@@ -952,19 +952,19 @@ constexpr onednn::DType OnednnType() {
   return std::is_same_v<T, Eigen::bfloat16> ? onednn::DType::kBFloat16 : onednn::DType::kFloat32;
 }
 
-// Which passes run on oneDNN (common/onednn.h) rather than on opforge's own kernels:
-//  - bfloat16: all (oneDNN multiplies bfloat16 at the CPU's bfloat16 rate, 4-5x float32 with
-//    AMX; opforge's products run at the float32 rate);
+// Which passes run on oneDNN (common/onednn.h) rather than on opforge's own kernels, each choice
+// the faster of the two against TensorFlow's Conv2DBackpropInput / Conv2DBackpropFilter at the
+// YOLO and DCGAN shapes of `opforge bench conv2d_transpose` (--dtype bfloat16 for bfloat16;
+// OPFORGE_MAX_ISA=avx2 for an AVX2 CPU):
+//  - bfloat16: all (oneDNN multiplies bfloat16 at the CPU's bfloat16 rate, several times the
+//    float32 rate with AMX; opforge's products run at the float32 rate);
 //  - float32: all but the 3x3 stride-1 filters with 16+ channels on each side, where opforge's
-//    Winograd runs (measured 1.2-1.6x TensorFlow). On 2 cores of an AMX Xeon oneDNN's float32
-//    passes ran 1.06-1.91x TensorFlow's Conv2DBackpropInput / Conv2DBackpropFilter at the YOLO
-//    and DCGAN shapes, where opforge's im2col, phase-Winograd and filter-gradient kernels ran
-//    0.53-1.19x (`opforge bench conv2d_transpose`).
+//    Winograd needs fewer multiplications than any direct kernel; at the other shapes oneDNN's
+//    kernels beat opforge's im2col, phase-Winograd and filter-gradient kernels.
 // Elsewhere, and where oneDNN is not available or refuses a geometry, opforge's own kernels.
 // Without AVX-512 (an AVX2 CPU, or OPFORGE_MAX_ISA=avx2), the 4x4 stride-2 forward and input
-// gradient keep opforge's phases and Winograd F(2x2, 2x2): oneDNN's AVX2 kernels ran them at
-// 0.87-0.89x and 0.96-0.99x TensorFlow's there (capped on the Xeon), the phases 1.11-1.16x
-// (capped on the EPYC).
+// gradient keep opforge's phases and Winograd F(2x2, 2x2): there oneDNN's AVX2 kernels are slower
+// than TensorFlow's and the phases faster.
 template <typename T>
 bool UseOnednn(const Conv2DTransposeParams& p, Pass pass) {
   if constexpr (std::is_same_v<T, Eigen::bfloat16>) {

@@ -8,7 +8,7 @@
 // against Eigen's SimplicialLDLT, bit for bit.
 //
 // What is compared, and why. NNLS with n_freq > n_mels unknowns has many minimisers, so two
-// correct solvers may return different spectra; the contract (issue 13) is the objective
+// correct solvers may return different spectra; the contract is the objective
 // 0.5 |M s - b|^2, s = stft^power. Per frame the GPU's objective must be at most the CPU's times
 // (1 + 1e-3), plus what rounding the output to T and back can add: with e = |M| (c s), c =
 // (power + 1) eps_T + 8 u per element (the output's rounding, stft^power and the host's pow),

@@ -192,9 +192,9 @@ std::vector<double> MfccToMelBasis(const MfccToMelParams& p) {
 
 namespace {
 
-// The basis of the last few attribute sets: n_mels * n_mfcc cosines cost as much as the rest of
-// a small call (measured: 128 x 20 entries, ~1/3 of a [1, 20, 216] forward). Small, shared by
-// all kernels of the process, never evicted from under a caller (shared_ptr).
+// The basis of the last few attribute sets: its n_mels * n_mfcc cosines are a large part of a
+// small call (a clip of a few seconds, `opforge bench mfcc_to_mel`). Small, shared by all kernels
+// of the process, never evicted from under a caller (shared_ptr).
 std::shared_ptr<const std::vector<double>> CachedBasis(const MfccToMelParams& p) {
   struct Entry {
     int64_t n_mels, n_mfcc, dct_type;
@@ -268,7 +268,7 @@ void MfccToMelForward(const MfccToMelParams& p, const T* mfcc, T* mel, const Par
           const double* xn = x.data() + n * kFrameBlock;
           for (int64_t t = 0; t < len; ++t) acc[static_cast<size_t>(t)] += w * xn[t];
         }
-        // Eigen's vectorised exp over the block (pow per element took most of the op's time).
+        // Eigen's vectorised exp over the block (pow per element would be most of the op's time).
         Eigen::Map<Eigen::ArrayXd> a(acc.data(), len);
         a = (a * kDbToNeper).exp() * ref;
         T* o = out + k * n_frames;
@@ -276,9 +276,9 @@ void MfccToMelForward(const MfccToMelParams& p, const T* mfcc, T* mel, const Par
       }
     }
   };
-  // A clip or two (up to kSerialValues mel values, ~0.7 us per frame of 128 mels on one core)
-  // runs on the calling thread: waking TensorFlow's second thread cost more than it saved
-  // (5 s of audio, 216 frames: 160 us on one thread, 235 us on two, on the 2-core EPYC).
+  // A clip or two (up to kSerialValues mel values) runs on the calling thread: for so little work
+  // waking a second thread of TensorFlow's pool costs more than it saves (BM_MfccToMel/1 against
+  // /2 in griffin_lim_bench.cc, `make core-bench`: 5 s of audio).
   if (p.batch * n_frames * n_mels <= kSerialValues) {
     run(0, blocks.count);
     return;

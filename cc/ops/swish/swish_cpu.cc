@@ -51,8 +51,9 @@ constexpr double kCostSwish = 40.0;
 
 // The packet form, over n elements (a multiple of the packet size). Four packets per step, all
 // loaded before any is stored (so y may alias x): four independent chains of the logistic's
-// dependent operations in flight, as in TensorFlow's evaluator, which unrolls by four too
-// (measured: one packet per step ran at half of TensorFlow's Sigmoid's speed).
+// dependent operations in flight, as in TensorFlow's evaluator, which unrolls by four too: with
+// one packet per step the chain's latency, not the vector units, sets the speed (`opforge bench
+// swish` compares with TensorFlow's).
 template <typename T>
 void ForwardPackets(const T* x, T* y, int64_t n) {
   using P = Packets<T>;

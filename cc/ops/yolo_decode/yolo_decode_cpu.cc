@@ -1,10 +1,10 @@
 // YoloDecode on the CPU: validation, and the forward and gradient kernels
 // (yolo_decode_kernels.inc), parallel over the cells of the batch (each box is computed by one
 // call, so any partition gives the same bits). float and double run the AVX2+FMA build of the
-// kernels where the CPU has both (yolo_decode_fma_cpu.cc; measured on the 2-core EPYC: 6.1
-// against 7.4 ms for the YOLO-v3 forward at batch 8, one thread); its exp rounds differently in the
-// last bit, so results hold for the ISA they were computed on. Every NaN output is quiet_NaN()
-// (OneNan in yolo_decode_kernels.inc), whatever NaN or arithmetic made it.
+// kernels where the CPU has both (yolo_decode_fma_cpu.cc, the faster build: `make core-bench`'s
+// BM_YoloDecodeForward with OPFORGE_MAX_ISA=avx and unset compares the two); its exp rounds
+// differently in the last bit, so results hold for the ISA they were computed on. Every NaN output
+// is quiet_NaN() (OneNan in yolo_decode_kernels.inc), whatever NaN or arithmetic made it.
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>

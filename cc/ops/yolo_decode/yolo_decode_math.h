@@ -86,7 +86,7 @@ Geometry<A> MakeGeometry(const YoloDecodeParams& p, DType output) {
 
 // Whether no coordinate of the box can saturate (nor its centre overflow): exp(tw) * anchor_w
 // and exp(th) * anchor_h at most safe_size; false for NaN. Every box of a sane map: the kernels
-// then skip the saturation's work (which cost the gradient 8% where every box took it).
+// then skip the saturation's work, a noticeable part of the gradient's where every box takes it.
 template <typename A>
 OPFORGE_HOST_DEVICE inline bool Unsaturated(const Geometry<A>& g, A ew, A eh, A aw, A ah) {
   return ew * aw <= g.safe_size && eh * ah <= g.safe_size;
