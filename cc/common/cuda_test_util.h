@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -241,6 +242,40 @@ inline bool DeviceHasRoom(size_t bytes, std::string* why) {
   *why = "skipped: needs " + std::to_string(bytes >> 20) + " MiB of free device memory, has " +
          std::to_string(free >> 20) + " MiB";
   return false;
+}
+
+// Allocates `bytes` in each of `buffers`, the device memory of a case over 2^31 elements: false,
+// with *why saying so (for GTEST_SKIP), where the device has not the room or an allocation fails.
+//   std::string why;
+//   if (!test::AllocateLarge(bytes, {&dx, &dg}, &why)) GTEST_SKIP() << why;
+inline bool AllocateLarge(size_t bytes, std::initializer_list<DeviceBuffer*> buffers,
+                          std::string* why) {
+  if (!DeviceHasRoom(buffers.size() * bytes, why)) return false;
+  for (DeviceBuffer* buffer : buffers) {
+    if (!TryAllocate(buffer, bytes)) {
+      *why = "skipped: could not allocate " + std::to_string(buffers.size()) + " buffer(s) of " +
+             std::to_string(bytes >> 20) + " MiB";
+      return false;
+    }
+  }
+  return true;
+}
+
+// A device copy placed `offset` elements into its buffer: 0 aligned (the kernels' vector path),
+// 1 not (their scalar path).
+template <typename T>
+struct Placed {
+  DeviceBuffer buffer;
+  T* ptr = nullptr;
+};
+
+// Allocates `placed` with room for `offset` elements before a copy of `host`, and copies `host`
+// there on `stream`.
+template <typename T>
+void PlaceOn(cudaStream_t stream, const std::vector<T>& host, int offset, Placed<T>* placed) {
+  OPFORGE_ASSERT_CUDA(placed->buffer.Allocate((host.size() + offset) * sizeof(T)));
+  placed->ptr = static_cast<T*>(placed->buffer.get()) + offset;
+  ASSERT_NO_FATAL_FAILURE(CopyToDeviceOn(stream, host, placed->ptr));
 }
 
 }  // namespace test

@@ -29,6 +29,8 @@ using test::CopyToDeviceOn;
 using test::DeviceBuffer;
 using test::DownloadOn;
 using test::FloatTypes;
+using test::Placed;
+using test::PlaceOn;
 using test::SameBitsOrBothNan;
 using test::TypeNames;
 using test::UploadOn;
@@ -69,14 +71,13 @@ BiasLeakyReluParams Params(int64_t rows, int64_t ch, float alpha) {
 template <typename T>
 void RunGpu(cudaStream_t stream, const BiasLeakyReluParams& p, const std::vector<T>& x,
             const std::vector<T>& b, int offset, bool in_place, std::vector<T>* y) {
-  DeviceBuffer dx, db, dy;
-  OPFORGE_ASSERT_CUDA(dx.Allocate((x.size() + offset) * sizeof(T)));
+  Placed<T> dx;
+  DeviceBuffer db, dy;
+  ASSERT_NO_FATAL_FAILURE(PlaceOn(stream, x, offset, &dx));
   OPFORGE_ASSERT_CUDA(dy.Allocate((x.size() + offset) * sizeof(T)));
-  T* px = static_cast<T*>(dx.get()) + offset;
-  T* py = in_place ? px : static_cast<T*>(dy.get()) + offset;
-  ASSERT_NO_FATAL_FAILURE(CopyToDeviceOn(stream, x, px));
+  T* py = in_place ? dx.ptr : static_cast<T*>(dy.get()) + offset;
   ASSERT_NO_FATAL_FAILURE(UploadOn(stream, b, &db));
-  OPFORGE_ASSERT_OK(BiasLeakyReluGpu(DTypeOf<T>::value, p, px, db.get(), py, stream));
+  OPFORGE_ASSERT_OK(BiasLeakyReluGpu(DTypeOf<T>::value, p, dx.ptr, db.get(), py, stream));
   y->assign(x.size(), static_cast<T>(0));
   ASSERT_NO_FATAL_FAILURE(CopyFromDeviceOn(stream, py, y));
 }
@@ -161,13 +162,10 @@ TEST(BiasLeakyReluCudaLargeTest, MoreThan2To31Elements) {
   const int64_t ch = 3, rows = ((int64_t{1} << 31) + 3) / ch + 1;
   const int64_t n = rows * ch;
   const size_t bytes = static_cast<size_t>(n) * sizeof(T);
-  std::string why;
-  if (!test::DeviceHasRoom(bytes, &why)) GTEST_SKIP() << why;
-  OPFORGE_TEST_STREAM(stream);
   DeviceBuffer dx, db;
-  if (!test::TryAllocate(&dx, bytes)) {
-    GTEST_SKIP() << "skipped: could not allocate " << (bytes >> 20) << " MiB";
-  }
+  std::string why;
+  if (!test::AllocateLarge(bytes, {&dx}, &why)) GTEST_SKIP() << why;
+  OPFORGE_TEST_STREAM(stream);
   const std::vector<T> x = test::PatternVector<T>(n, 40503);
   const std::vector<T> b = {static_cast<T>(0.5f), static_cast<T>(-1.25f), static_cast<T>(3.0f)};
   ASSERT_NO_FATAL_FAILURE(CopyToDeviceOn(stream, x, dx.get()));

@@ -39,6 +39,8 @@ using test::DeviceBuffer;
 using test::DownloadOn;
 using test::kIsInt;
 using test::NumElements;
+using test::Placed;
+using test::PlaceOn;
 using test::RandomShapePair;
 using test::RandomVector;
 using test::SameBitsOrBothNan;
@@ -80,17 +82,13 @@ TYPED_TEST_SUITE(ElementMulCudaTest, AllTypes, TypeNames);
 template <typename T>
 void ForwardOnce(cudaStream_t stream, const BroadcastPlan& plan, const std::vector<T>& a,
                  const std::vector<T>& b, int offset, std::vector<T>* out) {
-  DeviceBuffer da, db, dout;
-  OPFORGE_ASSERT_CUDA(da.Allocate((a.size() + offset) * sizeof(T)));
-  OPFORGE_ASSERT_CUDA(db.Allocate((b.size() + offset) * sizeof(T)));
-  OPFORGE_ASSERT_CUDA(dout.Allocate((out->size() + offset) * sizeof(T)));
-  T* pa = static_cast<T*>(da.get()) + offset;
-  T* pb = static_cast<T*>(db.get()) + offset;
-  T* pout = static_cast<T*>(dout.get()) + offset;
-  ASSERT_NO_FATAL_FAILURE(CopyToDeviceOn(stream, a, pa));
-  ASSERT_NO_FATAL_FAILURE(CopyToDeviceOn(stream, b, pb));
-  OPFORGE_ASSERT_OK(ElementMulForwardGpu(DTypeOf<T>::value, plan, pa, pb, pout, stream));
-  ASSERT_NO_FATAL_FAILURE(CopyFromDeviceOn(stream, pout, out));
+  Placed<T> da, db, dout;
+  ASSERT_NO_FATAL_FAILURE(PlaceOn(stream, a, offset, &da));
+  ASSERT_NO_FATAL_FAILURE(PlaceOn(stream, b, offset, &db));
+  ASSERT_NO_FATAL_FAILURE(PlaceOn(stream, *out, offset, &dout));  // the kernel overwrites it
+  OPFORGE_ASSERT_OK(
+      ElementMulForwardGpu(DTypeOf<T>::value, plan, da.ptr, db.ptr, dout.ptr, stream));
+  ASSERT_NO_FATAL_FAILURE(CopyFromDeviceOn(stream, dout.ptr, out));
 }
 
 TYPED_TEST(ElementMulCudaTest, ForwardMatchesCpu) {
@@ -444,13 +442,10 @@ TEST(ElementMulCudaLargeTest, MoreThan2To31Elements) {
   using T = Eigen::half;
   const int64_t n = (int64_t{1} << 31) + 3;
   const size_t bytes = static_cast<size_t>(n) * sizeof(T);
-  std::string why;
-  if (!test::DeviceHasRoom(2 * bytes, &why)) GTEST_SKIP() << why;
-  OPFORGE_TEST_STREAM(stream);
   DeviceBuffer dx, dout, dscalar, dgs;
-  if (!test::TryAllocate(&dx, bytes) || !test::TryAllocate(&dout, bytes)) {
-    GTEST_SKIP() << "skipped: could not allocate two buffers of " << (bytes >> 20) << " MiB";
-  }
+  std::string why;
+  if (!test::AllocateLarge(bytes, {&dx, &dout}, &why)) GTEST_SKIP() << why;
+  OPFORGE_TEST_STREAM(stream);
   // Values exact in half whose products are exact in float: the sum's order still shows.
   std::vector<T> x(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {

@@ -16,11 +16,11 @@
 #include <cstdint>
 #include <limits>
 #include <random>
-#include <string>
 #include <vector>
 
 #include "common/cuda_test_util.h"
 #include "common/dtype.h"
+#include "common/elementwise_cuda_test.h"
 #include "common/parallel.h"
 #include "common/status.h"
 #include "common/test_util.h"
@@ -31,10 +31,11 @@ namespace {
 
 using test::BitPatternInputs;
 using test::CopyFromDeviceOn;
-using test::CopyToDeviceOn;
 using test::DeviceBuffer;
 using test::DownloadOn;
 using test::FloatTypes;
+using test::Placed;
+using test::PlaceOn;
 using test::TypeNames;
 using test::UploadOn;
 using test::Wide;
@@ -94,19 +95,42 @@ SwishParams Params(size_t size) {
   return p;
 }
 
+// Swish as the shared cases run it (common/elementwise_cuda_test.h): within the bound above
+// (Mismatches); ordinary upstream gradients (CheapGradients) in the large cases.
+struct SwishUnderTest {
+  static constexpr bool kMask = false;
+
+  template <typename T>
+  void Forward(const T* x, T* y, T* /*mask*/, int64_t n, const Parallel& parallel) const {
+    SwishForward<T>(Params(static_cast<size_t>(n)), x, y, parallel);
+  }
+  template <typename T>
+  void Backward(const T* g, const T* x, T* dx, int64_t n, const Parallel& parallel) const {
+    SwishBackward<T>(Params(static_cast<size_t>(n)), g, x, dx, parallel);
+  }
+  Status ForwardGpu(DType dtype, const void* x, void* y, void* /*mask*/, int64_t n,
+                    cudaStream_t stream) const {
+    return SwishForwardGpu(dtype, Params(static_cast<size_t>(n)), x, y, stream);
+  }
+  Status BackwardGpu(DType dtype, const void* g, const void* x, void* dx, int64_t n,
+                     cudaStream_t stream) const {
+    return SwishBackwardGpu(dtype, Params(static_cast<size_t>(n)), g, x, dx, stream);
+  }
+  template <typename T>
+  ::testing::AssertionResult Agree(const std::vector<T>& gpu, const std::vector<T>& cpu,
+                                   const std::vector<T>& x, const std::vector<T>* g) const {
+    const int64_t bad = Mismatches<T>(gpu, cpu, x, g);
+    if (bad == 0) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << bad << " elements outside the bound";
+  }
+  std::vector<Eigen::half> LargeGradients(int64_t n) const {
+    return CheapGradients<Eigen::half>(n);
+  }
+};
+
 template <typename T>
 class SwishCudaTest : public ::testing::Test {};
 TYPED_TEST_SUITE(SwishCudaTest, FloatTypes, TypeNames);
-
-// Device copies placed `offset` elements into their buffers: 0 aligned (the vector path), 1 not
-// (the scalar path).
-template <typename T>
-T* Place(cudaStream_t stream, const std::vector<T>& host, int offset, DeviceBuffer* buffer) {
-  EXPECT_EQ(buffer->Allocate((host.size() + offset) * sizeof(T)), cudaSuccess);
-  T* ptr = static_cast<T*>(buffer->get()) + offset;
-  CopyToDeviceOn(stream, host, ptr);
-  return ptr;
-}
 
 TYPED_TEST(SwishCudaTest, ForwardMatchesCpu) {
   OPFORGE_SKIP_WITHOUT_CUDA();
@@ -117,11 +141,11 @@ TYPED_TEST(SwishCudaTest, ForwardMatchesCpu) {
   SwishForward<T>(Params(x.size()), x.data(), cpu.data(), SerialParallel());
   for (const int offset : {0, 1}) {
     SCOPED_TRACE(::testing::Message() << "offset " << offset);
-    DeviceBuffer bx, by;
-    T* dx = Place(stream, x, offset, &bx);
-    T* dy = Place(stream, x, offset, &by);
-    OPFORGE_ASSERT_OK(SwishForwardGpu(DTypeOf<T>::value, Params(x.size()), dx, dy, stream));
-    ASSERT_NO_FATAL_FAILURE(CopyFromDeviceOn(stream, dy, &gpu));
+    Placed<T> dx, dy;
+    ASSERT_NO_FATAL_FAILURE(PlaceOn(stream, x, offset, &dx));
+    ASSERT_NO_FATAL_FAILURE(PlaceOn(stream, x, offset, &dy));
+    OPFORGE_ASSERT_OK(SwishForwardGpu(DTypeOf<T>::value, Params(x.size()), dx.ptr, dy.ptr, stream));
+    ASSERT_NO_FATAL_FAILURE(CopyFromDeviceOn(stream, dy.ptr, &gpu));
     EXPECT_EQ(Mismatches<T>(gpu, cpu, x, nullptr), 0);
   }
 }
@@ -136,12 +160,13 @@ TYPED_TEST(SwishCudaTest, BackwardMatchesCpu) {
   SwishBackward<T>(Params(x.size()), g.data(), x.data(), cpu.data(), SerialParallel());
   for (const int offset : {0, 1}) {
     SCOPED_TRACE(::testing::Message() << "offset " << offset);
-    DeviceBuffer bg, bx, bdx;
-    T* dg = Place(stream, g, offset, &bg);
-    T* dx = Place(stream, x, offset, &bx);
-    T* ddx = Place(stream, x, offset, &bdx);
-    OPFORGE_ASSERT_OK(SwishBackwardGpu(DTypeOf<T>::value, Params(x.size()), dg, dx, ddx, stream));
-    ASSERT_NO_FATAL_FAILURE(CopyFromDeviceOn(stream, ddx, &gpu));
+    Placed<T> dg, dx, ddx;
+    ASSERT_NO_FATAL_FAILURE(PlaceOn(stream, g, offset, &dg));
+    ASSERT_NO_FATAL_FAILURE(PlaceOn(stream, x, offset, &dx));
+    ASSERT_NO_FATAL_FAILURE(PlaceOn(stream, x, offset, &ddx));
+    OPFORGE_ASSERT_OK(
+        SwishBackwardGpu(DTypeOf<T>::value, Params(x.size()), dg.ptr, dx.ptr, ddx.ptr, stream));
+    ASSERT_NO_FATAL_FAILURE(CopyFromDeviceOn(stream, ddx.ptr, &gpu));
     EXPECT_EQ(Mismatches<T>(gpu, cpu, x, &g), 0);
   }
 }
@@ -226,90 +251,16 @@ TYPED_TEST(SwishCudaTest, InPlaceEqualsOutOfPlace) {
 // Sizes around the vector width (tails of every length) and none.
 TYPED_TEST(SwishCudaTest, SmallSizesAndEmpty) {
   OPFORGE_SKIP_WITHOUT_CUDA();
-  using T = TypeParam;
-  OPFORGE_TEST_STREAM(stream);
-  OPFORGE_ASSERT_OK(SwishForwardGpu(DTypeOf<T>::value, Params(0), nullptr, nullptr, stream));
-  OPFORGE_ASSERT_OK(
-      SwishBackwardGpu(DTypeOf<T>::value, Params(0), nullptr, nullptr, nullptr, stream));
-  const std::vector<T> all = TestInputs<T>(12);
-  for (size_t n = 1; n <= 19; ++n) {
-    SCOPED_TRACE(::testing::Message() << n << " elements");
-    const std::vector<T> x(all.end() - n, all.end());
-    const std::vector<T> g = Gradients<T>(n, 13);
-    std::vector<T> cpu_y(n), cpu_dx(n), y(n), dxv(n);
-    SwishForward<T>(Params(n), x.data(), cpu_y.data(), SerialParallel());
-    SwishBackward<T>(Params(n), g.data(), x.data(), cpu_dx.data(), SerialParallel());
-    DeviceBuffer dx, dg, dy, ddx;
-    ASSERT_NO_FATAL_FAILURE(UploadOn(stream, x, &dx));
-    ASSERT_NO_FATAL_FAILURE(UploadOn(stream, g, &dg));
-    OPFORGE_ASSERT_CUDA(dy.Allocate(n * sizeof(T)));
-    OPFORGE_ASSERT_CUDA(ddx.Allocate(n * sizeof(T)));
-    OPFORGE_ASSERT_OK(SwishForwardGpu(DTypeOf<T>::value, Params(n), dx.get(), dy.get(), stream));
-    OPFORGE_ASSERT_OK(
-        SwishBackwardGpu(DTypeOf<T>::value, Params(n), dg.get(), dx.get(), ddx.get(), stream));
-    ASSERT_NO_FATAL_FAILURE(DownloadOn(stream, dy, &y));
-    ASSERT_NO_FATAL_FAILURE(DownloadOn(stream, ddx, &dxv));
-    EXPECT_EQ(Mismatches<T>(y, cpu_y, x, nullptr), 0);
-    EXPECT_EQ(Mismatches<T>(dxv, cpu_dx, x, &g), 0);
-  }
+  test::CheckSmallSizesAndEmpty(SwishUnderTest{}, TestInputs<TypeParam>(12),
+                                [](size_t n) { return Gradients<TypeParam>(n, 13); });
 }
 
-// More elements than one grid of 8-element half vectors covers (65536 blocks of 256 threads):
-// every thread takes several steps of the grid-stride loop.
 TEST(SwishCudaLargeTest, GridStrideLoopCoversEveryElement) {
-  OPFORGE_SKIP_WITHOUT_CUDA();
-  using T = Eigen::half;
-  OPFORGE_TEST_STREAM(stream);
-  const int64_t n = (int64_t{65536} * 256 * 8) + 4099 * 8 + 5;
-  const std::vector<T> x = test::PatternVector<T>(n, 40503);
-  const std::vector<T> g = CheapGradients<T>(n);
-  std::vector<T> cpu(n), gpu(n);
-  const ThreadParallel parallel(8);
-  DeviceBuffer dx, dg, dy;
-  ASSERT_NO_FATAL_FAILURE(UploadOn(stream, x, &dx));
-  ASSERT_NO_FATAL_FAILURE(UploadOn(stream, g, &dg));
-  OPFORGE_ASSERT_CUDA(dy.Allocate(n * sizeof(T)));
-  OPFORGE_ASSERT_OK(SwishForwardGpu(DType::kHalf, Params(n), dx.get(), dy.get(), stream));
-  SwishForward<T>(Params(n), x.data(), cpu.data(), parallel);
-  ASSERT_NO_FATAL_FAILURE(DownloadOn(stream, dy, &gpu));
-  EXPECT_EQ(Mismatches<T>(gpu, cpu, x, nullptr), 0);
-  OPFORGE_ASSERT_OK(
-      SwishBackwardGpu(DType::kHalf, Params(n), dg.get(), dx.get(), dy.get(), stream));
-  SwishBackward<T>(Params(n), g.data(), x.data(), cpu.data(), parallel);
-  ASSERT_NO_FATAL_FAILURE(DownloadOn(stream, dy, &gpu));
-  EXPECT_EQ(Mismatches<T>(gpu, cpu, x, &g), 0);
+  test::CheckGridStrideLoops(SwishUnderTest{});
 }
 
-// More than 2^31 elements (the 64-bit index path), in half: two 4 GiB buffers, the backward
-// pass in place over g, then the forward pass in place. Skipped with a message without the
-// memory.
 TEST(SwishCudaLargeTest, MoreThan2To31Elements) {
-  OPFORGE_SKIP_WITHOUT_CUDA();
-  using T = Eigen::half;
-  const int64_t n = (int64_t{1} << 31) + 3;
-  const size_t bytes = static_cast<size_t>(n) * sizeof(T);
-  std::string why;
-  if (!test::DeviceHasRoom(2 * bytes, &why)) GTEST_SKIP() << why;
-  OPFORGE_TEST_STREAM(stream);
-  DeviceBuffer dx, dg;
-  if (!test::TryAllocate(&dx, bytes) || !test::TryAllocate(&dg, bytes)) {
-    GTEST_SKIP() << "skipped: could not allocate two buffers of " << (bytes >> 20) << " MiB";
-  }
-  const std::vector<T> x = test::PatternVector<T>(n, 40503);
-  const std::vector<T> g = CheapGradients<T>(n);
-  ASSERT_NO_FATAL_FAILURE(CopyToDeviceOn(stream, x, dx.get()));
-  ASSERT_NO_FATAL_FAILURE(CopyToDeviceOn(stream, g, dg.get()));
-  const ThreadParallel parallel(16);
-  std::vector<T> want(static_cast<size_t>(n)), got(static_cast<size_t>(n));
-  OPFORGE_ASSERT_OK(
-      SwishBackwardGpu(DType::kHalf, Params(n), dg.get(), dx.get(), dg.get(), stream));
-  SwishBackward<T>(Params(n), g.data(), x.data(), want.data(), parallel);
-  ASSERT_NO_FATAL_FAILURE(CopyFromDeviceOn(stream, dg.get(), &got));
-  EXPECT_EQ(Mismatches<T>(got, want, x, &g), 0) << "backward";
-  OPFORGE_ASSERT_OK(SwishForwardGpu(DType::kHalf, Params(n), dx.get(), dx.get(), stream));
-  SwishForward<T>(Params(n), x.data(), want.data(), parallel);
-  ASSERT_NO_FATAL_FAILURE(CopyFromDeviceOn(stream, dx.get(), &got));
-  EXPECT_EQ(Mismatches<T>(got, want, x, nullptr), 0) << "forward";
+  test::CheckMoreThan2To31Elements(SwishUnderTest{});
 }
 
 }  // namespace
