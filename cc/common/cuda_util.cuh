@@ -286,6 +286,19 @@ Status DispatchDType(DType dtype, const char* what, Fn&& fn) {
   return UnsupportedDType(what, dtype);
 }
 
+// The same for the ops that run in float and double only (the audio ops, YoloTargets).
+template <typename Fn>
+Status DispatchFloatDouble(DType dtype, const char* what, Fn&& fn) {
+  switch (dtype) {
+    case DType::kFloat:
+      return fn(TypeTag<float>{});
+    case DType::kDouble:
+      return fn(TypeTag<double>{});
+    default:
+      return UnsupportedDType(what, dtype);
+  }
+}
+
 }  // namespace cuda
 }  // namespace opforge
 

@@ -768,20 +768,13 @@ int64_t GriffinLimGpuScratchBytes(const GriffinLimParams& params) {
 Status GriffinLimForwardGpu(DType dtype, const GriffinLimParams& params, const void* magnitude,
                             const void* phases_or_null, void* audio, void* scratch,
                             int64_t scratch_bytes, void* stream) {
-  auto s = static_cast<cudaStream_t>(stream);
-  auto* bytes = static_cast<unsigned char*>(scratch);
-  switch (dtype) {
-    case DType::kFloat:
-      return Forward<float>(params, static_cast<const float*>(magnitude),
-                            static_cast<const float*>(phases_or_null), static_cast<float*>(audio),
-                            bytes, scratch_bytes, s);
-    case DType::kDouble:
-      return Forward<double>(params, static_cast<const double*>(magnitude),
-                             static_cast<const double*>(phases_or_null),
-                             static_cast<double*>(audio), bytes, scratch_bytes, s);
-    default:
-      return cuda::UnsupportedDType(kOp, dtype);
-  }
+  return cuda::DispatchFloatDouble(dtype, kOp, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return Forward<T>(params, static_cast<const T*>(magnitude),
+                      static_cast<const T*>(phases_or_null), static_cast<T*>(audio),
+                      static_cast<unsigned char*>(scratch), scratch_bytes,
+                      static_cast<cudaStream_t>(stream));
+  });
 }
 
 }  // namespace opforge

@@ -608,20 +608,12 @@ int64_t MelToStftGpuScratchBytes(const MelToStftParams& params) {
 Status MelToStftForwardGpu(DType dtype, const MelToStftParams& params, const void* mel,
                            const void* filters_or_null, void* stft, void* scratch,
                            int64_t scratch_bytes, void* stream) {
-  auto s = static_cast<cudaStream_t>(stream);
-  auto* bytes = static_cast<unsigned char*>(scratch);
-  switch (dtype) {
-    case DType::kFloat:
-      return Forward<float>(params, static_cast<const float*>(mel),
-                            static_cast<const float*>(filters_or_null), static_cast<float*>(stft),
-                            bytes, scratch_bytes, s);
-    case DType::kDouble:
-      return Forward<double>(params, static_cast<const double*>(mel),
-                             static_cast<const double*>(filters_or_null),
-                             static_cast<double*>(stft), bytes, scratch_bytes, s);
-    default:
-      return cuda::UnsupportedDType(kOp, dtype);
-  }
+  return cuda::DispatchFloatDouble(dtype, kOp, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return Forward<T>(params, static_cast<const T*>(mel), static_cast<const T*>(filters_or_null),
+                      static_cast<T*>(stft), static_cast<unsigned char*>(scratch), scratch_bytes,
+                      static_cast<cudaStream_t>(stream));
+  });
 }
 
 }  // namespace opforge

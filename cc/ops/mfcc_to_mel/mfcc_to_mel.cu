@@ -149,25 +149,12 @@ dim3 GridOf(int64_t rows, int64_t n_frames) {
   return dim3(static_cast<unsigned>(x), static_cast<unsigned>(y), 1);
 }
 
-// Calls fn(T{}) for float or double; any other dtype is an error naming `what`.
-template <typename Fn>
-Status DispatchFloatDouble(DType dtype, const char* what, Fn&& fn) {
-  switch (dtype) {
-    case DType::kFloat:
-      return fn(float{});
-    case DType::kDouble:
-      return fn(double{});
-    default:
-      return cuda::UnsupportedDType(what, dtype);
-  }
-}
-
 }  // namespace
 
 Status MfccToMelForwardGpu(DType dtype, const MfccToMelParams& params, const void* mfcc, void* mel,
                            void* stream) {
-  return DispatchFloatDouble(dtype, "MfccToMel", [&](auto tag) {
-    using T = decltype(tag);
+  return cuda::DispatchFloatDouble(dtype, "MfccToMel", [&](auto tag) {
+    using T = typename decltype(tag)::type;
     const int64_t rows = params.batch * params.n_mels;
     if (rows == 0 || params.n_frames == 0) return Status::Ok();
     ForwardKernel<T>
@@ -180,8 +167,8 @@ Status MfccToMelForwardGpu(DType dtype, const MfccToMelParams& params, const voi
 
 Status MfccToMelBackwardGpu(DType dtype, const MfccToMelParams& params, const void* grad,
                             const void* mel, void* grad_mfcc, void* stream) {
-  return DispatchFloatDouble(dtype, "MfccToMelGrad", [&](auto tag) {
-    using T = decltype(tag);
+  return cuda::DispatchFloatDouble(dtype, "MfccToMelGrad", [&](auto tag) {
+    using T = typename decltype(tag)::type;
     const int64_t rows = params.batch * params.n_mfcc;
     if (rows == 0 || params.n_frames == 0) return Status::Ok();
     BackwardKernel<T>

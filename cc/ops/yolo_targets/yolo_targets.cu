@@ -215,17 +215,11 @@ Status YoloTargetsGpu(DType dtype, const YoloTargetsParams& params, const void* 
                       const int32_t* classes, const void* anchors,
                       const std::vector<void*>& outputs, void* scratch, int64_t scratch_bytes,
                       void* stream) {
-  auto s = static_cast<cudaStream_t>(stream);
-  switch (dtype) {
-    case DType::kFloat:
-      return Run<float>(params, static_cast<const float*>(boxes), classes,
-                        static_cast<const float*>(anchors), outputs, scratch, scratch_bytes, s);
-    case DType::kDouble:
-      return Run<double>(params, static_cast<const double*>(boxes), classes,
-                         static_cast<const double*>(anchors), outputs, scratch, scratch_bytes, s);
-    default:
-      return cuda::UnsupportedDType(kOp, dtype);
-  }
+  return cuda::DispatchFloatDouble(dtype, kOp, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return Run<T>(params, static_cast<const T*>(boxes), classes, static_cast<const T*>(anchors),
+                  outputs, scratch, scratch_bytes, static_cast<cudaStream_t>(stream));
+  });
 }
 
 }  // namespace opforge
