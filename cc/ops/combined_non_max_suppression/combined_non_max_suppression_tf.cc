@@ -28,6 +28,15 @@ absl::Status NmsShape(InferenceContext* c) {
   for (int i = 2; i < 7; ++i) {
     TF_RETURN_IF_ERROR(fn.Rank(i, kScalars[i - 2], 0, &scalar, "a scalar (0-D)"));
   }
+  // Constant sizes are checked while the graph is built, as TensorFlow's shape function refuses
+  // a negative max_total_size (a ValueError in tf.function, where the kernel would only say it
+  // when the graph runs).
+  for (int i = 2; i < 4; ++i) {
+    const tensorflow::Tensor* size = c->input_tensor(i);
+    if (size != nullptr && size->NumElements() == 1 && size->flat<int32_t>()(0) <= 0) {
+      return fn.Invalid(kScalars[i - 2], "positive", std::to_string(size->flat<int32_t>()(0)));
+    }
+  }
   const std::string scores_expected =
       "[batch, num_boxes, num_classes] with the batch and num_boxes of boxes " + fn.Text(boxes);
   DimensionHandle batch, count, four;
