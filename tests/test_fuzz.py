@@ -38,6 +38,7 @@ def test_classification_of_errors():
     assert fuzz.classify(positional)[0] == "vague"
     assert fuzz.classify(AttributeError("'NoneType' object has no attribute 'startswith'"))[0] == "vague"
     assert fuzz.classify(OverflowError("int too large to convert to float"))[0] == "vague"
+    assert fuzz.classify(OverflowError("LeakyRelu: alpha must be a number within the float range, got 1000..."))[0] == "clear"
     generic = ValueError("Shape must be rank 4 but is rank 5 for '{{node Opforge>Conv2DTranspose}}'")
     assert fuzz.classify(generic)[0] == "vague"
 

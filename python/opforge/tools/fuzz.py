@@ -40,8 +40,9 @@ CLEAR_ERROR = re.compile(r"\b[A-Z][A-Za-z0-9]+: [a-z_][^:]*? (must|does not|cann
                          r"|(argument|Input|attr) '\w+'|\b[a-z_]+ must (be|have) ")
 VAGUE_ERROR = re.compile(r"zero-based|Shape must be rank|Dimensions must be equal|object has no attribute|"
                          r"unhashable|not subscriptable|Traceback")
-# Exceptions a malformed call may raise when the message is clear.
-CLEAR_TYPES = {"InvalidArgumentError", "ValueError", "TypeError", "NotImplementedError",
+# Exceptions a malformed call may raise when the message is clear (OverflowError: a Python int
+# beyond the float range as a float argument, TensorFlow's class for it too).
+CLEAR_TYPES = {"InvalidArgumentError", "ValueError", "TypeError", "OverflowError", "NotImplementedError",
                "UnimplementedError", "OutOfRangeError", "ResourceExhaustedError"}
 
 MUTATIONS = ("rank", "dimension", "empty_huge", "dtype", "python_value", "attr", "unknown_kwarg",
