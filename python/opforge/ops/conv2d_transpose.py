@@ -134,10 +134,9 @@ def conv2d_transpose(
     if not isinstance(output_shape, tf.Tensor) or output_shape.dtype not in (tf.int32, tf.int64):
         python_value = not isinstance(output_shape, (tf.Tensor, tf.Variable, np.ndarray))
         given = output_shape
-        # No dtype hint for Python sizes: an int32 hint wraps 2**40 to 0 silently.
-        output_shape = to_tensor(_OP, "output_shape", output_shape, dtype_hint=None if python_value else tf.int32)
+        output_shape = to_tensor(_OP, "output_shape", output_shape, dtype_hint=tf.int32)
         # TensorFlow's op takes int32 sizes: Python floats fail its conversion (TypeError), ints
-        # beyond int32 become an int64 tensor it refuses (dtype_error).
+        # beyond int32 (to_tensor keeps them int64) are a tensor it refuses (dtype_error).
         if python_value and output_shape.dtype != tf.int32:
             error = dtype_error if output_shape.dtype.is_integer else type_error
             raise error(_OP, "output_shape", "int32 sizes", f"{short_repr(given)} ({output_shape.dtype.name})")
