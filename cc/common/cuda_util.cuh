@@ -19,6 +19,14 @@
 #include "common/scalar.h"
 #include "common/status.h"
 
+// Kernel<...><<<grid, block, shared_bytes, stream>>>(args...), written
+//   OPFORGE_LAUNCH(grid, block, shared_bytes, stream, Kernel<...>)(args...);
+// so that the same source also runs on the SIMT runtime (common/simt/simt.h defines it there).
+#if !defined(OPFORGE_SIMT)
+#define OPFORGE_LAUNCH(grid, block, shared_bytes, stream, ...) \
+  __VA_ARGS__<<<(grid), (block), (shared_bytes), (stream)>>>
+#endif
+
 namespace opforge {
 namespace cuda {
 
@@ -175,8 +183,8 @@ Status LaunchElementwise(const char* what, int64_t n, const Body& body,
   const int64_t units = vectorized ? n / kN : n;
   DispatchIndex(n, [&](auto tag) {
     using Index = typename decltype(tag)::type;
-    ElementwiseKernel<kN, Index>
-        <<<Blocks(units), kThreads, 0, stream>>>(static_cast<Index>(n), vectorized, body);
+    OPFORGE_LAUNCH(Blocks(units), kThreads, 0, stream, ElementwiseKernel<kN, Index>)
+    (static_cast<Index>(n), vectorized, body);
     return 0;
   });
   return LaunchStatus(what);

@@ -87,10 +87,10 @@ Status BiasLeakyReluGpu(DType dtype, const BiasLeakyReluParams& p, const void* f
     auto s = static_cast<cudaStream_t>(stream);
     cuda::DispatchIndex(n, [&](auto index_tag) {
       using Index = typename decltype(index_tag)::type;
-      Kernel<T, Index><<<cuda::Blocks(units), cuda::kThreads, 0, s>>>(
-          static_cast<Index>(n), static_cast<Index>(p.channels), vectorized,
-          static_cast<const T*>(features), static_cast<const T*>(bias), static_cast<C>(p.alpha),
-          static_cast<T*>(output));
+      OPFORGE_LAUNCH(cuda::Blocks(units), cuda::kThreads, 0, s, Kernel<T, Index>)
+      (static_cast<Index>(n), static_cast<Index>(p.channels), vectorized,
+       static_cast<const T*>(features), static_cast<const T*>(bias), static_cast<C>(p.alpha),
+       static_cast<T*>(output));
       return 0;
     });
     return cuda::LaunchStatus("BiasLeakyRelu");

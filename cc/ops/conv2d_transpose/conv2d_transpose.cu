@@ -95,9 +95,9 @@ Status Conv2DTransposeForwardGpu(DType dtype, const Conv2DTransposeParams& p, co
     using T = typename decltype(tag)::type;
     return cuda::DispatchIndex(conv2d_transpose_gpu::LargestIndex(p, 0), [&](auto index_tag) {
       using Index = typename decltype(index_tag)::type;
-      ForwardKernel<T, Index><<<cuda::Blocks(p.OutputSize()), cuda::kThreads, 0, s>>>(
-          conv2d_transpose_gpu::MakeGeometry<Index>(p), static_cast<Index>(p.OutputSize()),
-          static_cast<const T*>(input), static_cast<const T*>(filter), static_cast<T*>(output));
+      OPFORGE_LAUNCH(cuda::Blocks(p.OutputSize()), cuda::kThreads, 0, s, ForwardKernel<T, Index>)
+      (conv2d_transpose_gpu::MakeGeometry<Index>(p), static_cast<Index>(p.OutputSize()),
+       static_cast<const T*>(input), static_cast<const T*>(filter), static_cast<T*>(output));
       return cuda::LaunchStatus("Conv2DTranspose");
     });
   });
@@ -111,9 +111,9 @@ Status Conv2DTransposeInputGradGpu(DType dtype, const Conv2DTransposeParams& p, 
     using T = typename decltype(tag)::type;
     return cuda::DispatchIndex(conv2d_transpose_gpu::LargestIndex(p, 0), [&](auto index_tag) {
       using Index = typename decltype(index_tag)::type;
-      InputGradKernel<T, Index><<<cuda::Blocks(p.InputSize()), cuda::kThreads, 0, s>>>(
-          conv2d_transpose_gpu::MakeGeometry<Index>(p), static_cast<Index>(p.InputSize()),
-          static_cast<const T*>(grad), static_cast<const T*>(filter), static_cast<T*>(grad_input));
+      OPFORGE_LAUNCH(cuda::Blocks(p.InputSize()), cuda::kThreads, 0, s, InputGradKernel<T, Index>)
+      (conv2d_transpose_gpu::MakeGeometry<Index>(p), static_cast<Index>(p.InputSize()),
+       static_cast<const T*>(grad), static_cast<const T*>(filter), static_cast<T*>(grad_input));
       return cuda::LaunchStatus("Conv2DTransposeInputGrad");
     });
   });
@@ -159,16 +159,16 @@ Status Conv2DTransposeFilterGradGpu(DType dtype, const Conv2DTransposeParams& p,
           using Index = typename decltype(index_tag)::type;
           const auto blocks =
               static_cast<unsigned>(std::min<int64_t>(plan.units, kFilterGradMaxBlocks));
-          FilterGradKernel<T, Index><<<blocks, kFilterGradThreads, 0, s>>>(
-              conv2d_transpose_gpu::MakeGeometry<Index>(p),
-              conv2d_transpose_gpu::MakeFilterGradArgs<Index>(plan, p),
-              static_cast<const T*>(input), static_cast<const T*>(grad),
-              static_cast<T*>(grad_filter), partial);
+          OPFORGE_LAUNCH(blocks, kFilterGradThreads, 0, s, FilterGradKernel<T, Index>)
+          (conv2d_transpose_gpu::MakeGeometry<Index>(p),
+           conv2d_transpose_gpu::MakeFilterGradArgs<Index>(plan, p), static_cast<const T*>(input),
+           static_cast<const T*>(grad), static_cast<T*>(grad_filter), partial);
           OPFORGE_RETURN_IF_ERROR(cuda::LaunchStatus(kOp));
           if (partial == nullptr) return Status::Ok();
-          FilterGradSumKernel<T, Index><<<cuda::Blocks(p.FilterSize()), cuda::kThreads, 0, s>>>(
-              static_cast<Index>(p.FilterSize()), static_cast<Index>(plan.slices), partial,
-              static_cast<T*>(grad_filter));
+          OPFORGE_LAUNCH(cuda::Blocks(p.FilterSize()), cuda::kThreads, 0, s,
+                         FilterGradSumKernel<T, Index>)
+          (static_cast<Index>(p.FilterSize()), static_cast<Index>(plan.slices), partial,
+           static_cast<T*>(grad_filter));
           return cuda::LaunchStatus(kOp);
         });
   });

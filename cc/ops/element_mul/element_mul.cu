@@ -135,11 +135,11 @@ Status Product(const char* what, const std::vector<int64_t>& dims,
     IndexMap<Index> map;
     for (size_t d = 0; d < dims.size(); ++d) map.Push(dims[d], x_strides[d], y_strides[d]);
     if (vectorized) {
-      BroadcastMulVectorKernel<T, Index>
-          <<<cuda::Blocks(n / kN), cuda::kThreads, 0, s>>>(map, static_cast<Index>(n), x, y, out);
+      OPFORGE_LAUNCH(cuda::Blocks(n / kN), cuda::kThreads, 0, s, BroadcastMulVectorKernel<T, Index>)
+      (map, static_cast<Index>(n), x, y, out);
     } else {
-      BroadcastMulKernel<T, Index>
-          <<<cuda::Blocks(n), cuda::kThreads, 0, s>>>(map, static_cast<Index>(n), x, y, out);
+      OPFORGE_LAUNCH(cuda::Blocks(n), cuda::kThreads, 0, s, BroadcastMulKernel<T, Index>)
+      (map, static_cast<Index>(n), x, y, out);
     }
     return 0;
   });
@@ -394,26 +394,28 @@ Status ReduceOne(const BroadcastPlan& plan, const std::vector<int64_t>& target_s
         mul_grad::MakeGeometry<Index>(plan.dims, target_strides, other_strides);
     const int64_t items = c.targets * c.segments;
     if (c.lane_order && c.terms <= mul_grad::kLanes && geo.reduced.rank == 1) {
-      SmallLaneKernel<T, Index>
-          <<<cuda::Blocks(c.targets), cuda::kThreads, 0, s>>>(geo, g, other, target);
+      OPFORGE_LAUNCH(cuda::Blocks(c.targets), cuda::kThreads, 0, s, SmallLaneKernel<T, Index>)
+      (geo, g, other, target);
     } else if (!c.lane_order && c.segments == 1) {
-      RowKernel<T, Index><<<cuda::Blocks(c.targets), cuda::kThreads, 0, s>>>(geo, g, other, target);
+      OPFORGE_LAUNCH(cuda::Blocks(c.targets), cuda::kThreads, 0, s, RowKernel<T, Index>)
+      (geo, g, other, target);
     } else if (values != nullptr) {
       if (c.lane_order) {
-        LaneSegmentsKernel<T, Index><<<BlocksFor(items, 8), 256, 0, s>>>(geo, g, other, acc);
+        OPFORGE_LAUNCH(BlocksFor(items, 8), 256, 0, s, LaneSegmentsKernel<T, Index>)
+        (geo, g, other, acc);
       } else {
-        RowSegmentsKernel<T, Index>
-            <<<cuda::Blocks(items), cuda::kThreads, 0, s>>>(geo, g, other, acc);
+        OPFORGE_LAUNCH(cuda::Blocks(items), cuda::kThreads, 0, s, RowSegmentsKernel<T, Index>)
+        (geo, g, other, acc);
       }
-      CombineKernel<T, Index>
-          <<<BlocksFor(c.targets, 8), 256, 0, s>>>(geo.targets, geo.segments, acc, target);
+      OPFORGE_LAUNCH(BlocksFor(c.targets, 8), 256, 0, s, CombineKernel<T, Index>)
+      (geo.targets, geo.segments, acc, target);
     } else if (c.lane_order) {
       const int per = c.segments >= 5 ? 8 : c.segments >= 3 ? 4 : static_cast<int>(c.segments);
-      LaneKernel<T, Index>
-          <<<BlocksFor(c.targets, 8 / per), 256, 0, s>>>(geo, per, g, other, target);
+      OPFORGE_LAUNCH(BlocksFor(c.targets, 8 / per), 256, 0, s, LaneKernel<T, Index>)
+      (geo, per, g, other, target);
     } else {
-      RowBlockKernel<T, Index>
-          <<<BlocksFor(c.targets, 32), dim3(32, 8), 0, s>>>(geo, g, other, target);
+      OPFORGE_LAUNCH(BlocksFor(c.targets, 32), dim3(32, 8), 0, s, RowBlockKernel<T, Index>)
+      (geo, g, other, target);
     }
     return 0;
   });

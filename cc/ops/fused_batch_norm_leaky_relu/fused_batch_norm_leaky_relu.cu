@@ -302,14 +302,14 @@ Status Forward(const BatchNormLeakyParams& p, const void* xv, const void* gammav
     using Index = typename decltype(tag)::type;
     const Index n_rows = static_cast<Index>(rows), n_ch = static_cast<Index>(ch),
                 n_chunks = static_cast<Index>(chunks);
-    StatsPartial<T, Index>
-        <<<ChunkBlocks(chunks), cuda::kThreads, 0, stream>>>(n_rows, n_ch, n_chunks, x, partial);
-    StatsFinish<T, C, Index><<<cuda::Blocks(ch), cuda::kThreads, 0, stream>>>(
-        n_rows, n_ch, n_chunks, x, partial, static_cast<C>(p.epsilon), gamma, beta, mean, variance,
-        scale, shift, inv, unfolded);
-    Normalize<T, C, Index><<<cuda::Blocks(rows * ch), cuda::kThreads, 0, stream>>>(
-        static_cast<Index>(rows * ch), n_ch, x, scale, shift, mean, inv, gamma, beta, unfolded,
-        static_cast<C>(p.alpha), static_cast<T*>(yv));
+    OPFORGE_LAUNCH(ChunkBlocks(chunks), cuda::kThreads, 0, stream, StatsPartial<T, Index>)
+    (n_rows, n_ch, n_chunks, x, partial);
+    OPFORGE_LAUNCH(cuda::Blocks(ch), cuda::kThreads, 0, stream, StatsFinish<T, C, Index>)
+    (n_rows, n_ch, n_chunks, x, partial, static_cast<C>(p.epsilon), gamma, beta, mean, variance,
+     scale, shift, inv, unfolded);
+    OPFORGE_LAUNCH(cuda::Blocks(rows * ch), cuda::kThreads, 0, stream, Normalize<T, C, Index>)
+    (static_cast<Index>(rows * ch), n_ch, x, scale, shift, mean, inv, gamma, beta, unfolded,
+     static_cast<C>(p.alpha), static_cast<T*>(yv));
     return cuda::LaunchStatus(kOp);
   });
 }
@@ -351,21 +351,21 @@ Status Backward(const BatchNormLeakyParams& p, const void* dyv, const void* xv, 
     using Index = typename decltype(tag)::type;
     const Index n_rows = static_cast<Index>(rows), n_ch = static_cast<Index>(ch),
                 n_chunks = static_cast<Index>(chunks);
-    Coefficients<C, Index><<<cuda::Blocks(ch), cuda::kThreads, 0, stream>>>(
-        n_ch, static_cast<C>(p.epsilon), gamma, beta, mean, static_cast<const C*>(variancev), scale,
-        shift, inv, unfolded);
+    OPFORGE_LAUNCH(cuda::Blocks(ch), cuda::kThreads, 0, stream, Coefficients<C, Index>)
+    (n_ch, static_cast<C>(p.epsilon), gamma, beta, mean, static_cast<const C*>(variancev), scale,
+     shift, inv, unfolded);
     const GradCoefficients<C> coef{scale, shift, mean, inv, gamma, beta, unfolded};
     if (chunks > 0) {
-      GradPartial<T, C, Index><<<ChunkBlocks(chunks), cuda::kThreads, 0, stream>>>(
-          n_rows, n_ch, n_chunks, dy, x, coef, alpha, partial);
+      OPFORGE_LAUNCH(ChunkBlocks(chunks), cuda::kThreads, 0, stream, GradPartial<T, C, Index>)
+      (n_rows, n_ch, n_chunks, dy, x, coef, alpha, partial);
     }
-    GradFinish<C, Index><<<cuda::Blocks(ch), cuda::kThreads, 0, stream>>>(
-        n_rows, n_ch, n_chunks, partial, gamma, inv, static_cast<C*>(dgammav),
-        static_cast<C*>(dbetav), a, mg, mgx);
+    OPFORGE_LAUNCH(cuda::Blocks(ch), cuda::kThreads, 0, stream, GradFinish<C, Index>)
+    (n_rows, n_ch, n_chunks, partial, gamma, inv, static_cast<C*>(dgammav), static_cast<C*>(dbetav),
+     a, mg, mgx);
     if (rows > 0) {
-      GradElementwise<T, C, Index><<<cuda::Blocks(rows * ch), cuda::kThreads, 0, stream>>>(
-          static_cast<Index>(rows * ch), n_ch, dy, x, coef, a, mg, mgx, alpha,
-          static_cast<T*>(dxv));
+      OPFORGE_LAUNCH(cuda::Blocks(rows * ch), cuda::kThreads, 0, stream,
+                     GradElementwise<T, C, Index>)
+      (static_cast<Index>(rows * ch), n_ch, dy, x, coef, a, mg, mgx, alpha, static_cast<T*>(dxv));
     }
     return cuda::LaunchStatus(kOp);
   });

@@ -672,11 +672,11 @@ Status Forward(const GriffinLimParams& p, const T* magnitude, const T* phases, T
     return InvalidArgument(kOp, "phases", "given when init is \"phases\"", "none");
   }
   OPFORGE_GL_CUDA_(cudaMemsetAsync(first_bad, 0xff, 2 * sizeof(unsigned long long), stream));
-  FirstNonFiniteKernel<T>
-      <<<cuda::Blocks(bins), cuda::kThreads, 0, stream>>>(bins, magnitude, first_bad);
+  OPFORGE_LAUNCH(cuda::Blocks(bins), cuda::kThreads, 0, stream, FirstNonFiniteKernel<T>)
+  (bins, magnitude, first_bad);
   if (given) {
-    FirstNonFiniteKernel<T>
-        <<<cuda::Blocks(bins), cuda::kThreads, 0, stream>>>(bins, phases, first_bad + 1);
+    OPFORGE_LAUNCH(cuda::Blocks(bins), cuda::kThreads, 0, stream, FirstNonFiniteKernel<T>)
+    (bins, phases, first_bad + 1);
   }
   OPFORGE_RETURN_IF_ERROR(cuda::LaunchStatus(kOp));
   unsigned long long bad[2] = {0, 0};
@@ -704,8 +704,8 @@ Status Forward(const GriffinLimParams& p, const T* magnitude, const T* phases, T
     OPFORGE_GL_CUDA_(cudaMemcpyAsync(spec, angles.data(), angles.size() * sizeof(angles[0]),
                                      cudaMemcpyHostToDevice, stream));
   }
-  InitKernel<T>
-      <<<Grid2D(p.n_freq, frames), kThreads, 0, stream>>>(g, p.init, magnitude, phases, mag, spec);
+  OPFORGE_LAUNCH(Grid2D(p.n_freq, frames), kThreads, 0, stream, InitKernel<T>)
+  (g, p.init, magnitude, phases, mag, spec);
   OPFORGE_RETURN_IF_ERROR(cuda::LaunchStatus(kOp));
 
   // 3. The iterations. The plans' stream and work area are set under their lock, which is held
@@ -724,19 +724,20 @@ Status Forward(const GriffinLimParams& p, const T* magnitude, const T* phases, T
   OPFORGE_CUFFT_("inverse FFT", ExecInverse<T>(api, plans->inverse, spec, frame_buf));
   for (int64_t iter = 0; iter < p.n_iter; ++iter) {
     if (g.length > 0) {
-      OverlapAddKernel<T>
-          <<<ola_grid, kThreads, 0, stream>>>(g, frame_buf, synthesis, divisor, signal);
+      OPFORGE_LAUNCH(ola_grid, kThreads, 0, stream, OverlapAddKernel<T>)
+      (g, frame_buf, synthesis, divisor, signal);
     }
-    FrameKernel<T><<<frame_grid, kThreads, 0, stream>>>(g, signal, analysis, frame_buf);
+    OPFORGE_LAUNCH(frame_grid, kThreads, 0, stream, FrameKernel<T>)(g, signal, analysis, frame_buf);
     OPFORGE_RETURN_IF_ERROR(cuda::LaunchStatus(kOp));
     OPFORGE_CUFFT_("forward FFT", ExecForward<T>(api, plans->forward, frame_buf, spec));
-    UpdateKernel<T>
-        <<<bin_grid, kThreads, 0, stream>>>(g, iter == 0, momentum, eps, mag, spec, tprev);
+    OPFORGE_LAUNCH(bin_grid, kThreads, 0, stream, UpdateKernel<T>)
+    (g, iter == 0, momentum, eps, mag, spec, tprev);
     OPFORGE_RETURN_IF_ERROR(cuda::LaunchStatus(kOp));
     OPFORGE_CUFFT_("inverse FFT", ExecInverse<T>(api, plans->inverse, spec, frame_buf));
   }
   if (g.length > 0) {
-    OverlapAddKernel<T><<<ola_grid, kThreads, 0, stream>>>(g, frame_buf, synthesis, divisor, audio);
+    OPFORGE_LAUNCH(ola_grid, kThreads, 0, stream, OverlapAddKernel<T>)
+    (g, frame_buf, synthesis, divisor, audio);
   }
   return cuda::LaunchStatus(kOp);
 }

@@ -542,7 +542,8 @@ Status Forward(const MelToStftParams& p, const T* mel, const T* filters, T* stft
   const int64_t n_in = p.batch * n_mels * n_frames;
   auto* first_bad = reinterpret_cast<unsigned long long*>(scratch + l.first_bad);
   OPFORGE_MEL_CUDA_(cudaMemsetAsync(first_bad, 0xff, sizeof(*first_bad), stream));
-  FirstNonFiniteKernel<T><<<cuda::Blocks(n_in), cuda::kThreads, 0, stream>>>(n_in, mel, first_bad);
+  OPFORGE_LAUNCH(cuda::Blocks(n_in), cuda::kThreads, 0, stream, FirstNonFiniteKernel<T>)
+  (n_in, mel, first_bad);
   OPFORGE_RETURN_IF_ERROR(cuda::LaunchStatus(kOp));
   unsigned long long bad = 0;
   OPFORGE_MEL_CUDA_(cudaMemcpyAsync(&bad, first_bad, sizeof(bad), cudaMemcpyDeviceToHost, stream));
@@ -593,9 +594,9 @@ Status Forward(const MelToStftParams& p, const T* mel, const T* filters, T* stft
   // 3. The frames. prev_active starts at 0 in every workspace, as the CPU's vector does; it is
   // only compared after a step that has set it, so its initial value never matters.
   OPFORGE_MEL_CUDA_(cudaMemsetAsync(scratch + l.workspace, 0, l.total - l.workspace, stream));
-  SolveKernel<T><<<static_cast<unsigned>(l.blocks), kThreads, 0, stream>>>(
-      dp, WorkspaceOf(n_mels, n_freq), scratch + l.workspace, l.per_block, frames, n_frames,
-      p.max_iter, 1.0 / p.power, mel, stft);
+  OPFORGE_LAUNCH(static_cast<unsigned>(l.blocks), kThreads, 0, stream, SolveKernel<T>)
+  (dp, WorkspaceOf(n_mels, n_freq), scratch + l.workspace, l.per_block, frames, n_frames,
+   p.max_iter, 1.0 / p.power, mel, stft);
   return cuda::LaunchStatus(kOp);
 }
 

@@ -157,10 +157,10 @@ Status MfccToMelForwardGpu(DType dtype, const MfccToMelParams& params, const voi
     using T = typename decltype(tag)::type;
     const int64_t rows = params.batch * params.n_mels;
     if (rows == 0 || params.n_frames == 0) return Status::Ok();
-    ForwardKernel<T>
-        <<<GridOf(rows, params.n_frames), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-            BasisOf(params), rows, params.n_frames, params.ref, static_cast<const T*>(mfcc),
-            static_cast<T*>(mel));
+    OPFORGE_LAUNCH(GridOf(rows, params.n_frames), kThreads, 0, static_cast<cudaStream_t>(stream),
+                   ForwardKernel<T>)
+    (BasisOf(params), rows, params.n_frames, params.ref, static_cast<const T*>(mfcc),
+     static_cast<T*>(mel));
     return cuda::LaunchStatus("MfccToMel");
   });
 }
@@ -171,10 +171,10 @@ Status MfccToMelBackwardGpu(DType dtype, const MfccToMelParams& params, const vo
     using T = typename decltype(tag)::type;
     const int64_t rows = params.batch * params.n_mfcc;
     if (rows == 0 || params.n_frames == 0) return Status::Ok();
-    BackwardKernel<T>
-        <<<GridOf(rows, params.n_frames), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-            BasisOf(params), rows, params.n_frames, static_cast<const T*>(grad),
-            static_cast<const T*>(mel), static_cast<T*>(grad_mfcc));
+    OPFORGE_LAUNCH(GridOf(rows, params.n_frames), kThreads, 0, static_cast<cudaStream_t>(stream),
+                   BackwardKernel<T>)
+    (BasisOf(params), rows, params.n_frames, static_cast<const T*>(grad),
+     static_cast<const T*>(mel), static_cast<T*>(grad_mfcc));
     return cuda::LaunchStatus("MfccToMelGrad");
   });
 }

@@ -150,11 +150,11 @@ Status Forward(const ResizeBilinearParams& p, const void* images, float* output,
     using Index = typename decltype(tag)::type;
     if (p.out_height == p.in_height && p.out_width == p.in_width) {
       // Same size: the input converted to float, as on the CPU.
-      ConvertKernel<T, Index>
-          <<<cuda::Blocks(n), cuda::kThreads, 0, s>>>(static_cast<Index>(n), in, output);
+      OPFORGE_LAUNCH(cuda::Blocks(n), cuda::kThreads, 0, s, ConvertKernel<T, Index>)
+      (static_cast<Index>(n), in, output);
     } else {
-      ForwardKernel<T, Index><<<cuda::Blocks(n), cuda::kThreads, 0, s>>>(
-          GeometryOf<Index>(p), static_cast<Index>(n), in, output);
+      OPFORGE_LAUNCH(cuda::Blocks(n), cuda::kThreads, 0, s, ForwardKernel<T, Index>)
+      (GeometryOf<Index>(p), static_cast<Index>(n), in, output);
     }
     return cuda::LaunchStatus("ResizeBilinear");
   });
@@ -165,8 +165,8 @@ Status Backward(const ResizeBilinearParams& p, const float* grads, void* output,
   const int64_t n = p.batch * p.in_height * p.in_width * p.channels;
   return cuda::DispatchIndex(LargestIndex(p), [&](auto tag) {
     using Index = typename decltype(tag)::type;
-    BackwardKernel<T, Index><<<cuda::Blocks(n), cuda::kThreads, 0, s>>>(
-        GeometryOf<Index>(p), static_cast<Index>(n), grads, static_cast<T*>(output));
+    OPFORGE_LAUNCH(cuda::Blocks(n), cuda::kThreads, 0, s, BackwardKernel<T, Index>)
+    (GeometryOf<Index>(p), static_cast<Index>(n), grads, static_cast<T*>(output));
     return cuda::LaunchStatus("ResizeBilinearGrad");
   });
 }

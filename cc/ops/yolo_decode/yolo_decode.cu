@@ -175,10 +175,10 @@ Status Forward(DType dtype, const YoloDecodeParams& p, const void* features, con
   return cuda::DispatchIndex(LargestIndex(p), [&](auto tag) {
     using Index = typename decltype(tag)::type;
     const Shape<Index> s = ShapeOf<Index>(p);
-    ForwardKernel<T, Index><<<cuda::Blocks(s.boxes), cuda::kThreads, 0, stream>>>(
-        yolo::MakeGeometry<C>(p, dtype), s, static_cast<const T*>(features),
-        static_cast<const T*>(anchors), static_cast<T*>(boxes), static_cast<T*>(scores),
-        class_indices, static_cast<T*>(class_scores));
+    OPFORGE_LAUNCH(cuda::Blocks(s.boxes), cuda::kThreads, 0, stream, ForwardKernel<T, Index>)
+    (yolo::MakeGeometry<C>(p, dtype), s, static_cast<const T*>(features),
+     static_cast<const T*>(anchors), static_cast<T*>(boxes), static_cast<T*>(scores), class_indices,
+     static_cast<T*>(class_scores));
     return cuda::LaunchStatus("YoloDecode");
   });
 }
@@ -191,11 +191,11 @@ Status Backward(DType dtype, const YoloDecodeParams& p, const void* grad_boxes,
   return cuda::DispatchIndex(LargestIndex(p), [&](auto tag) {
     using Index = typename decltype(tag)::type;
     const Shape<Index> s = ShapeOf<Index>(p);
-    BackwardKernel<T, Index><<<cuda::Blocks(s.boxes), cuda::kThreads, 0, stream>>>(
-        yolo::MakeGeometry<C>(p, dtype), s, static_cast<const T*>(grad_boxes),
-        static_cast<const T*>(grad_scores), static_cast<const T*>(grad_class_scores),
-        static_cast<const T*>(features), static_cast<const T*>(anchors),
-        static_cast<T*>(grad_features));
+    OPFORGE_LAUNCH(cuda::Blocks(s.boxes), cuda::kThreads, 0, stream, BackwardKernel<T, Index>)
+    (yolo::MakeGeometry<C>(p, dtype), s, static_cast<const T*>(grad_boxes),
+     static_cast<const T*>(grad_scores), static_cast<const T*>(grad_class_scores),
+     static_cast<const T*>(features), static_cast<const T*>(anchors),
+     static_cast<T*>(grad_features));
     return cuda::LaunchStatus("YoloDecodeGrad");
   });
 }

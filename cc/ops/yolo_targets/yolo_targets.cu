@@ -149,9 +149,9 @@ Status Run(const YoloTargetsParams& p, const T* boxes, const int32_t* classes, c
       // From pageable memory: returns once `init` is staged, so it may go out of scope.
       OPFORGE_YOLO_CUDA_(cudaMemcpyAsync(first_bad, init.data(), init.size() * sizeof(int64_t),
                                          cudaMemcpyHostToDevice, stream));
-      CheckKernel<T><<<cuda::Blocks(rows), cuda::kThreads, 0, stream>>>(
-          rows, p.num_classes, p.num_anchors, boxes, classes, anchors,
-          reinterpret_cast<long long*>(first_bad), best);
+      OPFORGE_LAUNCH(cuda::Blocks(rows), cuda::kThreads, 0, stream, CheckKernel<T>)
+      (rows, p.num_classes, p.num_anchors, boxes, classes, anchors,
+       reinterpret_cast<long long*>(first_bad), best);
       OPFORGE_RETURN_IF_ERROR(cuda::LaunchStatus(kOp));
       OPFORGE_YOLO_CUDA_(
           cudaMemcpyAsync(&bad_row, first_bad, sizeof(bad_row), cudaMemcpyDeviceToHost, stream));
@@ -196,8 +196,8 @@ Status Run(const YoloTargetsParams& p, const T* boxes, const int32_t* classes, c
     sc.gh = shape[1];
     sc.gw = shape[2];
     sc.out = static_cast<T*>(outputs[static_cast<size_t>(s)]);
-    AssignKernel<T><<<cuda::Blocks(rows), cuda::kThreads, 0, stream>>>(rows, p.max_boxes, sc, boxes,
-                                                                       classes, best);
+    OPFORGE_LAUNCH(cuda::Blocks(rows), cuda::kThreads, 0, stream, AssignKernel<T>)
+    (rows, p.max_boxes, sc, boxes, classes, best);
     OPFORGE_RETURN_IF_ERROR(cuda::LaunchStatus(kOp));
   }
   return Status::Ok();

@@ -1,0 +1,95 @@
+// The SIMT runtime's own interface, beside the CUDA runtime calls it defines: how blocks are
+// ordered, what was launched, what the last failed launch reported. Host code only; a test of
+// CUDA kernels includes it to steer and read a SIMT run (common/simt/simt.h is the prelude of
+// the kernels' build, and includes this).
+#ifndef OPFORGE_COMMON_SIMT_SIMT_API_H_
+#define OPFORGE_COMMON_SIMT_SIMT_API_H_
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace opforge {
+namespace simt {
+
+// The order in which a launch runs its blocks. A CUDA program may not depend on it; a kernel
+// whose results do (a race between blocks, a missing atomic) gives different results in two
+// orders, which the tests compare.
+enum class BlockOrder { kForward, kReverse, kShuffled };
+
+// The order of this OS thread's next launches (kShuffled: a permutation drawn from `seed`).
+// OPFORGE_SIMT_ORDER=forward|reverse|shuffle:SEED sets the starting order of every thread.
+void SetBlockOrder(BlockOrder order, uint64_t seed = 0);
+BlockOrder GetBlockOrder();
+
+// Launches made so far, per kernel: `file` the source that launches it (cc/... relative),
+// `kernel` its name without template arguments.
+struct KernelLaunches {
+  std::string file;
+  std::string kernel;
+  int64_t launches = 0;
+};
+std::vector<KernelLaunches> LaunchCounts();
+
+// The report of the last launch on this OS thread that the runtime refused or stopped (a
+// barrier not every thread reached, a warp intrinsic a lane of its mask never called, a launch
+// past the device's limits...), naming the kernel and the launch; "" when none has failed.
+// cudaGetErrorString of the launch's error returns it too.
+std::string LastReport();
+void ClearReport();
+
+// The device a SIMT run stands for: an H200 (sm_90), whose launch limits it enforces.
+struct DeviceLimits {
+  int max_threads_per_block = 1024;
+  int max_block_dim[3] = {1024, 1024, 64};
+  int64_t max_grid_dim[3] = {2147483647, 65535, 65535};
+  size_t shared_per_block = 48 * 1024;          // without opting in
+  size_t shared_per_block_optin = 227 * 1024;   // cudaFuncAttributeMaxDynamicSharedMemorySize
+  int multiprocessors = 132;
+  int compute_major = 9, compute_minor = 0;
+};
+const DeviceLimits& Limits();
+
+namespace internal {
+
+struct LaunchSite {
+  const char* kernel;  // the kernel expression of the launch, as written
+  const char* file;
+  int line;
+};
+
+struct BlockContext {
+  uint3 block_idx;
+  dim3 block_dim;
+  dim3 grid_dim;
+};
+
+struct ThreadContext {
+  uint3 thread_idx;
+  const BlockContext* block;
+};
+
+// The CUDA thread running on this OS thread (inside a kernel; null outside). __thread, not
+// thread_local: a plain TLS load, no wrapper call, on every threadIdx.
+extern __thread ThreadContext* g_current;
+inline ThreadContext* Current() { return g_current; }
+
+enum BarrierKind { kSync, kSyncAnd, kSyncOr, kSyncCount };
+enum WarpKind { kWarpSync, kShflIdx, kShflDown, kShflUp, kShflXor, kBallot, kAny, kAll };
+
+int BlockBarrier(BarrierKind kind, int predicate, const char* file, int line);
+uint64_t WarpOp(WarpKind kind, unsigned mask, uint64_t value, int arg, int width,
+                const char* file, int line);
+
+// Runs `thread(context)` for every thread of the grid, block after block.
+void RunGrid(const LaunchSite& site, dim3 grid, dim3 block, size_t shared_bytes,
+             cudaStream_t stream, void (*thread)(void*), void* context);
+
+}  // namespace internal
+}  // namespace simt
+}  // namespace opforge
+
+#endif  // OPFORGE_COMMON_SIMT_SIMT_API_H_
