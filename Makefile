@@ -77,27 +77,43 @@ demo: build
 # build of a fresh clone takes about a third of the time it takes at -O2 -g, which keeps
 # `make test` inside its budget on 2 cores.
 SANITIZE_FLAGS := -O1 -g1 -DNDEBUG
+SANITIZE_CONFIGURE = mkdir -p build && cmake -S . -B build/sanitize -G Ninja -DOPFORGE_CORE_ONLY=ON \
+	  -DOPFORGE_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$(SANITIZE_FLAGS)" -DPython_EXECUTABLE=$(abspath $(VPY)) \
+	  > build/sanitize.log 2>&1 || (cat build/sanitize.log; exit 1)
+SANITIZE_ENV := ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
 core-test: deps
-	mkdir -p build
-	cmake -S . -B build/sanitize -G Ninja -DOPFORGE_CORE_ONLY=ON -DOPFORGE_SANITIZE=ON \
-	  -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$(SANITIZE_FLAGS)" \
-	  -DPython_EXECUTABLE=$(abspath $(VPY)) > build/sanitize.log 2>&1 \
-	  || (cat build/sanitize.log; exit 1)
+	$(SANITIZE_CONFIGURE)
 	cmake --build build/sanitize
-	cd build/sanitize && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	cd build/sanitize && $(SANITIZE_ENV) \
 	  OPFORGE_ONEDNN_LIBRARY=$(abspath $(VENV))/lib/libdnnl.so.3 \
 	  ctest --output-on-failure -j2
 
-# The CUDA kernels against the CPU kernels; says "skipped: no CUDA device" without a GPU. Built
-# on its own (build/cuda, CUDA asked for explicitly): the package build compiles CUDA only
-# against a CUDA TensorFlow, and this keeps the CUDA sources compiling on every machine with nvcc.
+# The CUDA kernels' tests (cc/ops/*/*_cuda_test.cc and the SIMT runtime's own): on the GPU where
+# there is one, else on the SIMT runtime (common/simt/: every .cu compiled as C++ and run on the
+# CPU, under ASan and UBSan, in the core's sanitizer build; four shards on the two cores, which
+# balances the long tests better than two); it says which. nvcc compiles the
+# kernels (build/cuda) either way, which keeps the CUDA sources compiling on every machine with
+# nvcc. CUDA_TEST_ON=gpu|simt overrides the choice.
+CUDA_TEST_ON ?= $(if $(shell nvidia-smi -L 2>/dev/null | grep -i gpu),gpu,simt)
 cuda-test: deps
-	@if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then \
-	  mkdir -p build && \
-	  cmake -S . -B build/cuda -G Ninja -DOPFORGE_CORE_ONLY=ON -DOPFORGE_CUDA=ON \
-	    -DPython_EXECUTABLE=$(abspath $(VPY)) > build/cuda.log 2>&1 || (cat build/cuda.log; exit 1); \
-	  cmake --build build/cuda --target opforge_cuda_test && build/cuda/opforge_cuda_test; \
-	else echo "cuda-test: no nvcc, CUDA kernels not compiled"; fi
+	@if ! command -v nvcc >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then \
+	  echo "cuda-test: no CUDA toolkit (nvcc), CUDA kernels not compiled"; exit 0; fi; \
+	mkdir -p build && \
+	cmake -S . -B build/cuda -G Ninja -DOPFORGE_CORE_ONLY=ON -DOPFORGE_CUDA=ON \
+	  -DPython_EXECUTABLE=$(abspath $(VPY)) > build/cuda.log 2>&1 || (cat build/cuda.log; exit 1); \
+	if [ "$(CUDA_TEST_ON)" = gpu ]; then \
+	  cmake --build build/cuda --target opforge_cuda_test && \
+	  echo "cuda-test: on the GPU" && build/cuda/opforge_cuda_test; \
+	else \
+	  cmake --build build/cuda --target opforge_cuda && \
+	  echo "cuda-test: no CUDA device: the CUDA tests run on the SIMT runtime (CPU, ASan + UBSan)" && \
+	  $(SANITIZE_CONFIGURE) && cmake --build build/sanitize --target opforge_simt_test && \
+	  rm -f build/sanitize/simt_launches.* && \
+	  $(VPY) cmake/run_sharded.py 4 build/sanitize/opforge_simt_test -- $(SANITIZE_ENV) \
+	    OPFORGE_SIMT_LAUNCHES=$(abspath build/sanitize/simt_launches) && \
+	  $(VPY) cmake/check_launches.py . build/sanitize/simt_launches.*; \
+	fi
 
 # pytest in PYTEST_WORKERS processes (pytest-xdist), each test file in one of them (module
 # fixtures such as a trained model are made once); PYTEST_WORKERS=0 runs them in this process.

@@ -92,6 +92,7 @@ void CheckSmallSizesAndEmpty(const Op& op, const std::vector<T>& inputs, Gradien
 template <typename Op>
 void CheckGridStrideLoops(const Op& op) {
   OPFORGE_SKIP_WITHOUT_CUDA();
+  OPFORGE_SKIP_ON_SIMT("more work than a full grid covers");
   OPFORGE_TEST_STREAM(stream);
   {
     SCOPED_TRACE("half, aligned");
@@ -151,6 +152,7 @@ void CheckGridStrideLoops(const Op& op) {
 template <typename Op>
 void CheckMoreThan2To31Elements(const Op& op) {
   OPFORGE_SKIP_WITHOUT_CUDA();
+  OPFORGE_SKIP_ON_SIMT("past 2^31 elements");
   using T = Eigen::half;
   const int64_t n = (int64_t{1} << 31) + 3;
   const size_t bytes = static_cast<size_t>(n) * sizeof(T);

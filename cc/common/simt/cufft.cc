@@ -52,13 +52,21 @@ ducc0::pocketfft_r<T>& Fft(Plan& plan) {
   }
 }
 
+// The plan `h` if it is made for `want` and both buffers are given.
+cufftResult Check(cufftHandle h, cufftType want, const void* in, const void* out,
+                  std::shared_ptr<Plan>* plan) {
+  *plan = Find(h);
+  if (*plan == nullptr || !(*plan)->made) return CUFFT_INVALID_PLAN;
+  if ((*plan)->type != want) return CUFFT_INVALID_TYPE;
+  if (in == nullptr || out == nullptr) return CUFFT_INVALID_VALUE;
+  return CUFFT_SUCCESS;
+}
+
 // n reals per batch -> n / 2 + 1 complex values per batch.
 template <typename T, typename C>
 cufftResult Forward(cufftHandle h, cufftType want, const T* in, C* out) {
-  std::shared_ptr<Plan> plan = Find(h);
-  if (plan == nullptr || !plan->made) return CUFFT_INVALID_PLAN;
-  if (plan->type != want) return CUFFT_INVALID_TYPE;
-  if (in == nullptr || out == nullptr) return CUFFT_INVALID_VALUE;
+  std::shared_ptr<Plan> plan;
+  if (const cufftResult r = Check(h, want, in, out, &plan); r != CUFFT_SUCCESS) return r;
   const int64_t n = plan->n, bins = n / 2 + 1;
   std::vector<T> data(static_cast<size_t>(n)), buf(Fft<T>(*plan).bufsize());
   for (int64_t b = 0; b < plan->batch; ++b) {
@@ -79,10 +87,8 @@ cufftResult Forward(cufftHandle h, cufftType want, const T* in, C* out) {
 
 template <typename T, typename C>
 cufftResult Inverse(cufftHandle h, cufftType want, const C* in, T* out) {
-  std::shared_ptr<Plan> plan = Find(h);
-  if (plan == nullptr || !plan->made) return CUFFT_INVALID_PLAN;
-  if (plan->type != want) return CUFFT_INVALID_TYPE;
-  if (in == nullptr || out == nullptr) return CUFFT_INVALID_VALUE;
+  std::shared_ptr<Plan> plan;
+  if (const cufftResult r = Check(h, want, in, out, &plan); r != CUFFT_SUCCESS) return r;
   const int64_t n = plan->n, bins = n / 2 + 1;
   std::vector<T> data(static_cast<size_t>(n)), buf(Fft<T>(*plan).bufsize());
   for (int64_t b = 0; b < plan->batch; ++b) {

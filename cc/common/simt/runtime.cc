@@ -114,8 +114,7 @@ class Fiber {
     const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
     bytes_ = (bytes_ + page - 1) / page * page;
     map_bytes_ = bytes_ + page;
-    void* m = mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
-                   0);
+    void* m = mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) {
       std::fprintf(stderr, "opforge SIMT: cannot map a fiber stack of %zu bytes\n", bytes_);
       std::abort();
@@ -141,12 +140,12 @@ class Fiber {
     asm volatile("stmxcsr %0" : "=m"(mxcsr));
     asm volatile("fnstcw %0" : "=m"(fpu_cw));
     frame[0] = static_cast<uint64_t>(mxcsr) | (static_cast<uint64_t>(fpu_cw) << 32);
-    frame[1] = 0;                                     // r15
-    frame[2] = 0;                                     // r14
-    frame[3] = reinterpret_cast<uint64_t>(arg);       // r13
-    frame[4] = reinterpret_cast<uint64_t>(entry);     // r12
-    frame[5] = 0;                                     // rbx
-    frame[6] = 0;                                     // rbp
+    frame[1] = 0;                                  // r15
+    frame[2] = 0;                                  // r14
+    frame[3] = reinterpret_cast<uint64_t>(arg);    // r13
+    frame[4] = reinterpret_cast<uint64_t>(entry);  // r12
+    frame[5] = 0;                                  // rbx
+    frame[6] = 0;                                  // rbp
     frame[7] = reinterpret_cast<uint64_t>(&opforge_simt_trampoline);
     sp_ = frame;
   }
@@ -188,8 +187,7 @@ std::string Where(const char* file, int line) {
 }
 
 std::string Dim(uint3 d) {
-  return "(" + std::to_string(d.x) + ", " + std::to_string(d.y) + ", " + std::to_string(d.z) +
-         ")";
+  return "(" + std::to_string(d.x) + ", " + std::to_string(d.y) + ", " + std::to_string(d.z) + ")";
 }
 std::string Dim(dim3 d) { return Dim(uint3{d.x, d.y, d.z}); }
 
@@ -252,7 +250,9 @@ class Scheduler {
   }
 
   // Runs one block; returns "" or the report of why it could not finish.
-  std::string RunBlock(const BlockContext& block, void (*body)(void*), void* context) {
+  std::string RunBlock(const BlockContext& block, void (*body)(void*), void* context,
+                       bool reverse_threads) {
+    reverse_threads_ = reverse_threads;
     body_ = body;
     context_ = context;
     const int n = static_cast<int>(block.block_dim.x * block.block_dim.y * block.block_dim.z);
@@ -326,8 +326,8 @@ class Scheduler {
     return static_cast<int>(th->result);
   }
 
-  uint64_t Warp(WarpKind kind, unsigned mask, uint64_t value, int arg, int width,
-                const char* file, int line) {
+  uint64_t Warp(WarpKind kind, unsigned mask, uint64_t value, int arg, int width, const char* file,
+                int line) {
     Thread* th = running_;
     th->wait = Wait::kWarp;
     th->kind = kind;
@@ -394,7 +394,8 @@ class Scheduler {
     for (;;) {
       const int n = static_cast<int>(threads_.size());
       while (next_ < n) {
-        Thread* th = &threads_[static_cast<size_t>(next_++)];
+        const int t = next_++;
+        Thread* th = &threads_[static_cast<size_t>(reverse_threads_ ? n - 1 - t : t)];
         th->fiber = me;
         th->state = State::kRunning;
         running_ = th;
@@ -509,9 +510,9 @@ class Scheduler {
           }
           if ((mask >> src & 1u) == 0) {
             pending_report_ = std::string(WarpName(kind)) + " at " + Where(th.file, th.line) +
-                              ": lane " + std::to_string(m) + " reads lane " +
-                              std::to_string(src) + ", which is not in the mask " +
-                              Hex(mask) + " (its value is undefined on a GPU)";
+                              ": lane " + std::to_string(m) + " reads lane " + std::to_string(src) +
+                              ", which is not in the mask " + Hex(mask) +
+                              " (its value is undefined on a GPU)";
             return false;
           }
           r = threads_[static_cast<size_t>(base + src)].value;
@@ -564,9 +565,7 @@ class Scheduler {
     return buf;
   }
 
-  std::string ThreadName(const Thread& th) const {
-    return "thread " + Dim(th.thread_idx);
-  }
+  std::string ThreadName(const Thread& th) const { return "thread " + Dim(th.thread_idx); }
 
   // Nothing can be released: say why, in the terms of the first thread that waits.
   std::string Deadlock() {
@@ -583,8 +582,8 @@ class Scheduler {
       if (!Waiting(th, Wait::kWarp)) continue;
       const int base = t / 32 * 32, lane = t % 32;
       const int lanes = std::min(32, n - base);
-      s << WarpName(th.kind) << " at " << Where(th.file, th.line) << " with mask "
-        << Hex(th.mask) << ", called by " << ThreadName(th) << " (lane " << lane << "): ";
+      s << WarpName(th.kind) << " at " << Where(th.file, th.line) << " with mask " << Hex(th.mask)
+        << ", called by " << ThreadName(th) << " (lane " << lane << "): ";
       if ((th.mask >> lane & 1u) == 0) {
         s << "the calling lane is not in its mask";
         return s.str();
@@ -592,8 +591,7 @@ class Scheduler {
       for (int m = 0; m < 32; ++m) {
         if ((th.mask >> m & 1u) == 0) continue;
         if (m >= lanes) {
-          s << "lane " << m << " of the mask does not exist (the block has " << n
-            << " threads)";
+          s << "lane " << m << " of the mask does not exist (the block has " << n << " threads)";
           return s.str();
         }
         const Thread& o = threads_[static_cast<size_t>(base + m)];
@@ -607,8 +605,8 @@ class Scheduler {
           return s.str();
         }
         if (o.kind != th.kind || o.mask != th.mask) {
-          s << "lane " << m << " (" << ThreadName(o) << ") waits at " << WarpName(o.kind)
-            << " at " << Where(o.file, o.line) << " with mask " << Hex(o.mask) << " instead";
+          s << "lane " << m << " (" << ThreadName(o) << ") waits at " << WarpName(o.kind) << " at "
+            << Where(o.file, o.line) << " with mask " << Hex(o.mask) << " instead";
           return s.str();
         }
       }
@@ -643,8 +641,9 @@ class Scheduler {
   std::vector<Fiber*> free_;
   std::vector<Thread*> released_;
   size_t resume_ = 0;
-  int next_ = 0;
+  int next_ = 0;  // threads started so far
   int done_ = 0;
+  bool reverse_threads_ = false;
   Thread* running_ = nullptr;
   Fiber* entering_ = nullptr;  // the fiber SwitchTo enters (a fresh one reads it to know itself)
   void* main_sp_ = nullptr;
@@ -724,9 +723,9 @@ void Fail(cudaError_t code, const std::string& report) {
 }
 
 std::string LaunchName(const internal::LaunchSite& site, dim3 grid, dim3 block) {
-  return "kernel " + internal::KernelBaseName(site.kernel) + " (" + site.kernel +
-         ", launched at " + internal::Where(site.file, site.line) + " with grid " +
-         internal::Dim(grid) + ", block " + internal::Dim(block) + ")";
+  return "kernel " + internal::KernelBaseName(site.kernel) + " (" + site.kernel + ", launched at " +
+         internal::Where(site.file, site.line) + " with grid " + internal::Dim(grid) + ", block " +
+         internal::Dim(block) + ")";
 }
 
 // The reason a launch of this shape cannot start on the device, or "".
@@ -779,9 +778,9 @@ class Order {
       case BlockOrder::kReverse:
         return total_ - 1 - i;
       case BlockOrder::kShuffled:
-        return total_ > 1 ? static_cast<uint64_t>(
-                                (static_cast<unsigned __int128>(a_) * i + b_) % total_)
-                          : i;
+        return total_ > 1
+                   ? static_cast<uint64_t>((static_cast<unsigned __int128>(a_) * i + b_) % total_)
+                   : i;
       default:
         return i;
     }
@@ -830,7 +829,8 @@ void RunGrid(const LaunchSite& site, dim3 grid, dim3 block, size_t shared_bytes,
     ctx.block_idx.x = static_cast<unsigned>(b % grid.x);
     ctx.block_idx.y = static_cast<unsigned>(b / grid.x % grid.y);
     ctx.block_idx.z = static_cast<unsigned>(b / (uint64_t{grid.x} * grid.y));
-    const std::string report = scheduler.RunBlock(ctx, thread, context);
+    const std::string report =
+        scheduler.RunBlock(ctx, thread, context, st.order == BlockOrder::kReverse);
     if (!report.empty()) {
       Fail(cudaErrorLaunchFailure,
            LaunchName(site, grid, block) + ", block " + Dim(ctx.block_idx) + ": " + report);
@@ -843,8 +843,8 @@ int BlockBarrier(BarrierKind kind, int predicate, const char* file, int line) {
   return Scheduler::Get().Barrier(kind, predicate, file, line);
 }
 
-uint64_t WarpOp(WarpKind kind, unsigned mask, uint64_t value, int arg, int width,
-                const char* file, int line) {
+uint64_t WarpOp(WarpKind kind, unsigned mask, uint64_t value, int arg, int width, const char* file,
+                int line) {
   return Scheduler::Get().Warp(kind, mask, value, arg, width, file, line);
 }
 
@@ -863,6 +863,27 @@ std::vector<KernelLaunches> LaunchCounts() {
   for (const auto& [key, n] : r.launches) out.push_back({key.first, key.second, n});
   return out;
 }
+
+std::string RunHostBlock(int threads, bool reverse, void (*body)(int, void*), void* context) {
+  internal::Scheduler& scheduler = internal::Scheduler::Get();
+  if (scheduler.InKernel()) return "RunHostBlock called from inside a block";
+  internal::BlockContext ctx{};
+  ctx.block_dim = dim3(static_cast<unsigned>(threads));
+  ctx.grid_dim = dim3(1);
+  struct Call {
+    void (*body)(int, void*);
+    void* context;
+  } call{body, context};
+  return scheduler.RunBlock(
+      ctx,
+      [](void* p) {
+        auto* c = static_cast<Call*>(p);
+        c->body(static_cast<int>(internal::Current()->thread_idx.x), c->context);
+      },
+      &call, reverse);
+}
+
+void HostSyncThreads() { internal::BlockBarrier(internal::kSync, 0, "host", 0); }
 
 std::string LastReport() { return Tls().report; }
 void ClearReport() { Tls().report.clear(); }
@@ -919,6 +940,32 @@ cudaError_t Set(cudaError_t e) {
 cudaError_t Refuse(cudaError_t e, const std::string& what) {
   Tls().report = what;
   return Set(e);
+}
+
+// The errors the SIMT runtime returns: CUDA's name and text for each.
+struct ErrorText {
+  cudaError_t code;
+  const char* name;
+  const char* text;
+};
+constexpr ErrorText kErrors[] = {
+    {cudaSuccess, "cudaSuccess", "no error"},
+    {cudaErrorInvalidValue, "cudaErrorInvalidValue", "invalid argument"},
+    {cudaErrorMemoryAllocation, "cudaErrorMemoryAllocation", "out of memory"},
+    {cudaErrorInvalidConfiguration, "cudaErrorInvalidConfiguration",
+     "invalid configuration argument"},
+    {cudaErrorInvalidDevice, "cudaErrorInvalidDevice", "invalid device ordinal"},
+    {cudaErrorInvalidMemcpyDirection, "cudaErrorInvalidMemcpyDirection",
+     "invalid copy direction for memcpy"},
+    {cudaErrorLaunchFailure, "cudaErrorLaunchFailure", "unspecified launch failure"},
+    {cudaErrorNotSupported, "cudaErrorNotSupported", "operation not supported"},
+};
+const ErrorText& TextOf(cudaError_t error) {
+  static constexpr ErrorText kUnknown{cudaErrorUnknown, "cudaErrorUnknown", "unknown error"};
+  for (const ErrorText& e : kErrors) {
+    if (e.code == error) return e;
+  }
+  return kUnknown;
 }
 
 }  // namespace
@@ -1121,62 +1168,15 @@ cudaError_t cudaGetLastError() {
 }
 cudaError_t cudaPeekAtLastError() { return Tls().last_error; }
 
-const char* cudaGetErrorName(cudaError_t error) {
-  switch (error) {
-    case cudaSuccess:
-      return "cudaSuccess";
-    case cudaErrorInvalidValue:
-      return "cudaErrorInvalidValue";
-    case cudaErrorMemoryAllocation:
-      return "cudaErrorMemoryAllocation";
-    case cudaErrorInvalidConfiguration:
-      return "cudaErrorInvalidConfiguration";
-    case cudaErrorInvalidDevice:
-      return "cudaErrorInvalidDevice";
-    case cudaErrorInvalidMemcpyDirection:
-      return "cudaErrorInvalidMemcpyDirection";
-    case cudaErrorLaunchFailure:
-      return "cudaErrorLaunchFailure";
-    case cudaErrorNotSupported:
-      return "cudaErrorNotSupported";
-    default:
-      return "cudaErrorUnknown";
-  }
-}
+const char* cudaGetErrorName(cudaError_t error) { return TextOf(error).name; }
 
 // The error's CUDA text, with the SIMT runtime's report of it where there is one.
 const char* cudaGetErrorString(cudaError_t error) {
-  const char* base = "unknown error";
-  switch (error) {
-    case cudaSuccess:
-      return "no error";
-    case cudaErrorInvalidValue:
-      base = "invalid argument";
-      break;
-    case cudaErrorMemoryAllocation:
-      base = "out of memory";
-      break;
-    case cudaErrorInvalidConfiguration:
-      base = "invalid configuration argument";
-      break;
-    case cudaErrorInvalidDevice:
-      base = "invalid device ordinal";
-      break;
-    case cudaErrorInvalidMemcpyDirection:
-      base = "invalid copy direction for memcpy";
-      break;
-    case cudaErrorLaunchFailure:
-      base = "unspecified launch failure";
-      break;
-    case cudaErrorNotSupported:
-      base = "operation not supported";
-      break;
-    default:
-      break;
-  }
+  if (error == cudaSuccess) return "no error";
   static thread_local std::string text;
   const std::string& report = Tls().report;
-  text = report.empty() ? std::string(base) : std::string(base) + " (SIMT: " + report + ")";
+  text = TextOf(error).text;
+  if (!report.empty()) text += " (SIMT: " + report + ")";
   return text.c_str();
 }
 

@@ -130,15 +130,15 @@ template <typename T>
 T __shfl_down_sync(unsigned mask, T var, unsigned delta, int width = 32,
                    const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
   namespace in = ::opforge::simt::internal;
-  return in::FromBits<T>(in::WarpOp(in::kShflDown, mask, in::ToBits(var),
-                                    static_cast<int>(delta), width, file, line));
+  return in::FromBits<T>(
+      in::WarpOp(in::kShflDown, mask, in::ToBits(var), static_cast<int>(delta), width, file, line));
 }
 template <typename T>
 T __shfl_up_sync(unsigned mask, T var, unsigned delta, int width = 32,
                  const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
   namespace in = ::opforge::simt::internal;
-  return in::FromBits<T>(in::WarpOp(in::kShflUp, mask, in::ToBits(var), static_cast<int>(delta),
-                                    width, file, line));
+  return in::FromBits<T>(
+      in::WarpOp(in::kShflUp, mask, in::ToBits(var), static_cast<int>(delta), width, file, line));
 }
 template <typename T>
 T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = 32,
@@ -249,8 +249,7 @@ inline float atomicExch(float* address, float value) {
 }
 template <typename T>
 std::enable_if_t<std::is_integral_v<T>, T> atomicCAS(T* address, T compare, T value) {
-  __atomic_compare_exchange_n(address, &compare, value, false, __ATOMIC_RELAXED,
-                              __ATOMIC_RELAXED);
+  __atomic_compare_exchange_n(address, &compare, value, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
   return compare;
 }
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
@@ -286,8 +285,10 @@ inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
 inline float rcbrtf(float x) { return 1.0f / std::cbrt(x); }
 inline double rcbrt(double x) { return 1.0 / std::cbrt(x); }
-inline float __int_as_float(int x) { return ::opforge::simt::internal::FromBits<float>(
-    static_cast<uint64_t>(static_cast<uint32_t>(x))); }
+inline float __int_as_float(int x) {
+  return ::opforge::simt::internal::FromBits<float>(
+      static_cast<uint64_t>(static_cast<uint32_t>(x)));
+}
 inline int __float_as_int(float x) {
   return static_cast<int>(static_cast<uint32_t>(::opforge::simt::internal::ToBits(x)));
 }
@@ -306,9 +307,7 @@ inline long long __double_as_longlong(double x) {
 inline unsigned __umulhi(unsigned a, unsigned b) {
   return static_cast<unsigned>((static_cast<uint64_t>(a) * b) >> 32);
 }
-inline int __mulhi(int a, int b) {
-  return static_cast<int>((static_cast<int64_t>(a) * b) >> 32);
-}
+inline int __mulhi(int a, int b) { return static_cast<int>((static_cast<int64_t>(a) * b) >> 32); }
 inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
   return static_cast<unsigned long long>((static_cast<unsigned __int128>(a) * b) >> 64);
 }
@@ -341,8 +340,8 @@ namespace internal {
 template <typename Call>
 class Launcher {
  public:
-  Launcher(const LaunchSite& site, dim3 grid, dim3 block, size_t shared_bytes,
-           cudaStream_t stream, Call call)
+  Launcher(const LaunchSite& site, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
+           Call call)
       : site_(site),
         grid_(grid),
         block_(block),
@@ -357,12 +356,13 @@ class Launcher {
       Call* call;
       std::tuple<std::decay_t<Args>...>* params;
     } context{&call_, &params};
-    RunGrid(site_, grid_, block_, shared_bytes_, stream_,
-            [](void* p) {
-              auto* c = static_cast<Context*>(p);
-              std::apply(*c->call, *c->params);
-            },
-            &context);
+    RunGrid(
+        site_, grid_, block_, shared_bytes_, stream_,
+        [](void* p) {
+          auto* c = static_cast<Context*>(p);
+          std::apply(*c->call, *c->params);
+        },
+        &context);
   }
 
  private:
@@ -385,10 +385,10 @@ Launcher<Call> MakeLauncher(const LaunchSite& site, dim3 grid, dim3 block, size_
 
 // Kernel<...><<<grid, block, shared_bytes, stream>>>(args...) on the SIMT runtime. Each thread
 // calls the kernel with its own copy of the arguments.
-#define OPFORGE_LAUNCH(grid, block, shared_bytes, stream, ...)                              \
-  ::opforge::simt::internal::MakeLauncher(                                                  \
-      ::opforge::simt::internal::LaunchSite{#__VA_ARGS__, __FILE__, __LINE__}, (grid),      \
-      (block), (shared_bytes), (stream),                                                    \
+#define OPFORGE_LAUNCH(grid, block, shared_bytes, stream, ...)                                  \
+  ::opforge::simt::internal::MakeLauncher(                                                      \
+      ::opforge::simt::internal::LaunchSite{#__VA_ARGS__, __FILE__, __LINE__}, (grid), (block), \
+      (shared_bytes), (stream),                                                                 \
       [](auto... opforge_simt_args) { __VA_ARGS__(opforge_simt_args...); })
 
 #endif  // OPFORGE_COMMON_SIMT_SIMT_H_

@@ -15,9 +15,10 @@
 namespace opforge {
 namespace simt {
 
-// The order in which a launch runs its blocks. A CUDA program may not depend on it; a kernel
-// whose results do (a race between blocks, a missing atomic) gives different results in two
-// orders, which the tests compare.
+// The order in which a launch runs its blocks (kReverse also starts each block's threads from
+// the last to the first). A CUDA program may not depend on it; a kernel whose results do (a
+// race between blocks or between the threads of a block, a missing atomic) gives different
+// results in two orders, which the tests compare.
 enum class BlockOrder { kForward, kReverse, kShuffled };
 
 // The order of this OS thread's next launches (kShuffled: a permutation drawn from `seed`).
@@ -46,12 +47,19 @@ struct DeviceLimits {
   int max_threads_per_block = 1024;
   int max_block_dim[3] = {1024, 1024, 64};
   int64_t max_grid_dim[3] = {2147483647, 65535, 65535};
-  size_t shared_per_block = 48 * 1024;          // without opting in
-  size_t shared_per_block_optin = 227 * 1024;   // cudaFuncAttributeMaxDynamicSharedMemorySize
+  size_t shared_per_block = 48 * 1024;         // without opting in
+  size_t shared_per_block_optin = 227 * 1024;  // cudaFuncAttributeMaxDynamicSharedMemorySize
   int multiprocessors = 132;
   int compute_major = 9, compute_minor = 0;
 };
 const DeviceLimits& Limits();
+
+// Runs body(t) for t in [0, threads) as the threads of one block on the SIMT runtime's fibers,
+// started from the last thread to the first with `reverse`; HostSyncThreads() inside body is
+// __syncthreads. For host code that emulates a block (a test of a kernel's body). Returns ""
+// or the report of why the block could not finish (a barrier not every thread reached).
+std::string RunHostBlock(int threads, bool reverse, void (*body)(int, void*), void* context);
+void HostSyncThreads();
 
 namespace internal {
 
@@ -81,8 +89,8 @@ enum BarrierKind { kSync, kSyncAnd, kSyncOr, kSyncCount };
 enum WarpKind { kWarpSync, kShflIdx, kShflDown, kShflUp, kShflXor, kBallot, kAny, kAll };
 
 int BlockBarrier(BarrierKind kind, int predicate, const char* file, int line);
-uint64_t WarpOp(WarpKind kind, unsigned mask, uint64_t value, int arg, int width,
-                const char* file, int line);
+uint64_t WarpOp(WarpKind kind, unsigned mask, uint64_t value, int arg, int width, const char* file,
+                int line);
 
 // Runs `thread(context)` for every thread of the grid, block after block.
 void RunGrid(const LaunchSite& site, dim3 grid, dim3 block, size_t shared_bytes,

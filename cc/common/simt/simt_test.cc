@@ -129,7 +129,8 @@ __global__ void NestedKernel(int* out);
 __global__ void InnerKernel(int* out) { out[0] = 1; }
 __global__ void NestedKernel(int* out) { OPFORGE_LAUNCH(1, 1, 0, nullptr, InnerKernel)(out); }
 
-// --- the tests ------------------------------------------------------------------------------------
+// --- the tests
+// ------------------------------------------------------------------------------------
 
 class SimtTest : public ::testing::Test {
  protected:
@@ -314,8 +315,7 @@ TEST_F(SimtTest, ReportsABarrierThatHalfTheBlockSkips) {
   DeviceBuffer d;
   ASSERT_NO_FATAL_FAILURE(d.Allocate(256 * sizeof(int)));
   OPFORGE_LAUNCH(2, 256, 0, nullptr, DivergentBarrierKernel)(static_cast<int*>(d.get()));
-  ExpectReport(cudaErrorLaunchFailure, "DivergentBarrierKernel",
-               "exited without reaching it");
+  ExpectReport(cudaErrorLaunchFailure, "DivergentBarrierKernel", "exited without reaching it");
   EXPECT_NE(LastReport().find("__syncthreads at common/simt/simt_test.cc:"), std::string::npos)
       << LastReport();
 }
@@ -433,6 +433,39 @@ TEST_F(SimtTest, AddressSanitizerReportsAWritePastTheEnd) {
       "heap-buffer-overflow(.|\n)*WriteKernel");
 }
 #endif
+
+}  // namespace
+}  // namespace simt
+}  // namespace opforge
+
+namespace opforge {
+namespace simt {
+namespace {
+
+// After the last test: the launches per kernel, to the file OPFORGE_SIMT_LAUNCHES names (one
+// file per shard: .SHARD appended), for cmake/check_launches.py, which fails if a __global__
+// kernel of cc/ was never launched.
+class LaunchCountWriter : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    const char* path = std::getenv("OPFORGE_SIMT_LAUNCHES");
+    if (path == nullptr || path[0] == '\0') return;
+    std::string file = path;
+    if (const char* shard = std::getenv("GTEST_SHARD_INDEX")) file += std::string(".") + shard;
+    FILE* f = std::fopen(file.c_str(), "w");
+    if (f == nullptr) {
+      ADD_FAILURE() << "cannot write " << file;
+      return;
+    }
+    for (const KernelLaunches& k : LaunchCounts()) {
+      std::fprintf(f, "%s\t%s\t%lld\n", k.file.c_str(), k.kernel.c_str(),
+                   static_cast<long long>(k.launches));
+    }
+    std::fclose(f);
+  }
+};
+::testing::Environment* const kLaunchCountWriter =
+    ::testing::AddGlobalTestEnvironment(new LaunchCountWriter);
 
 }  // namespace
 }  // namespace simt

@@ -125,6 +125,7 @@ TYPED_TEST(BiasLeakyReluCudaTest, Empty) {
 // scalar path, with channel counts that divide the stride (8, 1024) and ones that do not.
 TEST(BiasLeakyReluCudaLargeTest, GridStrideLoopKeepsTheChannel) {
   OPFORGE_SKIP_WITHOUT_CUDA();
+  OPFORGE_SKIP_ON_SIMT("more work than a full grid covers");
   OPFORGE_TEST_STREAM(stream);
   const ThreadParallel parallel(8);
   for (const int64_t ch : {int64_t{3}, int64_t{8}, int64_t{1000}, int64_t{1024}, int64_t{65537}}) {
@@ -158,6 +159,7 @@ TEST(BiasLeakyReluCudaLargeTest, GridStrideLoopKeepsTheChannel) {
 // 3 channels (which do not divide the grid's stride). Skipped with a message without the memory.
 TEST(BiasLeakyReluCudaLargeTest, MoreThan2To31Elements) {
   OPFORGE_SKIP_WITHOUT_CUDA();
+  OPFORGE_SKIP_ON_SIMT("past 2^31 elements");
   using T = Eigen::half;
   const int64_t ch = 3, rows = ((int64_t{1} << 31) + 3) / ch + 1;
   const int64_t n = rows * ch;

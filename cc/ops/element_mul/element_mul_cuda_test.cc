@@ -402,6 +402,7 @@ TEST(ElementMulCudaErrorTest, TooManyCollapsedDimensions) {
 // target kernels (17M targets, 256 to a block).
 TEST(ElementMulCudaLargeTest, GridStrideLoops) {
   OPFORGE_SKIP_WITHOUT_CUDA();
+  OPFORGE_SKIP_ON_SIMT("more work than a full grid covers");
   using T = Eigen::half;
   OPFORGE_TEST_STREAM(stream);
   const ThreadParallel parallel(8);
@@ -439,6 +440,7 @@ TEST(ElementMulCudaLargeTest, GridStrideLoops) {
 // two passes). Skipped with a message where the device has too little free memory.
 TEST(ElementMulCudaLargeTest, MoreThan2To31Elements) {
   OPFORGE_SKIP_WITHOUT_CUDA();
+  OPFORGE_SKIP_ON_SIMT("past 2^31 elements");
   using T = Eigen::half;
   const int64_t n = (int64_t{1} << 31) + 3;
   const size_t bytes = static_cast<size_t>(n) * sizeof(T);

@@ -233,6 +233,7 @@ TYPED_TEST(BatchNormLeakyCudaTest, GradientOfSpecialStatistics) {
 // blocks of 256 threads: 2^24), 2^24 + 5 channels, 2^16 + 2 chunks of rows.
 TEST(BatchNormLeakyCudaLarge, GridStrideLoops) {
   OPFORGE_SKIP_WITHOUT_CUDA();
+  OPFORGE_SKIP_ON_SIMT("more work than a full grid covers");
   const ThreadParallel parallel(static_cast<int>(std::thread::hardware_concurrency()));
   CheckCase<float>(70000, 256, 0.2f, false, 11, parallel);
   CheckCase<float>(2, (int64_t{1} << 24) + 5, 0.2f, false, 12, parallel);
@@ -243,6 +244,7 @@ TEST(BatchNormLeakyCudaLarge, GridStrideLoops) {
 // index path). Skipped, saying so, when the device lacks the ~18 GB.
 TEST(BatchNormLeakyCudaLarge, OverTwoTo31Elements) {
   OPFORGE_SKIP_WITHOUT_CUDA();
+  OPFORGE_SKIP_ON_SIMT("past 2^31 elements");
   size_t free_bytes = 0, total_bytes = 0;
   OPFORGE_ASSERT_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
   if (free_bytes < (size_t{19} << 30)) {

@@ -236,6 +236,7 @@ TEST(GriffinLimCudaGeometry, EveryOptionMatchesCpu) {
 // more samples than 4096 blocks of 256 threads: the overlap-add strides over x.
 TEST(GriffinLimCudaGeometry, GridStride) {
   OPFORGE_SKIP_WITHOUT_CUDA();
+  OPFORGE_SKIP_ON_SIMT("more work than a full grid covers");
   TestStream stream;
   OPFORGE_ASSERT_CUDA(stream.Create());
   Call<double> c;

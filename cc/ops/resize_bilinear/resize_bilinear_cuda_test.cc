@@ -159,6 +159,7 @@ TYPED_TEST(ResizeBilinearCudaBackward, SameBitsAsCpu) {
 // threads: 2^24 elements): a forward pass to 17.6M values, a gradient to 17.6M values.
 TEST(ResizeBilinearCudaLarge, GridStrideLoops) {
   OPFORGE_SKIP_WITHOUT_CUDA();
+  OPFORGE_SKIP_ON_SIMT("more work than a full grid covers");
   const ThreadParallel parallel(static_cast<int>(std::thread::hardware_concurrency()));
   for (bool half_pixel : {false, true}) {
     const ResizeBilinearParams up = ParamsOf({1, 61, 67, 4, 2100, 2100, false, half_pixel});
@@ -182,6 +183,7 @@ TEST(ResizeBilinearCudaLarge, GridStrideLoops) {
 // the device cannot hold them.
 TEST(ResizeBilinearCudaLarge, OverTwoTo31Elements) {
   OPFORGE_SKIP_WITHOUT_CUDA();
+  OPFORGE_SKIP_ON_SIMT("past 2^31 elements");
   const int64_t side = 46341;
   const ThreadParallel parallel(static_cast<int>(std::thread::hardware_concurrency()));
   size_t free_bytes = 0, total_bytes = 0;

@@ -526,6 +526,7 @@ void CheckLargeCase(const Case& c, uint64_t seed) {
 // 2^16 blocks of 256 threads: 2^24 boxes).
 TEST(YoloDecodeCudaLarge, GridStrideLoops) {
   OPFORGE_SKIP_WITHOUT_CUDA();
+  OPFORGE_SKIP_ON_SIMT("more work than a full grid covers");
   CheckLargeCase<float>({1, 2400, 2400, 3, 1, 416, 416, "center_xywh", true, 1.05f, false}, 11);
 }
 
@@ -534,6 +535,7 @@ TEST(YoloDecodeCudaLarge, GridStrideLoops) {
 // lacks the ~15 GB.
 TEST(YoloDecodeCudaLarge, OverTwoTo31Elements) {
   OPFORGE_SKIP_WITHOUT_CUDA();
+  OPFORGE_SKIP_ON_SIMT("past 2^31 elements");
   size_t free_bytes = 0, total_bytes = 0;
   OPFORGE_ASSERT_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
   if (free_bytes < (size_t{16} << 30)) {

@@ -85,8 +85,8 @@ void Gpu(const YoloTargetsParams& p, const Data<T>& d, Status* status,
   const int64_t scratch_bytes = YoloTargetsGpuScratchBytes(p);
   OPFORGE_ASSERT_CUDA(scratch.Allocate(static_cast<size_t>(scratch_bytes)));
   if (scratch_bytes > 0) {
-    OPFORGE_ASSERT_CUDA(cudaMemsetAsync(scratch.get(), 0xFF, static_cast<size_t>(scratch_bytes),
-                                        stream.get()));
+    OPFORGE_ASSERT_CUDA(
+        cudaMemsetAsync(scratch.get(), 0xFF, static_cast<size_t>(scratch_bytes), stream.get()));
   }
   std::vector<DeviceBuffer> dout(static_cast<size_t>(p.num_scales()));
   std::vector<void*> pointers;
@@ -210,8 +210,8 @@ TEST(YoloTargetsCuda, ScratchIsTheCallersAndTooLittleIsAnError) {
   EXPECT_EQ(YoloTargetsGpuScratchBytes(ParamsOf(Cases()[6])), 0);  // no boxes
   EXPECT_EQ(YoloTargetsGpuScratchBytes(ParamsOf(Cases()[7])), 0);  // no images
   std::vector<void*> outputs(static_cast<size_t>(p.num_scales()), nullptr);
-  const Status s = YoloTargetsGpu(DType::kFloat, p, nullptr, nullptr, nullptr, outputs, nullptr,
-                                  need, nullptr);
+  const Status s =
+      YoloTargetsGpu(DType::kFloat, p, nullptr, nullptr, nullptr, outputs, nullptr, need, nullptr);
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(test::Contains(s.message(), std::to_string(need) + " bytes of scratch"))
       << s.message();

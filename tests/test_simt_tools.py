@@ -1,0 +1,74 @@
+"""The scripts around the SIMT runtime's run of the CUDA tests (`make cuda-test` without a GPU):
+cmake/check_launches.py, which fails when a CUDA kernel under cc/ was never launched, and
+cmake/run_sharded.py, which runs a GoogleTest binary in shards."""
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _module(name):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "cmake" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_kernel_list_is_read_off_the_sources():
+    kernels = _module("check_launches").defined_kernels(ROOT)
+    # Every __global__ of the tree, with __launch_bounds__ and templates, tests excluded.
+    assert ("cc/common/cuda_util.cuh", "ElementwiseKernel") in kernels
+    assert ("cc/ops/conv2d_transpose/conv2d_transpose.cu", "FilterGradKernel") in kernels
+    assert ("cc/ops/mel_to_stft/mel_to_stft.cu", "SolveKernel") in kernels
+    text = "".join(p.read_text() for p in sorted((ROOT / "cc").rglob("*.cu")))
+    text += (ROOT / "cc/common/cuda_util.cuh").read_text()
+    assert len(kernels) == text.count("__global__ void")
+
+
+def _tree(tmp_path):
+    (tmp_path / "cc" / "ops" / "a").mkdir(parents=True)
+    (tmp_path / "cc" / "ops" / "a" / "a.cu").write_text(
+        "template <typename T>\n__global__ void __launch_bounds__(256)\nFirst(int n) {}\n"
+        "__global__ void Second(T* x, int n) {}\n")
+    return tmp_path
+
+
+def _run(root, *counts):
+    return subprocess.run(
+        [sys.executable, str(ROOT / "cmake" / "check_launches.py"), str(root), *map(str, counts)],
+        capture_output=True, text=True)
+
+
+def test_a_kernel_no_test_launched_fails_the_check_by_name(tmp_path):
+    root = _tree(tmp_path)
+    shard0, shard1 = tmp_path / "launches.0", tmp_path / "launches.1"
+    shard0.write_text("cc/ops/a/a.cu\tFirst\t3\n")
+    shard1.write_text("cc/common/simt/simt_test.cc\tAddKernel\t2\n")
+    proc = _run(root, shard0, shard1)
+    assert proc.returncode == 1
+    assert "1 of 2 CUDA kernels launched" in proc.stdout
+    assert "never launched: Second (cc/ops/a/a.cu)" in proc.stdout
+    shard1.write_text("cc/ops/a/a.cu\tSecond\t1\n")
+    proc = _run(root, shard0, shard1)
+    assert proc.returncode == 0, proc.stdout
+    assert "2 of 2 CUDA kernels launched, 4 launches" in proc.stdout
+
+
+def test_shards_run_at_once_and_any_failure_fails_the_run(tmp_path):
+    # A stand-in for a GoogleTest binary: fails in shard 1 only.
+    fake = tmp_path / "fake_test.py"
+    fake.write_text(
+        "import os, sys\n"
+        "i = os.environ['GTEST_SHARD_INDEX']\n"
+        "print('shard', i, 'of', os.environ['GTEST_TOTAL_SHARDS'], os.environ['EXTRA'])\n"
+        "sys.exit(1 if i == '1' else 0)\n")
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "cmake" / "run_sharded.py"), "2", sys.executable, str(fake),
+         "--", "EXTRA=yes"], capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert "shard 0 of 2 yes" in proc.stdout and "shard 1 of 2 yes" in proc.stdout
+    assert "shard(s) [2] of 2 failed" in proc.stdout
