@@ -11,6 +11,11 @@
 #      built and run. Without TensorFlow it still runs: Eigen then comes from OPFORGE_EIGEN_INCLUDE
 #      or build/carry/eigen, GoogleTest from the system, OPFORGE_GTEST_SOURCE or
 #      build/carry/googletest (`make gpu-carry` prepares both folders on a machine that has them);
+#      OPFORGE_CUDA_TEST_BIN=path runs a binary built elsewhere instead (the same commit, nvcc's
+#      sm_90 code in it), which saves the build's minutes on a machine lent by the minute;
+#   3b. where compute-sanitizer is installed, the same tests under its memcheck (with leak check),
+#      racecheck (on the tests of the kernels with shared memory, warp shuffles or atomics),
+#      synccheck and initcheck;
 #   4. with TensorFlow: opforge built and installed against the GPU wheel, `opforge doctor`
 #      (the CUDA runtime, driver and code the loaded module really has), the GPU tests through
 #      TensorFlow (tests/test_gpu.py) and the GPU benchmark (`opforge gpu-bench`).
@@ -93,6 +98,8 @@ TF_PY=""
 export OPFORGE_WHEELS=${OPFORGE_WHEELS:-}
 if [[ -n ${OPFORGE_TF_PYTHON:-} ]]; then
   TF_PY=$OPFORGE_TF_PYTHON
+elif [[ -n ${OPFORGE_NO_TF:-} ]]; then
+  skip tensorflow-install "OPFORGE_NO_TF is set (no TensorFlow GPU wheel can reach this machine)"
 else
   install_tf() {
     test -x .venv-gpu/bin/python || $PYTHON -m venv .venv-gpu || return 1
@@ -135,18 +142,41 @@ build_cuda_tests() {
     cmake --build "$OUTDIR/cuda" --target opforge_cuda_test -j "$JOBS"
 }
 export -f build_cuda_tests
-if step cuda-test-build 240 build_cuda_tests "${gen[@]}" "${cuda_cfg[@]}"; then
+CUDA_TEST=$OUTDIR/cuda/opforge_cuda_test
+if [[ -n ${OPFORGE_CUDA_TEST_BIN:-} ]]; then
+  CUDA_TEST=$(readlink -f "$OPFORGE_CUDA_TEST_BIN")
+  skip cuda-test-build "prebuilt binary $CUDA_TEST (OPFORGE_CUDA_TEST_BIN)"
+fi
+if [[ -n ${OPFORGE_CUDA_TEST_BIN:-} ]] ||
+  step cuda-test-build 240 build_cuda_tests "${gen[@]}" "${cuda_cfg[@]}"; then
   # The large cases (past 2^31 elements, the grid-stride rounds; up to ~19 GB of device memory)
   # in a run of their own, so that a crash or a slow case there cannot hide the others.
-  step cuda-test 150 "$OUTDIR/cuda/opforge_cuda_test" --gtest_filter='-*Large*' \
+  step cuda-test 150 "$CUDA_TEST" --gtest_filter='-*Large*' \
     --gtest_output="json:$OUTDIR/cuda_test.json"
   grep -E "^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test" "$OUTDIR/cuda-test.log" | tee -a "$REPORT"
-  step cuda-test-large 150 "$OUTDIR/cuda/opforge_cuda_test" --gtest_filter='*Large*' \
+  step cuda-test-large 150 "$CUDA_TEST" --gtest_filter='*Large*' \
     --gtest_output="json:$OUTDIR/cuda_test_large.json"
   if nvidia-smi -L >/dev/null 2>&1 && grep -q "skipped: no CUDA device" "$OUTDIR/cuda-test.log"; then
     say "FAILED: nvidia-smi lists a GPU, but the CUDA tests found no usable CUDA device"
     SUMMARY+=("| cuda-test | FAILED: tests skipped, no usable CUDA device | |")
     FAILED=1
+  fi
+  # compute-sanitizer: what the GPU itself checks. Each tool's run reports "ERROR SUMMARY: N
+  # errors"; --error-exitcode makes any error fail the step.
+  SANITIZER=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  if [[ -x $SANITIZER ]] && nvidia-smi -L >/dev/null 2>&1; then
+    shared='Conv2DTranspose*:ElementMul*:BatchNormLeaky*:GriffinLim*:MelToStft*:MfccToMel*'
+    shared+=':ResizeBilinear*:YoloTargets*'
+    step cuda-memcheck 120 "$SANITIZER" --tool memcheck --leak-check full --error-exitcode 3 \
+      "$CUDA_TEST" --gtest_filter='-*Large*'
+    step cuda-racecheck 90 "$SANITIZER" --tool racecheck --racecheck-report all \
+      --error-exitcode 3 "$CUDA_TEST" --gtest_filter="$shared:-*Large*"
+    step cuda-synccheck 60 "$SANITIZER" --tool synccheck --error-exitcode 3 \
+      "$CUDA_TEST" --gtest_filter="$shared:-*Large*"
+    step cuda-initcheck 60 "$SANITIZER" --tool initcheck --error-exitcode 3 \
+      "$CUDA_TEST" --gtest_filter='-*Large*'
+  else
+    skip compute-sanitizer "not installed, or no GPU"
   fi
 fi
 
