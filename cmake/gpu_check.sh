@@ -13,12 +13,12 @@
 #      build/carry/googletest (`make gpu-carry` prepares both folders on a machine that has them);
 #      OPFORGE_CUDA_TEST_BIN=path runs a binary built elsewhere instead (the same commit, nvcc's
 #      sm_90 code in it), which saves the build's minutes on a machine lent by the minute;
-#   3b. where compute-sanitizer is installed, the same tests under its memcheck (with leak check),
-#      racecheck (on the tests of the kernels with shared memory, warp shuffles or atomics),
-#      synccheck and initcheck;
+#   3b. where compute-sanitizer is installed, the float and untyped cases (every kernel) under its
+#      memcheck (with leak check), racecheck, synccheck and initcheck;
 #   4. with TensorFlow: opforge built and installed against the GPU wheel, `opforge doctor`
 #      (the CUDA runtime, driver and code the loaded module really has), the GPU tests through
-#      TensorFlow (tests/test_gpu.py) and the GPU benchmark (`opforge gpu-bench`).
+#      TensorFlow (tests/test_gpu.py) and the GPU benchmark (`opforge gpu-bench`);
+#   5. the CUDA cases sized for a GPU (past 2^31 elements), last, with the time that is left.
 #
 # Each step has a time limit inside the overall deadline (GPU_CHECK_SECONDS, default 570); a step
 # that fails or is skipped is recorded and the others still run. Exit status: 0 when every step
@@ -149,32 +149,30 @@ if [[ -n ${OPFORGE_CUDA_TEST_BIN:-} ]]; then
 fi
 if [[ -n ${OPFORGE_CUDA_TEST_BIN:-} ]] ||
   step cuda-test-build 240 build_cuda_tests "${gen[@]}" "${cuda_cfg[@]}"; then
-  # The large cases (past 2^31 elements, the grid-stride rounds; up to ~19 GB of device memory)
-  # in a run of their own, so that a crash or a slow case there cannot hide the others.
+  # Every case but the ones sized for a GPU (*Large*, at the end).
   step cuda-test 150 "$CUDA_TEST" --gtest_filter='-*Large*' \
     --gtest_output="json:$OUTDIR/cuda_test.json"
   grep -E "^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test" "$OUTDIR/cuda-test.log" | tee -a "$REPORT"
-  step cuda-test-large 150 "$CUDA_TEST" --gtest_filter='*Large*' \
-    --gtest_output="json:$OUTDIR/cuda_test_large.json"
   if nvidia-smi -L >/dev/null 2>&1 && grep -q "skipped: no CUDA device" "$OUTDIR/cuda-test.log"; then
     say "FAILED: nvidia-smi lists a GPU, but the CUDA tests found no usable CUDA device"
     SUMMARY+=("| cuda-test | FAILED: tests skipped, no usable CUDA device | |")
     FAILED=1
   fi
-  # compute-sanitizer: what the GPU itself checks. Each tool's run reports "ERROR SUMMARY: N
-  # errors"; --error-exitcode makes any error fail the step.
+  # compute-sanitizer: what the GPU itself checks, over the float cases and the untyped tests
+  # (every kernel; under the tools they run 5 to 50 times slower). Each tool's run ends with its
+  # summary ("ERROR SUMMARY: 0 errors"); --error-exitcode makes any finding fail the step.
   SANITIZER=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   if [[ -x $SANITIZER ]] && nvidia-smi -L >/dev/null 2>&1; then
-    shared='Conv2DTranspose*:ElementMul*:BatchNormLeaky*:GriffinLim*:MelToStft*:MfccToMel*'
-    shared+=':ResizeBilinear*:YoloTargets*'
-    step cuda-memcheck 120 "$SANITIZER" --tool memcheck --leak-check full --error-exitcode 3 \
-      "$CUDA_TEST" --gtest_filter='-*Large*'
+    some='*/float.*:ResizeBilinearCudaForward/0.*:*Cuda.*:*Errors.*:*ErrorTest.*:*Plan*.*'
+    some+=':*Geometry.*:*Tridiagonal.*:*Edge.*:*Workspace*.*:*IntTest.*:-*Large*'
+    step cuda-memcheck 90 "$SANITIZER" --tool memcheck --leak-check full --error-exitcode 3 \
+      "$CUDA_TEST" --gtest_filter="$some"
     step cuda-racecheck 90 "$SANITIZER" --tool racecheck --racecheck-report all \
-      --error-exitcode 3 "$CUDA_TEST" --gtest_filter="$shared:-*Large*"
+      --error-exitcode 3 "$CUDA_TEST" --gtest_filter="$some"
     step cuda-synccheck 60 "$SANITIZER" --tool synccheck --error-exitcode 3 \
-      "$CUDA_TEST" --gtest_filter="$shared:-*Large*"
+      "$CUDA_TEST" --gtest_filter="$some"
     step cuda-initcheck 60 "$SANITIZER" --tool initcheck --error-exitcode 3 \
-      "$CUDA_TEST" --gtest_filter='-*Large*'
+      "$CUDA_TEST" --gtest_filter="$some"
   else
     skip compute-sanitizer "not installed, or no GPU"
   fi
@@ -209,6 +207,14 @@ else
     step gpu-specs 120 "$TF_PY" -m pytest "$ROOT/tests/test_specs.py" -k GPU -q -ra \
       -p no:cacheprovider --junitxml="$OUTDIR/gpu_specs.xml"
   fi
+fi
+
+# --- the CUDA cases sized for a GPU, last: the heaviest (past 2^31 elements, up to ~19 GB of
+# device memory; the CPU references take most of their ~4 minutes on 16 cores), in a run of
+# their own so that a crash or a slow case there cannot hide the others.
+if [[ -x $CUDA_TEST ]]; then
+  step cuda-test-large 300 "$CUDA_TEST" --gtest_filter='*Large*' \
+    --gtest_output="json:$OUTDIR/cuda_test_large.json"
 fi
 
 say ""

@@ -33,18 +33,6 @@
     }                                            \
   } while (0)
 
-// Skips a case sized for a GPU (past 2^31 elements, or more work than a full 65536-block grid
-// covers) on the SIMT runtime (`make cuda-test` without a GPU, common/simt/), where it would take
-// minutes and tens of GB; says why. A GPU run (`make gpu-check`) runs it.
-#if defined(OPFORGE_SIMT_TEST)
-#define OPFORGE_SKIP_ON_SIMT(why) \
-  GTEST_SKIP() << "skipped on the SIMT runtime: " << why << " (a GPU runs it: make gpu-check)"
-#else
-#define OPFORGE_SKIP_ON_SIMT(why) \
-  do {                            \
-  } while (0)
-#endif
-
 // Asserts that a CUDA runtime call returned cudaSuccess, printing the call and the error.
 #define OPFORGE_ASSERT_CUDA(expr)                                                            \
   do {                                                                                       \

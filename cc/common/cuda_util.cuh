@@ -15,6 +15,7 @@
 #include <string>
 #include <type_traits>
 
+#include "common/cuda_geometry.h"
 #include "common/dtype.h"
 #include "common/scalar.h"
 #include "common/status.h"
@@ -61,7 +62,7 @@ __device__ inline float ToFloat(T v) {
 constexpr int kThreads = 256;
 inline unsigned Blocks(int64_t n) {
   return static_cast<unsigned>(
-      std::max<int64_t>(1, std::min<int64_t>((n + kThreads - 1) / kThreads, 1 << 16)));
+      std::max<int64_t>(1, std::min<int64_t>((n + kThreads - 1) / kThreads, kMaxGridBlocks)));
 }
 
 inline Status LaunchStatus(const char* what) {
@@ -90,7 +91,7 @@ struct TypeTag {
 // forms, non-negative) fits in int32_t, else fn(TypeTag<int64_t>{}); returns what fn returns.
 template <typename Fn>
 auto DispatchIndex(int64_t largest, Fn&& fn) {
-  if (largest <= int64_t{INT32_MAX}) return fn(TypeTag<int32_t>{});
+  if (largest <= kInt32IndexLimit) return fn(TypeTag<int32_t>{});
   return fn(TypeTag<int64_t>{});
 }
 

@@ -39,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cuda_geometry.h"
 #include "common/cuda_test_util.h"
 #include "common/dtype.h"
 #include "common/parallel.h"
@@ -92,12 +93,11 @@ void CheckSmallSizesAndEmpty(const Op& op, const std::vector<T>& inputs, Gradien
 template <typename Op>
 void CheckGridStrideLoops(const Op& op) {
   OPFORGE_SKIP_WITHOUT_CUDA();
-  OPFORGE_SKIP_ON_SIMT("more work than a full grid covers");
   OPFORGE_TEST_STREAM(stream);
   {
     SCOPED_TRACE("half, aligned");
     using T = Eigen::half;
-    const int64_t n = (int64_t{65536} * 256 * 8) + 4099 * 8 + 5;
+    const int64_t n = (cuda::kMaxGridBlocks * 256 * 8) + 4099 * 8 + 5;
     const size_t count = static_cast<size_t>(n);
     const std::vector<T> x = PatternVector<T>(n, 40503);
     const std::vector<T> g = op.LargeGradients(n);
@@ -128,7 +128,7 @@ void CheckGridStrideLoops(const Op& op) {
   {
     SCOPED_TRACE("float, misaligned");
     using T = float;
-    const int64_t n = (int64_t{65536} * 256) + 4099;
+    const int64_t n = (cuda::kMaxGridBlocks * 256) + 4099;
     std::mt19937_64 rng(8);
     const std::vector<T> x = UniformVector<T>(rng, n, -4.0, 4.0);
     std::vector<T> cpu_y(x.size()), cpu_dx(x.size()), got(x.size());
@@ -152,9 +152,8 @@ void CheckGridStrideLoops(const Op& op) {
 template <typename Op>
 void CheckMoreThan2To31Elements(const Op& op) {
   OPFORGE_SKIP_WITHOUT_CUDA();
-  OPFORGE_SKIP_ON_SIMT("past 2^31 elements");
   using T = Eigen::half;
-  const int64_t n = (int64_t{1} << 31) + 3;
+  const int64_t n = cuda::kInt32IndexLimit + 4;  // 2^31 + 3 on a GPU
   const size_t bytes = static_cast<size_t>(n) * sizeof(T);
   DeviceBuffer dx, dg;
   std::string why;

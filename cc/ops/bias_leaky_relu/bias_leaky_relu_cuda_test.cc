@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cuda_geometry.h"
 #include "common/cuda_test_util.h"
 #include "common/dtype.h"
 #include "common/parallel.h"
@@ -120,19 +121,18 @@ TYPED_TEST(BiasLeakyReluCudaTest, Empty) {
   ASSERT_NO_FATAL_FAILURE(test::SyncStream(stream));
 }
 
-// More elements than one grid covers (65536 blocks of 256 threads), so each thread's channel is
+// More elements than one grid covers (cuda::kMaxGridBlocks blocks of 256 threads), so each thread's channel is
 // carried over many grid-stride steps: half vectors (8 elements a step) and float through the
 // scalar path, with channel counts that divide the stride (8, 1024) and ones that do not.
 TEST(BiasLeakyReluCudaLargeTest, GridStrideLoopKeepsTheChannel) {
   OPFORGE_SKIP_WITHOUT_CUDA();
-  OPFORGE_SKIP_ON_SIMT("more work than a full grid covers");
   OPFORGE_TEST_STREAM(stream);
   const ThreadParallel parallel(8);
   for (const int64_t ch : {int64_t{3}, int64_t{8}, int64_t{1000}, int64_t{1024}, int64_t{65537}}) {
     SCOPED_TRACE(::testing::Message() << ch << " channels");
     {
       using T = Eigen::half;
-      const int64_t rows = ((int64_t{65536} * 256 * 8) + 4099 * 8 + 5) / ch + 1;
+      const int64_t rows = ((cuda::kMaxGridBlocks * 256 * 8) + 4099 * 8 + 5) / ch + 1;
       const std::vector<T> x = test::PatternVector<T>(rows * ch, 40503);
       const std::vector<T> b = Bias<T>(ch, 4);
       const BiasLeakyReluParams p = Params(rows, ch, 0.3f);
@@ -143,7 +143,7 @@ TEST(BiasLeakyReluCudaLargeTest, GridStrideLoopKeepsTheChannel) {
     }
     {
       using T = float;
-      const int64_t rows = ((int64_t{65536} * 256) + 4099) / ch + 1;
+      const int64_t rows = ((cuda::kMaxGridBlocks * 256) + 4099) / ch + 1;
       const std::vector<T> x = Features<T>(rows, ch, 5);
       const std::vector<T> b = Bias<T>(ch, 6);
       const BiasLeakyReluParams p = Params(rows, ch, 0.3f);
@@ -155,13 +155,12 @@ TEST(BiasLeakyReluCudaLargeTest, GridStrideLoopKeepsTheChannel) {
   }
 }
 
-// More than 2^31 elements (the 64-bit index path), in half, in place over one 4 GiB buffer, with
+// More than 2^31 elements (the 64-bit index path; past cuda::kInt32IndexLimit on the SIMT runtime), in half, in place over one 4 GiB buffer, with
 // 3 channels (which do not divide the grid's stride). Skipped with a message without the memory.
 TEST(BiasLeakyReluCudaLargeTest, MoreThan2To31Elements) {
   OPFORGE_SKIP_WITHOUT_CUDA();
-  OPFORGE_SKIP_ON_SIMT("past 2^31 elements");
   using T = Eigen::half;
-  const int64_t ch = 3, rows = ((int64_t{1} << 31) + 3) / ch + 1;
+  const int64_t ch = 3, rows = (cuda::kInt32IndexLimit + 4) / ch + 1;  // 2^31 + 3 on a GPU
   const int64_t n = rows * ch;
   const size_t bytes = static_cast<size_t>(n) * sizeof(T);
   DeviceBuffer dx, db;

@@ -41,6 +41,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/cuda_geometry.h"
 #include "common/cuda_test_util.h"
 #include "common/dtype.h"
 #include "common/parallel.h"
@@ -766,25 +767,32 @@ TEST(Conv2DTransposeCudaErrorTest, IntegerTypesHaveNoKernel) {
 
 // Large cases (float): more than 2^20 filter elements (1152 tiles, one slice), and results
 // past the first round of the grid-stride loops (Blocks() stops at 2^16 blocks of 256 threads:
-// 2^24 elements) with a filter gradient of 1M terms per element in 256 slices.
+// 2^24 elements) with a filter gradient of 1M terms per element in 256 slices. On the SIMT
+// runtime the grids stop at cuda::kMaxGridBlocks (64) blocks and the filter gradient's at 8, so
+// smaller shapes take the same paths: 36 tiles over 8 blocks (each block loops over units), and
+// outputs of 5 grid-stride rounds with a filter gradient in 4 slices.
 TEST(Conv2DTransposeCudaLarge, OverTwoTo20FilterElementsAndGridStrideLoops) {
   OPFORGE_SKIP_WITHOUT_CUDA();
-  OPFORGE_SKIP_ON_SIMT("more work than a full grid covers");
   using T = float;
   TestStream stream;
   OPFORGE_ASSERT_CUDA(stream.Create());
+#if defined(OPFORGE_SIMT_TEST)
+  const int64_t channels = 64, side = 64;
+#else
+  const int64_t channels = 256, side = 1024;
+#endif
   const std::vector<Case> cases = {
-      {{1, 6, 6, 256},
-       {3, 3, 512, 256},
-       {1, 6, 6, 512},
+      {{1, 6, 6, channels},
+       {3, 3, 2 * channels, channels},
+       {1, 6, 6, 2 * channels},
        {1, 1, 1, 1},
        {1, 1, 1, 1},
        "SAME",
        {},
        "NHWC"},
-      {{1, 1024, 1024, 17},
+      {{1, side, side, 17},
        {2, 2, 5, 17},
-       {1, 2048, 2048, 5},
+       {1, 2 * side, 2 * side, 5},
        {1, 2, 2, 1},
        {1, 1, 1, 1},
        "VALID",
@@ -811,21 +819,26 @@ TEST(Conv2DTransposeCudaLarge, OverTwoTo20FilterElementsAndGridStrideLoops) {
 //   input gradient of that output: dx = x * (1 + 4 + 9 + 16), read from past 2^31;
 //   filter gradient, 1x1, stride 1, over the 2^31 + 97316 pixels of y as the input and a grad
 //     that is zero but for 1s at pixels on both sides of 2^31: the sum of y there.
-// Skipped, saying so, when the device cannot hold the ~11 GB.
+// Skipped, saying so, when the device cannot hold the ~11 GB. On the SIMT runtime the 64-bit path
+// starts past cuda::kInt32IndexLimit (2^22 - 1): input [1, 1030, 1030, 1], output 2^22 + 49296.
 TEST(Conv2DTransposeCudaLarge, OverTwoTo31Elements) {
   OPFORGE_SKIP_WITHOUT_CUDA();
-  OPFORGE_SKIP_ON_SIMT("past 2^31 elements");
   using T = Eigen::half;
   TestStream stream;
   OPFORGE_ASSERT_CUDA(stream.Create());
-  const int64_t in_side = 23171, out_side = 2 * in_side;
+#if defined(OPFORGE_SIMT_TEST)
+  const int64_t in_side = 1030;
+#else
+  const int64_t in_side = 23171;
+#endif
+  const int64_t out_side = 2 * in_side;
   Conv2DTransposeAttrs a;
   a.strides = {1, 2, 2, 1};
   a.padding = "VALID";
   Conv2DTransposeParams p;
   OPFORGE_ASSERT_OK(ValidateConv2DTranspose(a, {1, in_side, in_side, 1}, {2, 2, 1, 1},
                                             {1, out_side, out_side, 1}, &p));
-  ASSERT_GT(p.OutputSize(), int64_t{1} << 31);
+  ASSERT_GT(p.OutputSize(), cuda::kInt32IndexLimit + 1);
   const size_t n_in = static_cast<size_t>(p.InputSize()),
                n_out = static_cast<size_t>(p.OutputSize());
 
@@ -899,7 +912,7 @@ TEST(Conv2DTransposeCudaLarge, OverTwoTo31Elements) {
     EXPECT_EQ(bad, -1) << "input gradient: first wrong element " << bad;
   }
 
-  // The filter gradient over 2^31 + 97316 pixels.
+  // The filter gradient over all the pixels of y (2^31 + 97316 on a GPU).
   Conv2DTransposeAttrs a1;
   a1.strides = {1, 1, 1, 1};
   a1.padding = "VALID";
@@ -907,7 +920,7 @@ TEST(Conv2DTransposeCudaLarge, OverTwoTo31Elements) {
   OPFORGE_ASSERT_OK(ValidateConv2DTranspose(a1, {1, out_side, out_side, 1}, {1, 1, 1, 1},
                                             {1, out_side, out_side, 1}, &p1));
   OPFORGE_ASSERT_CUDA(cudaMemsetAsync(dy2.get(), 0, n_out * sizeof(T), stream.get()));
-  const int64_t two31 = int64_t{1} << 31;
+  const int64_t two31 = cuda::kInt32IndexLimit + 1;  // 2^31 on a GPU
   const std::vector<int64_t> ones = {
       0, 12345, two31 - 1, two31, two31 + 1, two31 + 4097, static_cast<int64_t>(n_out) - 1};
   double want = 0;

@@ -35,12 +35,13 @@ using mul_grad::IndexMap;
 template <typename T>
 using AccOf = typename cuda::Num<T>::C;
 
-// Loops in the reduction step past their end by at most a segment or a grid; int32_t index math
-// needs this much room above the largest index.
-constexpr int64_t kIndexSlack = int64_t{1} << 24;
+// Loops in the reduction step past their end by at most a segment or a grid (of kMaxBlocks
+// blocks of 256 threads: 2^24 on a GPU); int32_t index math needs this much room above the
+// largest index.
+constexpr int64_t kIndexSlack = cuda::kMaxGridBlocks * 256;
 // Below this many targets, sums of several segments take two passes (when scratch is there).
 constexpr int64_t kTwoPassMaxTargets = 1024;
-constexpr unsigned kMaxBlocks = 1u << 16;
+constexpr unsigned kMaxBlocks = static_cast<unsigned>(cuda::kMaxGridBlocks);  // 2^16 on a GPU
 constexpr unsigned kFullMask = 0xffffffffu;
 
 unsigned BlocksFor(int64_t units, int64_t per_block) {

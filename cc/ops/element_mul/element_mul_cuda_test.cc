@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "common/broadcast_plan.h"
+#include "common/cuda_geometry.h"
 #include "common/cuda_test_util.h"
 #include "common/dtype.h"
 #include "common/parallel.h"
@@ -399,17 +400,21 @@ TEST(ElementMulCudaErrorTest, TooManyCollapsedDimensions) {
 // More work than one grid covers (65536 blocks), so the kernels' grid-stride loops take several
 // steps, in half (values from every bit pattern): the vectorised broadcast product (16.8M
 // vectors of 8), the one-pass lane kernel (600000 targets, 8 to a block), the one-thread-per-
-// target kernels (17M targets, 256 to a block).
+// target kernels (17M targets, 256 to a block). On the SIMT runtime the grids stop at
+// cuda::kMaxGridBlocks (64) blocks, and the shapes shrink by 1000 (17 rows for 16385).
 TEST(ElementMulCudaLargeTest, GridStrideLoops) {
   OPFORGE_SKIP_WITHOUT_CUDA();
-  OPFORGE_SKIP_ON_SIMT("more work than a full grid covers");
   using T = Eigen::half;
   OPFORGE_TEST_STREAM(stream);
   const ThreadParallel parallel(8);
+  const int64_t rows = cuda::kMaxGridBlocks / 4 + 1;
+  const int64_t k = cuda::kSimtGeometry ? 1 : 1000;
+  ASSERT_GT(17000 * k, cuda::kMaxGridBlocks * 256);
+  ASSERT_GT(600 * k, cuda::kMaxGridBlocks * 8);
   {
-    SCOPED_TRACE("forward [16385, 8200] * [8200]");
+    SCOPED_TRACE("forward [" + std::to_string(rows) + ", 8200] * [8200]");
     BroadcastPlan plan;
-    OPFORGE_ASSERT_OK(ValidateElementMul({16385, 8200}, {8200}, &plan));
+    OPFORGE_ASSERT_OK(ValidateElementMul({rows, 8200}, {8200}, &plan));
     const auto a = test::PatternVector<T>(plan.out_size, 40503);
     const auto b = test::PatternVector<T>(8200, 30011);
     std::vector<T> cpu(plan.out_size), gpu(plan.out_size);
@@ -418,7 +423,7 @@ TEST(ElementMulCudaLargeTest, GridStrideLoops) {
     EXPECT_TRUE(SameBitsOrBothNan(gpu, cpu));
   }
   const std::pair<Shape, Shape> cases[] = {
-      {{600000, 40}, {600000, 1}}, {{2, 17000000}, {17000000}}, {{17000000, 2}, {17000000, 1}}};
+      {{600 * k, 40}, {600 * k, 1}}, {{2, 17000 * k}, {17000 * k}}, {{17000 * k, 2}, {17000 * k, 1}}};
   for (const auto& [as, bs] : cases) {
     SCOPED_TRACE(ShapeString(as) + " * " + ShapeString(bs));
     BroadcastPlan plan;
@@ -437,12 +442,12 @@ TEST(ElementMulCudaLargeTest, GridStrideLoops) {
 
 // More than 2^31 elements (the 64-bit index path), in half to keep it to two 4 GiB buffers:
 // x * scalar forward, and its gradient (grad_a a product, grad_b one sum of 2^31 + 3 terms in
-// two passes). Skipped with a message where the device has too little free memory.
+// two passes). Skipped with a message where the device has too little free memory. On the SIMT
+// runtime the 64-bit path starts past cuda::kInt32IndexLimit (2^22 - 1).
 TEST(ElementMulCudaLargeTest, MoreThan2To31Elements) {
   OPFORGE_SKIP_WITHOUT_CUDA();
-  OPFORGE_SKIP_ON_SIMT("past 2^31 elements");
   using T = Eigen::half;
-  const int64_t n = (int64_t{1} << 31) + 3;
+  const int64_t n = cuda::kInt32IndexLimit + 4;  // 2^31 + 3 on a GPU
   const size_t bytes = static_cast<size_t>(n) * sizeof(T);
   DeviceBuffer dx, dout, dscalar, dgs;
   std::string why;

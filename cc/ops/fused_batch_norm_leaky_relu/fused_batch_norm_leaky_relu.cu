@@ -249,7 +249,7 @@ __global__ void GradElementwise(Index n, Index ch, const T* dy, const T* x,
   }
 }
 
-constexpr int64_t kMaxChunkBlocks = 1 << 16;
+constexpr int64_t kMaxChunkBlocks = cuda::kMaxGridBlocks;  // 2^16 on a GPU
 
 unsigned ChunkBlocks(int64_t chunks) {
   return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(chunks, kMaxChunkBlocks)));

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/cuda_geometry.h"
 #include "common/cuda_test_util.h"
 #include "common/dtype.h"
 #include "common/parallel.h"
@@ -229,30 +230,33 @@ TYPED_TEST(BatchNormLeakyCudaTest, GradientOfSpecialStatistics) {
   EXPECT_TRUE(SameBitsOrBothNan(gpu.dbeta, cpu.dbeta)) << "doffset";
 }
 
-// Past the first round of every grid-stride loop: 17.9M elements (Blocks() stops at 2^16
-// blocks of 256 threads: 2^24), 2^24 + 5 channels, 2^16 + 2 chunks of rows.
+// Past the first round of every grid-stride loop: 17.8M elements (Blocks() stops at 2^16
+// blocks of 256 threads: 2^24), 2^24 + 5 channels, 2^16 + 2 chunks of rows. On the SIMT runtime
+// the grids stop at cuda::kMaxGridBlocks (64) blocks: the same cases, scaled to 16384.
 TEST(BatchNormLeakyCudaLarge, GridStrideLoops) {
   OPFORGE_SKIP_WITHOUT_CUDA();
-  OPFORGE_SKIP_ON_SIMT("more work than a full grid covers");
   const ThreadParallel parallel(static_cast<int>(std::thread::hardware_concurrency()));
-  CheckCase<float>(70000, 256, 0.2f, false, 11, parallel);
-  CheckCase<float>(2, (int64_t{1} << 24) + 5, 0.2f, false, 12, parallel);
-  CheckCase<float>((int64_t{1} << 24) + 300, 1, 0.1f, false, 13, parallel);
+  const int64_t grid = cuda::kMaxGridBlocks * 256;  // blocks of 256 threads: 2^24 on a GPU
+  CheckCase<float>(grid / 256 + grid / 4096 + 4, 256, 0.2f, false, 11, parallel);
+  CheckCase<float>(2, grid + 5, 0.2f, false, 12, parallel);
+  CheckCase<float>(grid + 300, 1, 0.1f, false, 13, parallel);
 }
 
 // Over 2^31 elements in half: (2^24 + 1) rows of 128 channels, 2^31 + 128 elements (the int64
-// index path). Skipped, saying so, when the device lacks the ~18 GB.
+// index path; past cuda::kInt32IndexLimit, 2^22 - 1, on the SIMT runtime). Skipped, saying so,
+// when the device lacks the memory (~9 bytes an element: 19 GB on a GPU).
 TEST(BatchNormLeakyCudaLarge, OverTwoTo31Elements) {
   OPFORGE_SKIP_WITHOUT_CUDA();
-  OPFORGE_SKIP_ON_SIMT("past 2^31 elements");
+  const int64_t rows = (cuda::kInt32IndexLimit + 1) / 128 + 1;
+  const size_t need = static_cast<size_t>(rows) * 128 * 9;
   size_t free_bytes = 0, total_bytes = 0;
   OPFORGE_ASSERT_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
-  if (free_bytes < (size_t{19} << 30)) {
-    GTEST_SKIP() << "skipped: needs 19 GB of free device memory, " << (free_bytes >> 20)
-                 << " MB free";
+  if (free_bytes < need) {
+    GTEST_SKIP() << "skipped: needs " << (need >> 20) << " MB of free device memory, "
+                 << (free_bytes >> 20) << " MB free";
   }
   const ThreadParallel parallel(static_cast<int>(std::thread::hardware_concurrency()));
-  CheckCase<Eigen::half>((int64_t{1} << 24) + 1, 128, 0.2f, false, 21, parallel);
+  CheckCase<Eigen::half>(rows, 128, 0.2f, false, 21, parallel);
 }
 
 }  // namespace

@@ -72,8 +72,8 @@ namespace {
 constexpr const char* kOp = "GriffinLim";
 constexpr int kThreads = 256;
 // Grid caps; past them the kernels stride (the frame and bin kernels over blockIdx.y, tested).
-constexpr int64_t kMaxBlocksX = 4096;
-constexpr int64_t kMaxBlocksY = 65535;
+constexpr int64_t kMaxBlocksX = cuda::kMaxGridBlocks2DX;  // 4096 on a GPU
+constexpr int64_t kMaxBlocksY = cuda::kMaxGridBlocksY;    // 65535 on a GPU
 constexpr size_t kAlign = 256;
 constexpr size_t kPlanCacheSize = 8;
 

@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cuda_geometry.h"
 #include "common/cuda_test_util.h"
 #include "common/dtype.h"
 #include "common/parallel.h"
@@ -232,11 +233,14 @@ TEST(GriffinLimCudaGeometry, EveryOptionMatchesCpu) {
   }
 }
 
-// More frames than the kernels' grid rows (65535): the frame and bin kernels stride over y;
-// more samples than 4096 blocks of 256 threads: the overlap-add strides over x.
+// More frames than the kernels' grid rows (cuda::kMaxGridBlocksY, 65535 on a GPU): the frame and
+// bin kernels stride over y; more samples than cuda::kMaxGridBlocks2DX (4096) blocks of 256
+// threads: the overlap-add strides over x.
 TEST(GriffinLimCudaGeometry, GridStride) {
   OPFORGE_SKIP_WITHOUT_CUDA();
-  OPFORGE_SKIP_ON_SIMT("more work than a full grid covers");
+  const int64_t frames = cuda::kSimtGeometry ? 300 : 300000;
+  ASSERT_GT(frames, cuda::kMaxGridBlocksY);
+  ASSERT_GT(4 * (frames - 1) + 16, cuda::kMaxGridBlocks2DX * 256);
   TestStream stream;
   OPFORGE_ASSERT_CUDA(stream.Create());
   Call<double> c;
@@ -244,9 +248,9 @@ TEST(GriffinLimCudaGeometry, GridStride) {
   c.p.hop_length = 4;
   c.p.n_iter = 1;
   c.p.init = GriffinLimInit::kOnes;
-  c.shape = {1, 9, 300000};
+  c.shape = {1, 9, frames};
   std::mt19937_64 rng(6);
-  c.magnitude = test::UniformVector<double>(rng, 9 * 300000, 0.0, 1.0);
+  c.magnitude = test::UniformVector<double>(rng, 9 * frames, 0.0, 1.0);
   const std::vector<double> cpu = RunCpu(&c);
   std::vector<double> gpu;
   Status s;

@@ -32,8 +32,8 @@ namespace {
 constexpr int kThreads = 256;
 // Caps of the launch grid; past them the kernels stride (tested). 4096 x 256 threads already
 // fill any current GPU many times over.
-constexpr int64_t kMaxBlocksX = 4096;
-constexpr int64_t kMaxBlocksY = 65535;
+constexpr int64_t kMaxBlocksX = cuda::kMaxGridBlocks2DX;  // 4096 on a GPU
+constexpr int64_t kMaxBlocksY = cuda::kMaxGridBlocksY;    // 65535 on a GPU
 
 struct Basis {
   int64_t n_mels, n_mfcc;

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cuda_geometry.h"
 #include "common/cuda_test_util.h"
 #include "common/dtype.h"
 #include "common/parallel.h"
@@ -68,8 +69,10 @@ std::vector<Case> Cases() {
       {1, 7, 9, 1, 3, true, 0.5, 1e-3, 30.0},       // one frame, tiny lifter
       {2, 300, 300, 3, 2, true, 0.0, 1.0, 2.0},     // chunks of coefficients and of bands
       {2, 257, 513, 4, 3, false, 0.0, 1.0, 20.0},   // chunk boundaries + 1
-      {520, 4, 128, 2, 2, true, 0.0, 1.0, 30.0},    // rows > 65535: blockIdx.y strides
-      {1, 1, 2, 1100000, 2, true, 0.0, 1.0, 30.0},  // T > 4096 * 256: blockIdx.x strides
+      // rows (batch * n_mels) > cuda::kMaxGridBlocksY: blockIdx.y strides
+      {cuda::kMaxGridBlocksY / 128 + 1, 4, 128, 2, 2, true, 0.0, 1.0, 30.0},
+      // T > cuda::kMaxGridBlocks2DX blocks of 256 threads: blockIdx.x strides
+      {1, 1, 2, cuda::kMaxGridBlocks2DX * 256 * 17 / 16, 2, true, 0.0, 1.0, 30.0},
       {3, 128, 128, 2, 2, true, 3.0, 1.0, 3.0},     // n_mfcc = n_mels
   };
 }

@@ -18,6 +18,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/cuda_geometry.h"
 #include "common/cuda_test_util.h"
 #include "common/dtype.h"
 #include "common/parallel.h"
@@ -156,22 +157,24 @@ TYPED_TEST(ResizeBilinearCudaBackward, SameBitsAsCpu) {
 }
 
 // Results past the first round of the grid-stride loops (Blocks() stops at 2^16 blocks of 256
-// threads: 2^24 elements): a forward pass to 17.6M values, a gradient to 17.6M values.
+// threads: 2^24 elements): a forward pass to 17.6M values, a gradient to 17.6M values. On the
+// SIMT runtime the grids stop at cuda::kMaxGridBlocks (64) blocks: 66 x 66 x 4 values, past 16384.
 TEST(ResizeBilinearCudaLarge, GridStrideLoops) {
   OPFORGE_SKIP_WITHOUT_CUDA();
-  OPFORGE_SKIP_ON_SIMT("more work than a full grid covers");
   const ThreadParallel parallel(static_cast<int>(std::thread::hardware_concurrency()));
+  const int64_t big = cuda::kSimtGeometry ? 66 : 2100;
+  ASSERT_GT(big * big * 4, cuda::kMaxGridBlocks * 256);
   for (bool half_pixel : {false, true}) {
-    const ResizeBilinearParams up = ParamsOf({1, 61, 67, 4, 2100, 2100, false, half_pixel});
+    const ResizeBilinearParams up = ParamsOf({1, 61, 67, 4, big, big, false, half_pixel});
     const auto images = test::FullRangeVector<float>(61 * 67 * 4, 3);
-    std::vector<float> cpu(static_cast<size_t>(2100 * 2100 * 4)), gpu;
+    std::vector<float> cpu(static_cast<size_t>(big * big * 4)), gpu;
     ResizeBilinearForward<float>(up, images.data(), cpu.data(), parallel);
     ASSERT_NO_FATAL_FAILURE(GpuForward(up, images, &gpu));
     EXPECT_TRUE(SameBitsOrBothNan(gpu, cpu)) << "forward, half_pixel " << half_pixel;
 
-    const ResizeBilinearParams down = ParamsOf({1, 2100, 2100, 4, 61, 67, false, half_pixel});
+    const ResizeBilinearParams down = ParamsOf({1, big, big, 4, 61, 67, false, half_pixel});
     const auto grads = GradsWithSpecials(61 * 67 * 4, 4);
-    std::vector<float> cpu_grad(static_cast<size_t>(2100 * 2100 * 4)), gpu_grad;
+    std::vector<float> cpu_grad(static_cast<size_t>(big * big * 4)), gpu_grad;
     ResizeBilinearBackward<float>(down, grads.data(), cpu_grad.data(), parallel);
     ASSERT_NO_FATAL_FAILURE(GpuBackward(down, grads, &gpu_grad));
     EXPECT_TRUE(SameBitsOrBothNan(gpu_grad, cpu_grad)) << "gradient, half_pixel " << half_pixel;
@@ -179,18 +182,20 @@ TEST(ResizeBilinearCudaLarge, GridStrideLoops) {
 }
 
 // Over 2^31 elements (the int64 index path): uint8 images resized to 46341 x 46341 (2^31 + 9633
-// float values, 8.6 GB), and the half gradient of an image that size. Skipped, saying so, when
-// the device cannot hold them.
+// float values, 8.6 GB), and the half gradient of an image that size; on the SIMT runtime, past
+// cuda::kInt32IndexLimit (2^22 - 1): 2049 x 2049. Skipped, saying so, when the device cannot hold
+// them.
 TEST(ResizeBilinearCudaLarge, OverTwoTo31Elements) {
   OPFORGE_SKIP_WITHOUT_CUDA();
-  OPFORGE_SKIP_ON_SIMT("past 2^31 elements");
-  const int64_t side = 46341;
+  const int64_t side = cuda::kSimtGeometry ? 2049 : 46341;
+  ASSERT_GT(side * side, cuda::kInt32IndexLimit);
   const ThreadParallel parallel(static_cast<int>(std::thread::hardware_concurrency()));
+  const size_t need = static_cast<size_t>(side * side) * 5;  // 10 GB on a GPU
   size_t free_bytes = 0, total_bytes = 0;
   OPFORGE_ASSERT_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
-  if (free_bytes < (size_t{10} << 30)) {
-    GTEST_SKIP() << "skipped: needs 10 GB of free device memory, " << (free_bytes >> 20)
-                 << " MB free";
+  if (free_bytes < need) {
+    GTEST_SKIP() << "skipped: needs " << (need >> 20) << " MB of free device memory, "
+                 << (free_bytes >> 20) << " MB free";
   }
   {
     const ResizeBilinearParams p = ParamsOf({1, 97, 89, 1, side, side, false, true});

@@ -1,7 +1,7 @@
 // CUDA kernels of Swish: element-wise grid-stride loops (cuda::LaunchMap: 16-byte vector loads
 // and stores where the buffers are aligned, 32-bit index math below 2^31 elements). The sigmoid
-// is e / (1 + e) with e = exp(x) (CUDA's expf for half, bfloat16 and float, exp for double), x
-// clamped above where the sigmoid is 1 (as Eigen's functor does); the formulas around it are the
+// is e / (1 + e) with e = exp(x) (CUDA's expf for half, bfloat16 and float, exp for double), and
+// exactly 1 above where it is 1 (as Eigen's functor clamps); the formulas around it are the
 // CPU kernels' (swish_element.h), computed in float for half and bfloat16 and rounded once.
 #include "common/cuda_util.cuh"
 #include "ops/swish/swish.h"
@@ -11,7 +11,12 @@ namespace opforge {
 namespace {
 
 __device__ inline float Sigmoid(float x) {
-  const float e = expf(x > 16.6355324f ? 16.6355324f : x);
+  // From ln(2^24) up the sigmoid is 1 in float (Eigen's clamp): returned as such, not as
+  // e / (1 + e) at the clamp, which is 1 only where expf rounds to 2^24 or above. CUDA's expf
+  // (2 ulp) does not there, and s = 1 - 2^-24 made the gradient's x * (1 - s) overflow: inf at
+  // x = inf where TensorFlow gives NaN, and inf for finite x past ~1e31 (found on an H200).
+  if (x >= 16.6355324f) return 1.0f;  // NaN goes on to expf, and stays NaN
+  const float e = expf(x);
   return e / (1.0f + e);
 }
 
