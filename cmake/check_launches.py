@@ -1,6 +1,7 @@
 """Fails unless every CUDA kernel (__global__) under cc/ was launched by the CUDA tests on the
-SIMT runtime: compares the kernels the sources define with the launch counts the test binary
-wrote (OPFORGE_SIMT_LAUNCHES, one file per shard).
+SIMT runtime, and run in two orders by its order check at least once: compares the kernels the
+sources define with the counts the test binary wrote (OPFORGE_SIMT_LAUNCHES, one file per shard:
+source, kernel, launches, launches checked in two orders).
 
     python cmake/check_launches.py SOURCE_ROOT COUNTS_FILE...
 
@@ -29,14 +30,15 @@ def defined_kernels(root):
 
 
 def launched_kernels(files):
-    """{(file, kernel): launches} summed over the count files."""
+    """{(file, kernel): (launches, launches checked in two orders)} summed over the count files."""
     counts = {}
     for f in files:
         for line in pathlib.Path(f).read_text().splitlines():
             if not line.strip():
                 continue
-            source, kernel, n = line.split("\t")
-            counts[(source, kernel)] = counts.get((source, kernel), 0) + int(n)
+            source, kernel, n, checked = line.split("\t")
+            launches, ordered = counts.get((source, kernel), (0, 0))
+            counts[(source, kernel)] = (launches + int(n), ordered + int(checked))
     return counts
 
 
@@ -45,16 +47,19 @@ def main(argv):
         sys.exit(__doc__)
     kernels = defined_kernels(argv[1])
     counts = launched_kernels(argv[2:])
-    never = sorted(k for k in kernels if counts.get(k, 0) == 0)
+    never = sorted(k for k in kernels if counts.get(k, (0, 0))[0] == 0)
+    unordered = sorted(k for k in kernels if k not in never and counts[k][1] == 0)
     print(
         f"check_launches: {len(kernels) - len(never)} of {len(kernels)} CUDA kernels launched, "
-        f"{sum(counts.get(k, 0) for k in kernels)} launches"
+        f"{sum(counts.get(k, (0, 0))[0] for k in kernels)} launches; "
+        f"{len(kernels) - len(never) - len(unordered)} run in two orders "
+        f"({sum(counts.get(k, (0, 0))[1] for k in kernels)} launches)"
     )
-    if never:
-        for source, kernel in never:
-            print(f"  never launched: {kernel} ({source})")
-        return 1
-    return 0
+    for source, kernel in never:
+        print(f"  never launched: {kernel} ({source})")
+    for source, kernel in unordered:
+        print(f"  never run in two orders (the order check): {kernel} ({source})")
+    return 1 if never or unordered else 0
 
 
 if __name__ == "__main__":

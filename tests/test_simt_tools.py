@@ -46,16 +46,27 @@ def _run(root, *counts):
 def test_a_kernel_no_test_launched_fails_the_check_by_name(tmp_path):
     root = _tree(tmp_path)
     shard0, shard1 = tmp_path / "launches.0", tmp_path / "launches.1"
-    shard0.write_text("cc/ops/a/a.cu\tFirst\t3\n")
-    shard1.write_text("cc/common/simt/simt_test.cc\tAddKernel\t2\n")
+    shard0.write_text("cc/ops/a/a.cu\tFirst\t3\t2\n")
+    shard1.write_text("cc/common/simt/simt_test.cc\tAddKernel\t2\t2\n")
     proc = _run(root, shard0, shard1)
     assert proc.returncode == 1
     assert "1 of 2 CUDA kernels launched" in proc.stdout
     assert "never launched: Second (cc/ops/a/a.cu)" in proc.stdout
-    shard1.write_text("cc/ops/a/a.cu\tSecond\t1\n")
+    shard1.write_text("cc/ops/a/a.cu\tSecond\t1\t1\n")
     proc = _run(root, shard0, shard1)
     assert proc.returncode == 0, proc.stdout
-    assert "2 of 2 CUDA kernels launched, 4 launches" in proc.stdout
+    assert "2 of 2 CUDA kernels launched, 4 launches; 2 run in two orders (3 launches)" in proc.stdout
+
+
+def test_a_kernel_never_run_in_two_orders_fails_the_check_by_name(tmp_path):
+    # Launched, but every launch past the order check's reach (or with the check off).
+    root = _tree(tmp_path)
+    counts = tmp_path / "launches.0"
+    counts.write_text("cc/ops/a/a.cu\tFirst\t3\t1\ncc/ops/a/a.cu\tSecond\t5\t0\n")
+    proc = _run(root, counts)
+    assert proc.returncode == 1
+    assert "2 of 2 CUDA kernels launched, 8 launches; 1 run in two orders" in proc.stdout
+    assert "never run in two orders (the order check): Second (cc/ops/a/a.cu)" in proc.stdout
 
 
 def test_shards_run_at_once_and_any_failure_fails_the_run(tmp_path):

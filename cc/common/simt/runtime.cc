@@ -661,11 +661,29 @@ class Scheduler {
 
 namespace opforge {
 namespace simt {
+namespace internal {
+
+// The bytes of every device allocation (the CUDA runtime section below tracks them), for the
+// order check: taken before a launch's first run, put back before its second.
+struct MemoryImage {
+  std::vector<std::pair<uintptr_t, std::vector<unsigned char>>> blocks;
+};
+// Whether the device allocations hold at most max_bytes (else the image is left empty).
+bool TakeImage(MemoryImage* image, size_t max_bytes);
+void RestoreImage(const MemoryImage& image);
+// "" when device memory holds what `image` holds, else where it first differs.
+std::string DiffImage(const MemoryImage& image);
+
+}  // namespace internal
+
 namespace {
 
 struct Registry {
   std::mutex mu;
   std::map<std::pair<std::string, std::string>, int64_t> launches;
+  std::map<void (*)(void*), int> order_checks;  // per kernel instance and launch site
+  std::map<std::pair<std::string, std::string>, int64_t> order_checked_per_kernel;
+  int64_t order_checked = 0;
 };
 Registry& GetRegistry() {
   static Registry* registry = new Registry();  // outlives every thread that launches
@@ -692,6 +710,18 @@ BlockOrder StartingOrder(uint64_t* seed) {
   }
   return BlockOrder::kForward;
 }
+
+int StartingOrderCheck() {
+  const char* env = std::getenv("OPFORGE_SIMT_ORDER_CHECK");
+  return env != nullptr ? std::atoi(env) : 2;
+}
+std::atomic<int>& OrderCheckLaunches() {
+  static std::atomic<int> n{StartingOrderCheck()};
+  return n;
+}
+
+// Device memory past which a launch is not checked (three copies of it are made).
+constexpr size_t kOrderCheckMaxBytes = size_t{256} << 20;
 
 struct ThreadState {
   ThreadState() { order = StartingOrder(&seed); }
@@ -813,29 +843,71 @@ void RunGrid(const LaunchSite& site, dim3 grid, dim3 block, size_t shared_bytes,
          LaunchName(site, grid, block) + ": cannot launch: " + problem);
     return;
   }
+  bool check = false;
   {
     Registry& r = GetRegistry();
     std::lock_guard<std::mutex> lock(r.mu);
     ++r.launches[{RelativeSource(site.file), KernelBaseName(site.kernel)}];
+    int& checks = r.order_checks[thread];
+    if (checks < OrderCheckLaunches().load(std::memory_order_relaxed)) {
+      ++checks;
+      check = true;
+    }
   }
   ThreadState& st = Tls();
   const uint64_t total = uint64_t{grid.x} * grid.y * grid.z;
-  const Order order(st.order, st.seed, st.launches++, total);
-  BlockContext ctx{};
-  ctx.block_dim = block;
-  ctx.grid_dim = grid;
-  for (uint64_t i = 0; i < total; ++i) {
-    const uint64_t b = order[i];
-    ctx.block_idx.x = static_cast<unsigned>(b % grid.x);
-    ctx.block_idx.y = static_cast<unsigned>(b / grid.x % grid.y);
-    ctx.block_idx.z = static_cast<unsigned>(b / (uint64_t{grid.x} * grid.y));
-    const std::string report =
-        scheduler.RunBlock(ctx, thread, context, st.order == BlockOrder::kReverse);
-    if (!report.empty()) {
-      Fail(cudaErrorLaunchFailure,
-           LaunchName(site, grid, block) + ", block " + Dim(ctx.block_idx) + ": " + report);
-      return;
+  const uint64_t launch = st.launches++;
+  // Runs the grid in `order`; false (after a report) where a block could not finish.
+  auto run = [&](BlockOrder order_kind) {
+    const Order order(order_kind, st.seed, launch, total);
+    BlockContext ctx{};
+    ctx.block_dim = block;
+    ctx.grid_dim = grid;
+    for (uint64_t i = 0; i < total; ++i) {
+      const uint64_t b = order[i];
+      ctx.block_idx.x = static_cast<unsigned>(b % grid.x);
+      ctx.block_idx.y = static_cast<unsigned>(b / grid.x % grid.y);
+      ctx.block_idx.z = static_cast<unsigned>(b / (uint64_t{grid.x} * grid.y));
+      const std::string report =
+          scheduler.RunBlock(ctx, thread, context, order_kind == BlockOrder::kReverse);
+      if (!report.empty()) {
+        Fail(cudaErrorLaunchFailure,
+             LaunchName(site, grid, block) + ", block " + Dim(ctx.block_idx) + ": " + report);
+        return false;
+      }
     }
+    return true;
+  };
+  // The order check: the launch runs in this thread's order, and again from the same device
+  // memory in the opposite one (reverse, whose blocks also start their threads from the last;
+  // forward after reverse); the memory both leave must be the same.
+  MemoryImage before, after;
+  if (check && !TakeImage(&before, kOrderCheckMaxBytes)) check = false;
+  if (!run(st.order) || !check) return;
+  TakeImage(&after, kOrderCheckMaxBytes);
+  RestoreImage(before);
+  const BlockOrder other =
+      st.order == BlockOrder::kReverse ? BlockOrder::kForward : BlockOrder::kReverse;
+  if (!run(other)) return;
+  {
+    Registry& r = GetRegistry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    ++r.order_checked;
+    ++r.order_checked_per_kernel[{RelativeSource(site.file), KernelBaseName(site.kernel)}];
+  }
+  const std::string diff = DiffImage(after);
+  if (!diff.empty()) {
+    auto name = [](BlockOrder o) {
+      return o == BlockOrder::kForward   ? "forward"
+             : o == BlockOrder::kReverse ? "reverse"
+                                         : "shuffled";
+    };
+    Fail(cudaErrorLaunchFailure,
+         LaunchName(site, grid, block) +
+             ": its results depend on the order of its blocks or of "
+             "their threads (a race, or a missing atomic): run " +
+             name(st.order) + " and " + name(other) +
+             " from the same device memory, it left different bytes: " + diff);
   }
 }
 
@@ -856,11 +928,25 @@ void SetBlockOrder(BlockOrder order, uint64_t seed) {
 }
 BlockOrder GetBlockOrder() { return Tls().order; }
 
+void SetOrderCheck(int launches_per_kernel) {
+  OrderCheckLaunches().store(launches_per_kernel, std::memory_order_relaxed);
+}
+int GetOrderCheck() { return OrderCheckLaunches().load(std::memory_order_relaxed); }
+int64_t OrderCheckedLaunches() {
+  Registry& r = GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return r.order_checked;
+}
+
 std::vector<KernelLaunches> LaunchCounts() {
   Registry& r = GetRegistry();
   std::lock_guard<std::mutex> lock(r.mu);
   std::vector<KernelLaunches> out;
-  for (const auto& [key, n] : r.launches) out.push_back({key.first, key.second, n});
+  for (const auto& [key, n] : r.launches) {
+    const auto checked = r.order_checked_per_kernel.find(key);
+    out.push_back({key.first, key.second, n,
+                   checked == r.order_checked_per_kernel.end() ? 0 : checked->second});
+  }
   return out;
 }
 
@@ -931,6 +1017,61 @@ bool IsDevice(const void* p, size_t bytes) {
   --it;
   return u >= it->first && u + bytes <= it->first + std::max<size_t>(it->second, 1);
 }
+
+}  // namespace
+
+namespace opforge {
+namespace simt {
+namespace internal {
+
+bool TakeImage(MemoryImage* image, size_t max_bytes) {
+  Allocations& a = GetAllocations();
+  std::lock_guard<std::mutex> lock(a.mu);
+  image->blocks.clear();
+  size_t total = 0;
+  for (const auto& [start, bytes] : a.blocks) total += bytes;
+  if (total > max_bytes) return false;
+  image->blocks.reserve(a.blocks.size());
+  for (const auto& [start, bytes] : a.blocks) {
+    const auto* p = reinterpret_cast<const unsigned char*>(start);
+    image->blocks.emplace_back(start, std::vector<unsigned char>(p, p + bytes));
+  }
+  return true;
+}
+
+void RestoreImage(const MemoryImage& image) {
+  for (const auto& [start, bytes] : image.blocks) {
+    if (!bytes.empty()) std::memcpy(reinterpret_cast<void*>(start), bytes.data(), bytes.size());
+  }
+}
+
+std::string DiffImage(const MemoryImage& image) {
+  for (const auto& [start, bytes] : image.blocks) {
+    const auto* p = reinterpret_cast<const unsigned char*>(start);
+    if (bytes.empty() || std::memcmp(p, bytes.data(), bytes.size()) == 0) continue;
+    size_t first = 0, count = 0;
+    for (size_t i = bytes.size(); i-- > 0;) {
+      if (p[i] != bytes[i]) {
+        first = i;
+        ++count;
+      }
+    }
+    char at[160];
+    std::snprintf(at, sizeof(at),
+                  "in the allocation of %zu bytes at %p, %zu bytes differ, the first at byte "
+                  "%zu (0x%02x, then 0x%02x)",
+                  bytes.size(), reinterpret_cast<const void*>(start), count, first,
+                  static_cast<unsigned>(bytes[first]), static_cast<unsigned>(p[first]));
+    return at;
+  }
+  return "";
+}
+
+}  // namespace internal
+}  // namespace simt
+}  // namespace opforge
+
+namespace {
 
 cudaError_t Set(cudaError_t e) {
   if (e != cudaSuccess) Tls().last_error = e;

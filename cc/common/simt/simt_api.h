@@ -18,7 +18,7 @@ namespace simt {
 // The order in which a launch runs its blocks (kReverse also starts each block's threads from
 // the last to the first). A CUDA program may not depend on it; a kernel whose results do (a
 // race between blocks or between the threads of a block, a missing atomic) gives different
-// results in two orders, which the tests compare.
+// results in two orders, which the order check below compares.
 enum class BlockOrder { kForward, kReverse, kShuffled };
 
 // The order of this OS thread's next launches (kShuffled: a permutation drawn from `seed`).
@@ -26,12 +26,25 @@ enum class BlockOrder { kForward, kReverse, kShuffled };
 void SetBlockOrder(BlockOrder order, uint64_t seed = 0);
 BlockOrder GetBlockOrder();
 
+// The order check: the first `launches_per_kernel` launches of each kernel (each template
+// instance at each launch site) run twice from the same device memory, in this thread's order
+// and in the opposite one (reverse, whose blocks also start their threads from the last; forward
+// after reverse), and fail, with a report naming the kernel and the first byte that differs,
+// where the device memory they leave differs. 0 turns it off; OPFORGE_SIMT_ORDER_CHECK=N sets it
+// at start (default 2). Launches while more than 256 MB of device memory is allocated are not
+// checked; nor is memory outside the runtime's allocations. OrderCheckedLaunches() counts the
+// launches checked so far.
+void SetOrderCheck(int launches_per_kernel);
+int GetOrderCheck();
+int64_t OrderCheckedLaunches();
+
 // Launches made so far, per kernel: `file` the source that launches it (cc/... relative),
-// `kernel` its name without template arguments.
+// `kernel` its name without template arguments; `order_checked` of them ran in two orders.
 struct KernelLaunches {
   std::string file;
   std::string kernel;
   int64_t launches = 0;
+  int64_t order_checked = 0;
 };
 std::vector<KernelLaunches> LaunchCounts();
 

@@ -129,6 +129,20 @@ __global__ void NestedKernel(int* out);
 __global__ void InnerKernel(int* out) { out[0] = 1; }
 __global__ void NestedKernel(int* out) { OPFORGE_LAUNCH(1, 1, 0, nullptr, InnerKernel)(out); }
 
+// Every block writes its index to one slot: the block that runs last wins.
+__global__ void LastBlockWinsKernel(int* out) {
+  if (threadIdx.x == 0) out[0] = static_cast<int>(blockIdx.x);
+}
+
+// Every thread of the block writes its index to one slot, with no barrier and no atomic.
+__global__ void LastThreadWinsKernel(int* out) { out[0] = static_cast<int>(threadIdx.x); }
+
+// In place: x[i] *= 2.
+__global__ void DoubleKernel(int n, float* x) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) x[i] *= 2.0f;
+}
+
 // --- the tests
 // ------------------------------------------------------------------------------------
 
@@ -138,8 +152,13 @@ class SimtTest : public ::testing::Test {
     cudaGetLastError();
     ClearReport();
     SetBlockOrder(BlockOrder::kForward);
+    order_check_ = GetOrderCheck();
   }
-  void TearDown() override { SetBlockOrder(BlockOrder::kForward); }
+  void TearDown() override {
+    SetBlockOrder(BlockOrder::kForward);
+    SetOrderCheck(order_check_);
+  }
+  int order_check_ = 0;
 
   // The launch failed with `code` and a report that names the kernel and contains `what`.
   static void ExpectReport(cudaError_t code, const std::string& kernel, const std::string& what) {
@@ -352,6 +371,45 @@ TEST_F(SimtTest, ReportsAShuffleThatReadsALaneOutsideItsMask) {
                "lane 15 reads lane 16, which is not in the mask 0x0000ffff");
 }
 
+TEST_F(SimtTest, ReportsResultsThatDependOnTheOrderOfBlocksOrThreads) {
+  SetOrderCheck(2);
+  DeviceBuffer d;
+  ASSERT_NO_FATAL_FAILURE(d.Allocate(sizeof(int)));
+  OPFORGE_LAUNCH(8, 32, 0, nullptr, LastBlockWinsKernel)(static_cast<int*>(d.get()));
+  ExpectReport(cudaErrorLaunchFailure, "LastBlockWinsKernel", "depend on the order");
+  EXPECT_NE(LastReport().find("the first at byte 0 (0x07, then 0x00)"), std::string::npos)
+      << LastReport();
+  ClearReport();
+  SetBlockOrder(BlockOrder::kReverse);  // compared with forward
+  OPFORGE_LAUNCH(1, 64, 0, nullptr, LastThreadWinsKernel)(static_cast<int*>(d.get()));
+  ExpectReport(cudaErrorLaunchFailure, "LastThreadWinsKernel", "run reverse and forward");
+}
+
+TEST_F(SimtTest, TheOrderCheckRunsTheFirstLaunchesOfEachKernelFromTheSameMemory) {
+  SetOrderCheck(2);
+  const int n = 300;
+  std::vector<float> x(n);
+  std::iota(x.begin(), x.end(), 1.0f);
+  DeviceBuffer d;
+  ASSERT_NO_FATAL_FAILURE(Upload(x, &d));
+  const int64_t before = OrderCheckedLaunches();
+  for (int k = 0; k < 3; ++k) {
+    OPFORGE_LAUNCH(3, 128, 0, nullptr, DoubleKernel)(n, static_cast<float*>(d.get()));
+  }
+  ASSERT_NO_FATAL_FAILURE(test::Sync());
+  EXPECT_EQ(OrderCheckedLaunches(), before + 2);  // the first two of the three
+  std::vector<float> got(n);
+  ASSERT_NO_FATAL_FAILURE(Download(d, &got));
+  for (int i = 0; i < n; ++i) {
+    // Doubled three times: each checked launch's second run started from the memory its
+    // first run started from.
+    ASSERT_EQ(got[static_cast<size_t>(i)], 8.0f * x[static_cast<size_t>(i)]) << i;
+  }
+  SetOrderCheck(0);
+  OPFORGE_LAUNCH(8, 32, 0, nullptr, LastBlockWinsKernel)(static_cast<int*>(d.get()));
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "with the check off, no report";
+}
+
 TEST_F(SimtTest, RefusesLaunchesPastTheDevicesLimits) {
   DeviceBuffer d;
   ASSERT_NO_FATAL_FAILURE(d.Allocate(sizeof(int)));
@@ -444,7 +502,7 @@ namespace {
 
 // After the last test: the launches per kernel, to the file OPFORGE_SIMT_LAUNCHES names (one
 // file per shard: .SHARD appended), for cmake/check_launches.py, which fails if a __global__
-// kernel of cc/ was never launched.
+// kernel of cc/ was never launched, or never run in two orders by the order check.
 class LaunchCountWriter : public ::testing::Environment {
  public:
   void TearDown() override {
@@ -458,8 +516,8 @@ class LaunchCountWriter : public ::testing::Environment {
       return;
     }
     for (const KernelLaunches& k : LaunchCounts()) {
-      std::fprintf(f, "%s\t%s\t%lld\n", k.file.c_str(), k.kernel.c_str(),
-                   static_cast<long long>(k.launches));
+      std::fprintf(f, "%s\t%s\t%lld\t%lld\n", k.file.c_str(), k.kernel.c_str(),
+                   static_cast<long long>(k.launches), static_cast<long long>(k.order_checked));
     }
     std::fclose(f);
   }

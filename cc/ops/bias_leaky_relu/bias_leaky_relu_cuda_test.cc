@@ -121,9 +121,10 @@ TYPED_TEST(BiasLeakyReluCudaTest, Empty) {
   ASSERT_NO_FATAL_FAILURE(test::SyncStream(stream));
 }
 
-// More elements than one grid covers (cuda::kMaxGridBlocks blocks of 256 threads), so each thread's channel is
-// carried over many grid-stride steps: half vectors (8 elements a step) and float through the
-// scalar path, with channel counts that divide the stride (8, 1024) and ones that do not.
+// More elements than one grid covers (cuda::kMaxGridBlocks blocks of 256 threads), so each thread's
+// channel is carried over many grid-stride steps: half vectors (8 elements a step) and float
+// through the scalar path, with channel counts that divide the stride (8, 1024) and ones that do
+// not.
 TEST(BiasLeakyReluCudaLargeTest, GridStrideLoopKeepsTheChannel) {
   OPFORGE_SKIP_WITHOUT_CUDA();
   OPFORGE_TEST_STREAM(stream);
@@ -155,8 +156,9 @@ TEST(BiasLeakyReluCudaLargeTest, GridStrideLoopKeepsTheChannel) {
   }
 }
 
-// More than 2^31 elements (the 64-bit index path; past cuda::kInt32IndexLimit on the SIMT runtime), in half, in place over one 4 GiB buffer, with
-// 3 channels (which do not divide the grid's stride). Skipped with a message without the memory.
+// More than 2^31 elements (the 64-bit index path; past cuda::kInt32IndexLimit on the SIMT runtime),
+// in half, in place over one 4 GiB buffer, with 3 channels (which do not divide the grid's stride).
+// Skipped with a message without the memory.
 TEST(BiasLeakyReluCudaLargeTest, MoreThan2To31Elements) {
   OPFORGE_SKIP_WITHOUT_CUDA();
   using T = Eigen::half;

@@ -73,7 +73,7 @@ std::vector<Case> Cases() {
       {cuda::kMaxGridBlocksY / 128 + 1, 4, 128, 2, 2, true, 0.0, 1.0, 30.0},
       // T > cuda::kMaxGridBlocks2DX blocks of 256 threads: blockIdx.x strides
       {1, 1, 2, cuda::kMaxGridBlocks2DX * 256 * 17 / 16, 2, true, 0.0, 1.0, 30.0},
-      {3, 128, 128, 2, 2, true, 3.0, 1.0, 3.0},     // n_mfcc = n_mels
+      {3, 128, 128, 2, 2, true, 3.0, 1.0, 3.0},  // n_mfcc = n_mels
   };
 }
 
