@@ -1,12 +1,17 @@
 """The scripts around the SIMT runtime's run of the CUDA tests (`make cuda-test` without a GPU):
-cmake/check_launches.py, which fails when a CUDA kernel under cc/ was never launched, and
-cmake/run_sharded.py, which runs a GoogleTest binary in shards."""
+cmake/check_launches.py, which fails when a CUDA kernel under cc/ was never launched (or never
+run in two orders), and cmake/run_sharded.py, which runs a GoogleTest binary in shards; and the
+build's check of static shared memory, which the SIMT runtime leaves to nvcc."""
 from __future__ import annotations
 
 import importlib.util
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -83,3 +88,33 @@ def test_shards_run_at_once_and_any_failure_fails_the_run(tmp_path):
     assert proc.returncode == 1
     assert "shard 0 of 2 yes" in proc.stdout and "shard 1 of 2 yes" in proc.stdout
     assert "shard(s) [2] of 2 failed" in proc.stdout
+
+
+def test_static_shared_memory_past_48_kb_fails_the_build_for_sm_90(tmp_path):
+    # The SIMT runtime cannot see the size of a kernel's static __shared__ arrays; the build
+    # checks them instead: CMakeLists.txt compiles machine code for sm_90 ("90-real"), and there
+    # ptxas refuses a kernel with more static shared memory than a block may have (48 KB).
+    cmake = (ROOT / "CMakeLists.txt").read_text()
+    archs = re.search(r'set\(CMAKE_CUDA_ARCHITECTURES "([^"]*)"', cmake).group(1)
+    assert "90-real" in archs.split(";")
+    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc"
+                                    if Path("/usr/local/cuda/bin/nvcc").exists() else None)
+    if nvcc is None:
+        pytest.skip("no nvcc on this machine")
+    source = tmp_path / "shared.cu"
+
+    def compile_with(floats):
+        source.write_text(
+            "__global__ void Tile(float* out) {\n"
+            f"  __shared__ float tile[{floats}];\n"
+            "  tile[threadIdx.x] = out[threadIdx.x];\n"
+            "  __syncthreads();\n"
+            "  out[threadIdx.x] = tile[255 - threadIdx.x];\n"
+            "}\n")
+        return subprocess.run([nvcc, "-arch=sm_90", "-c", str(source), "-o",
+                               str(tmp_path / "shared.o")], capture_output=True, text=True)
+
+    assert compile_with(12 * 1024).returncode == 0  # exactly 48 KB
+    refused = compile_with(12 * 1024 + 1)
+    assert refused.returncode != 0
+    assert "too much shared data" in refused.stderr + refused.stdout
