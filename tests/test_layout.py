@@ -109,3 +109,19 @@ def test_opforge_ops_exports_ops_and_their_types_only():
         if inspect.isfunction(obj):
             assert obj.__module__.startswith("opforge.ops."), name
     from opforge.ops.yolo_postprocess import tf_yolo_postprocess, yolo_like_heads  # noqa: F401  (still there)
+
+
+def test_every_installed_helper_finds_the_headers_it_includes():
+    # opforge.build compiles a user's op against the helpers installed in the package
+    # (CMakeLists.txt: OPFORGE_BUILD_HELPERS); a header among them that includes one left out
+    # would fail only in the user's build.
+    helpers = PACKAGE / "include" / "opforge" / "common"
+    if not helpers.is_dir():
+        pytest.skip("opforge imported from the source tree, without its installed helpers")
+    installed = {p.name for p in helpers.iterdir()}
+    missing = []
+    for path in sorted(helpers.iterdir()):
+        for name in re.findall(r'#include "common/([^"]+)"', path.read_text()):
+            if name not in installed:
+                missing.append(f"{path.name} includes common/{name}")
+    assert not missing, missing
