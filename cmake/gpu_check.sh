@@ -142,13 +142,14 @@ build_cuda_tests() {
     cmake --build "$OUTDIR/cuda" --target opforge_cuda_test -j "$JOBS"
 }
 export -f build_cuda_tests
-CUDA_TEST=$OUTDIR/cuda/opforge_cuda_test
+CUDA_TEST=""
 if [[ -n ${OPFORGE_CUDA_TEST_BIN:-} ]]; then
   CUDA_TEST=$(readlink -f "$OPFORGE_CUDA_TEST_BIN")
   skip cuda-test-build "prebuilt binary $CUDA_TEST (OPFORGE_CUDA_TEST_BIN)"
+elif step cuda-test-build 240 build_cuda_tests "${gen[@]}" "${cuda_cfg[@]}"; then
+  CUDA_TEST=$OUTDIR/cuda/opforge_cuda_test
 fi
-if [[ -n ${OPFORGE_CUDA_TEST_BIN:-} ]] ||
-  step cuda-test-build 240 build_cuda_tests "${gen[@]}" "${cuda_cfg[@]}"; then
+if [[ -n $CUDA_TEST ]]; then
   # Every case but the ones sized for a GPU (*Large*, at the end).
   step cuda-test 150 "$CUDA_TEST" --gtest_filter='-*Large*' \
     --gtest_output="json:$OUTDIR/cuda_test.json"
@@ -212,7 +213,7 @@ fi
 # --- the CUDA cases sized for a GPU, last: the heaviest (past 2^31 elements, up to ~19 GB of
 # device memory; the CPU references take most of their ~4 minutes on 16 cores), in a run of
 # their own so that a crash or a slow case there cannot hide the others.
-if [[ -x $CUDA_TEST ]]; then
+if [[ -n $CUDA_TEST ]]; then
   step cuda-test-large 300 "$CUDA_TEST" --gtest_filter='*Large*' \
     --gtest_output="json:$OUTDIR/cuda_test_large.json"
 fi

@@ -1,11 +1,11 @@
-// The two sizes that choose a CUDA kernel's paths, shared by the kernels and their tests: the
-// most blocks a grid-stride launch uses (past it, each thread loops), and the largest index a
-// kernel does in 32-bit arithmetic (past it, the 64-bit path). On a GPU: 2^16 blocks and
-// INT32_MAX. On the SIMT runtime (OPFORGE_SIMT for the kernels, OPFORGE_SIMT_TEST for their
-// tests) both are scaled down, so that the tests reach the grid-stride loops and the 64-bit path
-// at sizes a CPU runs in seconds: the same code paths, decided by smaller thresholds; what only
-// the real sizes show (2^31 elements in memory, the overflow the 64-bit path avoids) needs a GPU.
-// Header-only, no CUDA: the host-compiled tests include it too.
+// The sizes that choose a CUDA kernel's paths, shared by the kernels and their tests: the most
+// blocks a grid-stride launch uses (past it, each thread loops), the caps of a 2-D grid's axes,
+// and the largest index a kernel does in 32-bit arithmetic (past it, the 64-bit path). On a GPU:
+// 2^16 blocks, 4096 x 65535, INT32_MAX. On the SIMT runtime (OPFORGE_SIMT for the kernels,
+// OPFORGE_SIMT_TEST for their tests) all are scaled down, so that the tests reach the grid-stride
+// loops and the 64-bit path at sizes a CPU runs in seconds: the same code paths, decided by smaller
+// thresholds; what only the real sizes show (2^31 elements in memory, the overflow the 64-bit path
+// avoids) needs a GPU. Header-only, no CUDA: the host-compiled tests include it too.
 #ifndef OPFORGE_COMMON_CUDA_GEOMETRY_H_
 #define OPFORGE_COMMON_CUDA_GEOMETRY_H_
 

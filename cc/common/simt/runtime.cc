@@ -682,8 +682,7 @@ struct Registry {
   std::mutex mu;
   std::map<std::pair<std::string, std::string>, int64_t> launches;
   std::map<void (*)(void*), int> order_checks;  // per kernel instance and launch site
-  std::map<std::pair<std::string, std::string>, int64_t> order_checked_per_kernel;
-  int64_t order_checked = 0;
+  std::map<std::pair<std::string, std::string>, int64_t> order_checked;  // launches, per kernel
 };
 Registry& GetRegistry() {
   static Registry* registry = new Registry();  // outlives every thread that launches
@@ -892,8 +891,7 @@ void RunGrid(const LaunchSite& site, dim3 grid, dim3 block, size_t shared_bytes,
   {
     Registry& r = GetRegistry();
     std::lock_guard<std::mutex> lock(r.mu);
-    ++r.order_checked;
-    ++r.order_checked_per_kernel[{RelativeSource(site.file), KernelBaseName(site.kernel)}];
+    ++r.order_checked[{RelativeSource(site.file), KernelBaseName(site.kernel)}];
   }
   const std::string diff = DiffImage(after);
   if (!diff.empty()) {
@@ -935,7 +933,9 @@ int GetOrderCheck() { return OrderCheckLaunches().load(std::memory_order_relaxed
 int64_t OrderCheckedLaunches() {
   Registry& r = GetRegistry();
   std::lock_guard<std::mutex> lock(r.mu);
-  return r.order_checked;
+  int64_t total = 0;
+  for (const auto& [key, n] : r.order_checked) total += n;
+  return total;
 }
 
 std::vector<KernelLaunches> LaunchCounts() {
@@ -943,9 +943,9 @@ std::vector<KernelLaunches> LaunchCounts() {
   std::lock_guard<std::mutex> lock(r.mu);
   std::vector<KernelLaunches> out;
   for (const auto& [key, n] : r.launches) {
-    const auto checked = r.order_checked_per_kernel.find(key);
-    out.push_back({key.first, key.second, n,
-                   checked == r.order_checked_per_kernel.end() ? 0 : checked->second});
+    const auto checked = r.order_checked.find(key);
+    out.push_back(
+        {key.first, key.second, n, checked == r.order_checked.end() ? 0 : checked->second});
   }
   return out;
 }
@@ -1056,7 +1056,7 @@ std::string DiffImage(const MemoryImage& image) {
         ++count;
       }
     }
-    char at[160];
+    char at[256];
     std::snprintf(at, sizeof(at),
                   "in the allocation of %zu bytes at %p, %zu bytes differ, the first at byte "
                   "%zu (0x%02x, then 0x%02x)",
