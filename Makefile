@@ -44,7 +44,7 @@ space := $(empty) $(empty)
 SOURCES := $(shell find cc python cmake -type f -not -name '*.pyc' 2>/dev/null) \
            CMakeLists.txt pyproject.toml
 
-.PHONY: all demo test build deps core-test cuda-test pytest bench core-bench format clean yolo-bench yolo-parity \
+.PHONY: all demo test build deps core-test cuda-test cuda-sim pytest bench core-bench format clean yolo-bench yolo-parity \
         gpu-build-check gpu-check gpu-carry install-check wheel compat-check test-without-tools docs docs-images
 
 all: build
@@ -121,8 +121,19 @@ PYTEST_WORKERS ?= 2
 # OPFORGE_REQUIRE_ADAPTERS: on a machine of the project's kind the build must make both runtime
 # adapters (ONNX Runtime, LiteRT); tests/test_adapters_built.py fails loudly, rather than the
 # adapters' tests skipping, the day their headers can no longer be fetched.
-pytest: build
-	OPFORGE_REQUIRE_ADAPTERS=1 $(VPY) -m pytest tests -q -ra $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile)
+# tests/test_gpu.py runs its GPU comparisons on the GPU where there is one, and through the cuda_sim
+# library (build/wheel/_opforge_ops_cuda_sim.so: the ops' CUDA kernels on the SIMT runtime, inside
+# TensorFlow, opforge.cuda_sim) wherever the CUDA toolkit's headers are; there, pytest is told
+# where it is (OPFORGE_CUDA_SIM_LIBRARY), and a missing library fails the tests.
+CUDA_HEADERS := $(firstword $(wildcard $(CUDA_HOME)/include/cuda_runtime.h /usr/local/cuda/include/cuda_runtime.h))
+CUDA_SIM_LIB := build/wheel/_opforge_ops_cuda_sim.so
+CUDA_SIM_ENV := $(if $(CUDA_HEADERS),OPFORGE_CUDA_SIM_LIBRARY=$(abspath $(CUDA_SIM_LIB)))
+cuda-sim: build
+	@if [ -n "$(CUDA_HEADERS)" ]; then cmake --build build/wheel --target opforge_ops_cuda_sim; \
+	else echo "cuda-sim: no CUDA toolkit headers: the cuda_sim library is not built"; fi
+
+pytest: build cuda-sim
+	OPFORGE_REQUIRE_ADAPTERS=1 $(CUDA_SIM_ENV) $(VPY) -m pytest tests -q -ra $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile)
 
 test: core-test cuda-test pytest docs
 

@@ -31,8 +31,32 @@ def logical_cpus():
     return tf.config.list_logical_devices("CPU")
 
 
+@pytest.fixture(params=["GPU", "cuda_sim"])
+def gpu_device(request):
+    """Where tests/test_gpu.py runs opforge's GPU kernels, compared with the CPU kernels: each
+    test runs twice, on the GPU (`gpu_device_only`) and on the SIMT runtime (`cuda_sim_device`)."""
+    if request.param == "cuda_sim":
+        return request.getfixturevalue("cuda_sim_device")
+    return request.getfixturevalue("gpu_device_only")
+
+
 @pytest.fixture(scope="session")
-def gpu_device():
+def cuda_sim_device():
+    """"cuda_sim": the GPU kernels (the op structs' Gpu paths and their CUDA kernels, compiled for
+    the SIMT runtime) run on the CPU inside TensorFlow, through opforge.cuda_sim. Needs the
+    cuda_sim library (`make cuda-sim`; `make test` builds it and sets OPFORGE_CUDA_SIM_LIBRARY,
+    and then a missing library fails); without the CUDA toolkit's headers the test skips."""
+    from opforge import cuda_sim
+
+    path = cuda_sim.opforge_library_path()
+    if path is None:
+        pytest.skip("skipped: no cuda_sim library (it needs the CUDA toolkit's headers; `make test` builds it)")
+    cuda_sim.load_opforge_kernels(path)
+    return "cuda_sim"
+
+
+@pytest.fixture(scope="session")
+def gpu_device_only():
     """The device tests/test_gpu.py runs opforge's GPU kernels on, compared with the CPU kernels.
 
     "/GPU:0" where TensorFlow sees a GPU; otherwise the test skips ("skipped: no GPU").

@@ -24,11 +24,21 @@ How the two must agree (what each op's CUDA test, cc/ops/<op>/<op>_cuda_test.cc,
   rounding to the element type; the factor 4: two summation orders (2) and the CPU's Winograd
   transforms, whose +-1 coefficients at most double the magnitudes summed (2);
 - bias_leaky_relu's bias gradient is TensorFlow's reduce_sum on each device (not opforge's):
-  within 2 gamma_n(u_T) S.
+  within 2 gamma_n(u_T) S;
+- mfcc_to_mel, griffin_lim: their CUDA tests' bounds (the device's cos and cuFFT's rounding);
+  mel_to_stft: the spec's forward tolerance (the distance it allows the CPU from the exact
+  minimiser).
 
-Without a GPU every test skips ("skipped: no GPU"). OPFORGE_TEST_DEVICE=CPU runs them with the
-"GPU" side on /CPU:0: a dry run, the CPU against itself, that passes trivially but runs every line
-(except the two that need a GPU's memory statistics or a dtype without a GPU kernel).
+Every test runs twice (the `gpu_device` fixture): on the GPU, and on "cuda_sim", where the same
+GPU kernels (TfKernel's GPU path, the op structs' Gpu methods and their CUDA kernels, compiled for
+the SIMT runtime) run on the CPU inside TensorFlow, in a tf.function whose opforge nodes select
+the kernel label "cuda_sim" (opforge.cuda_sim); the CPU reference then runs in a tf.function too.
+The cases sized past a GPU's grid and past 2^31 elements, the memory statistics and the
+benchmark are the GPU's alone (the SIMT runtime's CUDA tests, `make cuda-test`, run the
+grid-stride loops at its own small grid). Without a GPU the GPU half skips ("skipped: no GPU").
+OPFORGE_TEST_DEVICE=CPU runs it with the "GPU" side on /CPU:0: a dry run, the CPU against itself,
+that passes trivially but runs every line (except the two that need a GPU's memory statistics or
+a dtype without a GPU kernel).
 """
 from __future__ import annotations
 
@@ -42,6 +52,7 @@ import tensorflow as tf
 from tensorflow.python.framework import kernels as tf_kernels
 
 import opforge
+from opforge import cuda_sim
 from opforge.ops._common import lib
 from opforge.ops.spec import Case, OpSpec, Sample
 
@@ -82,12 +93,36 @@ def no_soft_placement(request):
         tf.config.set_soft_device_placement(before)
 
 
+# The pseudo-device of the SIMT runtime: /CPU:0, the opforge nodes labelled "cuda_sim".
+SIM = "cuda_sim"
+SIM_KIND = "CUDA_SIM"
+
+
 def _device_type(device: str) -> str:
-    return tf.DeviceSpec.from_string(device).device_type
+    return SIM_KIND if device == SIM else tf.DeviceSpec.from_string(device).device_type
 
 
 def _is_gpu(device: str) -> bool:
     return _device_type(device) == "GPU"
+
+
+def _tf_device(device: str) -> str:
+    """The TensorFlow device a test's tensors live on."""
+    return "/CPU:0" if device == SIM else device
+
+
+def _skip_on_sim(device: str, why: str) -> None:
+    if device == SIM:
+        pytest.skip(f"GPU only: {why}")
+
+
+def _run(device: str, fn: Callable, *args, graph: bool = False):
+    """fn(*args) on `device`: eagerly there (in a tf.function with `graph`), or, on SIM, in a
+    tf.function whose GPU ops run their cuda_sim kernels."""
+    with tf.device(_tf_device(device)):
+        if device == SIM:
+            return cuda_sim.function(fn, GPU_OP_NAMES)(*args)
+        return tf.function(fn, autograph=False)(*args) if graph else fn(*args)
 
 
 # --- the kernel registry: which dtypes run on the device -------------------------------------------
@@ -112,8 +147,16 @@ def _satisfies(node, kernel) -> bool:
     return True
 
 
+def _device_kernels(op: str, device_type: str) -> list:
+    """The kernels of `op` a device kind runs: SIM_KIND's are the CPU kernels labelled cuda_sim,
+    the others' the device's unlabelled ones."""
+    if device_type == SIM_KIND:
+        return [k for k in _kernels(op) if k.device_type == "CPU" and k.label == cuda_sim.LABEL]
+    return [k for k in _kernels(op) if k.device_type == device_type and not k.label]
+
+
 def _has_kernel(node, device_type: str) -> bool:
-    return any(k.device_type == device_type and _satisfies(node, k) for k in _kernels(node.op))
+    return any(_satisfies(node, k) for k in _device_kernels(node.op, device_type))
 
 
 def _opforge_nodes(fn: Callable, tensors: Sequence) -> list:
@@ -287,7 +330,7 @@ def _upstreams(outputs: Sequence[np.ndarray], dtypes: Sequence[tf.DType], varian
 
 def _assert_on(device: str, tensors) -> None:
     """Every tensor was produced on `device` (soft placement is off as well)."""
-    want = tf.DeviceSpec.from_string(device)
+    want = tf.DeviceSpec.from_string(_tf_device(device))
     for t in tf.nest.flatten(tensors):
         if t is None:
             continue
@@ -298,27 +341,41 @@ def _assert_on(device: str, tensors) -> None:
 
 def _on_device(device: str, tensors: Sequence[tf.Tensor]) -> List[tf.Tensor]:
     """Copies of `tensors` made on `device`, as a user's tensors are."""
-    with tf.device(device):
+    with tf.device(_tf_device(device)):
         return [tf.identity(t) for t in tensors]
 
 
-def _forward(device: str, spec: OpSpec, case: Case, tensors) -> List[np.ndarray]:
-    with tf.device(device):
-        out = spec.call(spec.op, case, _on_device(device, tensors))
+def _forward(device: str, spec: OpSpec, case: Case, tensors, graph: bool = False) -> List[np.ndarray]:
+    out = _run(device, lambda *xs: list(spec.call(spec.op, case, list(xs))), *_on_device(device, tensors),
+               graph=graph)
     _assert_on(device, out)
     return [o.numpy() for o in out]
 
 
-def _gradients(device: str, spec: OpSpec, case: Case, tensors, wrt, upstreams) -> List[Optional[np.ndarray]]:
-    with tf.device(device):
-        args = _on_device(device, tensors)
-        ups = _on_device(device, upstreams)
+def _gradients(device: str, spec: OpSpec, case: Case, tensors, wrt, upstreams,
+               graph: bool = False) -> List[Optional[np.ndarray]]:
+    n = len(tensors)
+
+    def fn(*xs):
+        args, ups = list(xs[:n]), list(xs[n:])
         with tf.GradientTape() as tape:
             for i in wrt:
                 tape.watch(args[i])
             out = spec.call(spec.op, case, args)
         targets = [o for o in out if _differentiable(o.dtype)]
         grads = tape.gradient(targets, [args[i] for i in wrt], output_gradients=ups)
+        # A function returns tensors only: None (no gradient) as an empty marker.
+        return [tf.zeros([0], tf.int8, name="none") if g is None else g for g in grads], [g is None for g in grads]
+
+    holder = {}
+
+    def run(*xs):
+        grads, missing = fn(*xs)
+        holder["missing"] = missing
+        return grads
+
+    grads = _run(device, run, *_on_device(device, list(tensors) + list(upstreams)), graph=graph)
+    grads = [None if m else g for g, m in zip(grads, holder["missing"])]
     _assert_on(device, grads)
     return [None if g is None else g.numpy() for g in grads]
 
@@ -591,7 +648,61 @@ def bias_leaky_relu_rule(run: Run, kind: str, index: int, gpu: np.ndarray, cpu: 
 
 
 # Every other GPU op must give the CPU's bits (also a new op's, until its CUDA test says otherwise).
+def mfcc_to_mel_rule(run: Run, kind: str, index: int, gpu: np.ndarray, cpu: np.ndarray) -> Optional[str]:
+    """mfcc_to_mel_cuda_test.cc's bound: the basis entries from the device's cos (2 ulp) against
+    glibc's, amplified by the lifter, and the sums' rounding, u = 2^-53 (both compute in double):
+    forward |d mel| <= 4 ((0.1 ln 10 |dx| + 10 u) |mel| + ulp_T), |dx| <= sum_n (12 a + 2 n_mfcc) u
+    |basis[k, n] c[n]|; gradient |d| <= 4 ((12 a + 2 n_mels) u sum_k |basis[k, n] w[k]| + ulp_T)
+    with w = g mel 0.1 ln 10."""
+    from opforge.ops.mfcc_to_mel import mfcc_basis
+
+    attrs = dict(run.case.attrs)
+    c = _f64(run.array(0))
+    n_mfcc, n_mels, lifter = c.shape[-2], int(attrs.get("n_mels", 128)), float(attrs.get("lifter", 0) or 0)
+    basis = np.abs(mfcc_basis(n_mfcc, n_mels, int(attrs.get("dct_type", 2)), attrs.get("norm", "ortho"), lifter))
+    amp = 1.0
+    if lifter > 0:
+        half = lifter * 0.5 * np.sin(np.pi * np.arange(1, n_mfcc + 1) / lifter)
+        amp = float(np.max(1 + np.abs(half) / np.abs(1 + half)))
+    u = 2.0**-53
+    ulp = _EPS[cpu.dtype.name] * np.abs(_f64(cpu)) if cpu.dtype != np.float64 else 0.0
+    with np.errstate(invalid="ignore", over="ignore"):
+        if kind == "forward":
+            dx = (12 * amp + 2 * n_mfcc) * u * np.matmul(basis, np.abs(c))
+            bound = 4 * ((0.1 * np.log(10) * dx + 10 * u) * np.abs(_f64(cpu)) + ulp)
+            return within(gpu, cpu, bound)
+        w = np.abs(_f64(run.upstreams[0].numpy()) * _f64(run.cpu_forward[0])) * 0.1 * np.log(10)
+        bound = 4 * ((12 * amp + 2 * n_mels) * u * np.matmul(basis.T, w) + ulp)
+        # A non-finite w[k, t] reaches every coefficient of frame t.
+        loose = np.broadcast_to(np.any(~np.isfinite(w), axis=-2, keepdims=True), gpu.shape)
+        return within(gpu, cpu, bound, loose=loose)
+
+
+def griffin_lim_rule(run: Run, kind: str, index: int, gpu: np.ndarray, cpu: np.ndarray) -> Optional[str]:
+    """griffin_lim_cuda_test.cc's bounds (cuFFT's rounding against DUCC's, amplified by the
+    iterations' normalisation): max |gpu - cpu| <= tol max |cpu|, tol 1e-5 (float32, <= 1
+    iteration), 2e-3 (float32, more), 1e-12 (float64, none), 1e-10 (float64, <= 2), 1e-8 (float64)."""
+    n_iter = int(run.case.attrs.get("n_iter", 32))
+    if cpu.dtype == np.float64:
+        tol = 1e-12 if n_iter == 0 else 1e-10 if n_iter <= 2 else 1e-8
+    else:
+        tol = 1e-5 if n_iter <= 1 else 2e-3
+    peak = float(np.max(np.abs(_f64(cpu)))) if cpu.size else 0.0
+    return within(gpu, cpu, tol * peak)
+
+
+def mel_to_stft_rule(run: Run, kind: str, index: int, gpu: np.ndarray, cpu: np.ndarray) -> Optional[str]:
+    """The spec's cases have a unique NNLS minimiser, which the spec holds the CPU to within its
+    forward tolerance of (scipy's active-set solution); the GPU is held to the same distance from
+    the CPU (its solver replays the CPU's, but for the device's pow and rounding)."""
+    tol = run.spec.forward_tolerance
+    return within(gpu, cpu, tol[cpu.dtype.name] if isinstance(tol, dict) else tol)
+
+
 RULES: Dict[str, Rule] = {
+    "mfcc_to_mel": mfcc_to_mel_rule,
+    "griffin_lim": griffin_lim_rule,
+    "mel_to_stft": mel_to_stft_rule,
     "swish": swish_rule,
     "yolo_decode": yolo_decode_rule,
     "conv2d_transpose": conv2d_transpose_rule,
@@ -672,7 +783,8 @@ def _compare(device: str, spec: OpSpec, case: Case, dtype: tf.DType, tensors: Li
     rule = RULES.get(spec.name, exact_rule)
     failures: List[str] = []
     where = f"{spec.name} {dtype.name} {case.name}"
-    cpu, cpu_error = _outcome(lambda: _forward("/CPU:0", spec, case, tensors))
+    graph = device == SIM  # the reference the same way: a graph's errors are not eager ones
+    cpu, cpu_error = _outcome(lambda: _forward("/CPU:0", spec, case, tensors, graph=graph))
     gpu, gpu_error = _outcome(lambda: _forward(device, spec, case, tensors))
     if cpu_error or gpu_error:
         if (cpu_error or "").split(":")[0] != (gpu_error or "").split(":")[0]:
@@ -697,14 +809,14 @@ def _compare(device: str, spec: OpSpec, case: Case, dtype: tf.DType, tensors: Li
         if change is not None:
             args = [(_sprinkled(t, seed + 100 + i) if change == "sprinkle" else change(t)) if i in wrt else t
                     for i, t in enumerate(args)]
-            cpu_out = _forward("/CPU:0", spec, case, args)
+            cpu_out = _forward("/CPU:0", spec, case, args, graph=graph)
         else:
             cpu_out = cpu
         outputs = [o for o in cpu_out if _differentiable(tf.as_dtype(o.dtype))]
         ups = _upstreams(outputs, [tf.as_dtype(o.dtype) for o in outputs], variant, seed + 10 * v, integer)
         grun = Run(spec, case, dtype, args, wrt=wrt, upstreams=ups, cpu_forward=cpu_out)
         grun.cache["integer_upstream"] = integer
-        cpu_g = _gradients("/CPU:0", spec, case, args, wrt, ups)
+        cpu_g = _gradients("/CPU:0", spec, case, args, wrt, ups, graph=graph)
         gpu_g = _gradients(device, spec, case, args, wrt, ups)
         grun.cpu_grads = cpu_g
         for k, (g, c) in enumerate(zip(gpu_g, cpu_g)):
@@ -741,7 +853,7 @@ def test_every_gpu_op_has_device_kernels_and_all_are_exercised(gpu_device):
     traced += _integer_gradient_nodes(kind)
     problems = []
     for name in GPU_OP_NAMES:
-        registered = [k for k in _kernels(name) if k.device_type == kind]
+        registered = _device_kernels(name, kind)
         if not registered:
             problems.append(f"{name}: no {kind} kernel registered (is the build's GPU binding missing?)")
         for kernel in registered:
@@ -805,9 +917,8 @@ def _integer_gradient_calls(dtype: tf.DType):
 
 def _integer_gradient_dtypes(device_type: str) -> List[tf.DType]:
     dtypes = set()
-    for kernel in _kernels("Opforge>ElementMulGrad"):
-        if kernel.device_type == device_type:
-            dtypes |= {tf.as_dtype(t) for c in kernel.constraint for t in c.allowed_values.list.type}
+    for kernel in _device_kernels("Opforge>ElementMulGrad", device_type):
+        dtypes |= {tf.as_dtype(t) for c in kernel.constraint for t in c.allowed_values.list.type}
     return sorted((d for d in dtypes if d.is_integer), key=lambda d: d.name)
 
 
@@ -828,8 +939,7 @@ def test_integer_gradient_op_matches_cpu(gpu_device):
         for name, tensors in _integer_gradient_calls(dtype):
             results = []
             for device in ("/CPU:0", gpu_device):
-                with tf.device(device):
-                    out = lib().opforge_element_mul_grad(*_on_device(device, tensors))
+                out = _run(device, lambda *xs: list(lib().opforge_element_mul_grad(*xs)), *_on_device(device, tensors))
                 _assert_on(device, out)
                 results.append([o.numpy() for o in out])
             for k, (c, g) in enumerate(zip(*results)):
@@ -944,6 +1054,7 @@ LARGE_REDUCING = {"element_mul", "element_mul row", "element_mul column", "eleme
 
 @pytest.mark.parametrize("name,dtype", LARGE, ids=[f"{n}-{d.name}" for n, d in LARGE])
 def test_past_the_grid_matches_cpu(gpu_device, name, dtype):
+    _skip_on_sim(gpu_device, "sized for a GPU's grid (make cuda-test runs the loops at the SIMT grid)")
     spec_name, case, tensors = _large(name, dtype)
     spec = BY_NAME[spec_name]
     support = _support(spec, dtype, _device_type(gpu_device))
@@ -958,6 +1069,7 @@ def _specs_of(case: Case, dtype: tf.DType) -> List[tf.TensorSpec]:
 
 def test_cases_past_the_grid_run_every_gpu_op(gpu_device):
     """The cases past the grid reach every GPU op (forward and gradient ops) on the device."""
+    _skip_on_sim(gpu_device, "the cases past the grid are the GPU's")
     kind = _device_type(gpu_device)
     seen = set()
     for name, dtype in LARGE:
@@ -991,6 +1103,7 @@ def test_past_2_to_the_31_elements(gpu_device):
     per tensor: a period of 65537 values tiled, so that every element's expected bits are the
     CPU's result on one period, tiled the same way. NaN-free (its bits may differ by device)."""
     period = 65537  # prime: no vector width or block size divides it
+    _skip_on_sim(gpu_device, "4 GiB tensors")
     reps = 32768 if _is_gpu(gpu_device) else 4  # the dry run: the same lines, small (a multiple of 4)
     with tf.device("/CPU:0"):
         rng = np.random.default_rng(31)
@@ -1033,24 +1146,24 @@ def test_host_memory_inputs(gpu_device):
         images = _values((2, 5, 7, 3), tf.float32, 3)
         want_conv = opforge.ops.conv2d_transpose(x, f, [2, 10, 12, 5], 2).numpy()
         want_resize = opforge.ops.resize_bilinear(images, [9, 13], half_pixel_centers=True).numpy()
-    with tf.device(gpu_device):
+    with tf.device(_tf_device(gpu_device)):
         xd, fd, imd = _on_device(gpu_device, [x, f, images])
         shape32 = tf.constant([2, 10, 12, 5], tf.int32)
         shape64 = tf.identity(tf.constant([2, 10, 12, 5], tf.int64))
         size32 = tf.constant([9, 13], tf.int32)
-        _assert_on(gpu_device, [shape32, shape64, size32])
-        conv_graph = tf.function(lambda x, f: opforge.ops.conv2d_transpose(
-            x, f, tf.cast(tf.shape(x), tf.int64) * tf.constant([1, 2, 2, 0], tf.int64)
-            + tf.constant([0, 0, 0, 5], tf.int64), 2))
-        resize_graph = tf.function(lambda im: opforge.ops.resize_bilinear(
-            im, tf.shape(im)[1:3] * 2 - tf.constant([1, 1]), half_pixel_centers=True))
-        convs = {"list": opforge.ops.conv2d_transpose(xd, fd, [2, 10, 12, 5], 2),
-                 "int32 on the device": opforge.ops.conv2d_transpose(xd, fd, shape32, 2),
-                 "int64 on the device": opforge.ops.conv2d_transpose(xd, fd, shape64, 2),
-                 "computed in a graph": conv_graph(xd, fd)}
-        resizes = {"list": opforge.ops.resize_bilinear(imd, [9, 13], half_pixel_centers=True),
-                   "int32 on the device": opforge.ops.resize_bilinear(imd, size32, half_pixel_centers=True),
-                   "computed in a graph": resize_graph(imd)}
+    _assert_on(gpu_device, [shape32, shape64, size32])
+    conv = lambda x, f, s: opforge.ops.conv2d_transpose(x, f, s, 2)  # noqa: E731
+    resize = lambda im, s: opforge.ops.resize_bilinear(im, s, half_pixel_centers=True)  # noqa: E731
+    convs = {"list": _run(gpu_device, lambda x, f: conv(x, f, [2, 10, 12, 5]), xd, fd),
+             "int32 on the device": _run(gpu_device, conv, xd, fd, shape32),
+             "int64 on the device": _run(gpu_device, conv, xd, fd, shape64),
+             "computed in a graph": _run(gpu_device, lambda x, f: conv(
+                 x, f, tf.cast(tf.shape(x), tf.int64) * tf.constant([1, 2, 2, 0], tf.int64)
+                 + tf.constant([0, 0, 0, 5], tf.int64)), xd, fd, graph=True)}
+    resizes = {"list": _run(gpu_device, lambda im: resize(im, [9, 13]), imd),
+               "int32 on the device": _run(gpu_device, resize, imd, size32),
+               "computed in a graph": _run(gpu_device, lambda im: resize(
+                   im, tf.shape(im)[1:3] * 2 - tf.constant([1, 1])), imd, graph=True)}
     _assert_on(gpu_device, [convs, resizes])
     failures = []
     for how, y in convs.items():  # integer-valued: exact sums on both devices
@@ -1072,34 +1185,37 @@ def test_yolo_decode_anchors_are_host_memory(gpu_device):
     with tf.device("/CPU:0"):
         features = _values((2, 5, 4, 3 * 7), tf.float32, 5, specials=False)
     rows = [[10.0, 13.0], [16.0, 30.0], [33.0, 23.0]]
-    with tf.device(gpu_device):
+    with tf.device(_tf_device(gpu_device)):
         (fd,) = _on_device(gpu_device, [features])
         on_device = tf.identity(tf.constant(rows))
-        _assert_on(gpu_device, [on_device])
+    _assert_on(gpu_device, [on_device])
 
-        def decode_and_grad(f, a):
-            with tf.GradientTape() as tape:
-                tape.watch(f)
-                out = opforge.ops.yolo_decode(f, a, 2, (160, 128))
-                loss = tf.reduce_sum(out.boxes) + tf.reduce_sum(out.class_scores)
-            return list(out) + [tape.gradient(loss, f)]
+    def decode_and_grad(f, a):
+        with tf.GradientTape() as tape:
+            tape.watch(f)
+            out = opforge.ops.yolo_decode(f, a, 2, (160, 128))
+            loss = tf.reduce_sum(out.boxes) + tf.reduce_sum(out.class_scores)
+        return list(out) + [tape.gradient(loss, f)]
 
-        results = {"list": decode_and_grad(fd, rows), "on the device": decode_and_grad(fd, on_device),
-                   "computed in a graph": tf.function(lambda f, a: decode_and_grad(f, a * 2.0 / 2.0))(fd, on_device)}
-        _assert_on(gpu_device, results)
-        failures = []
-        want = [t.numpy() for t in results["list"]]
-        for how, got in results.items():
-            for k, (g, w) in enumerate(zip(got, want)):
-                problem = same_bits(g.numpy(), w)
-                if problem:
-                    failures.append(f"anchors as {how}, output {k}:\n{problem}")
-        for bad, given in (([16.0, float("nan")], "[16, nan]"), ([0.0, 30.0], "[0, 30]")):
+    results = {"list": _run(gpu_device, lambda f: decode_and_grad(f, rows), fd),
+               "on the device": _run(gpu_device, decode_and_grad, fd, on_device),
+               "computed in a graph": _run(gpu_device, lambda f, a: decode_and_grad(f, a * 2.0 / 2.0), fd, on_device,
+                                           graph=True)}
+    _assert_on(gpu_device, results)
+    failures = []
+    want = [t.numpy() for t in results["list"]]
+    for how, got in results.items():
+        for k, (g, w) in enumerate(zip(got, want)):
+            problem = same_bits(g.numpy(), w)
+            if problem:
+                failures.append(f"anchors as {how}, output {k}:\n{problem}")
+    for bad, given in (([16.0, float("nan")], "[16, nan]"), ([0.0, 30.0], "[0, 30]")):
+        with tf.device(_tf_device(gpu_device)):
             anchors = tf.identity(tf.constant([rows[0], bad, rows[2]]))
-            with pytest.raises(tf.errors.InvalidArgumentError) as info:
-                tf.function(lambda f, a: opforge.ops.yolo_decode(f, a, 2, (160, 128)).boxes)(fd, anchors)
-            if f"YoloDecode: anchors[1] must be a finite, positive (width, height), got {given}" not in info.value.message:
-                failures.append(f"bad anchors {bad} on the GPU: {info.value.message}")
+        with pytest.raises(tf.errors.InvalidArgumentError) as info:
+            _run(gpu_device, lambda f, a: opforge.ops.yolo_decode(f, a, 2, (160, 128)).boxes, fd, anchors, graph=True)
+        if f"YoloDecode: anchors[1] must be a finite, positive (width, height), got {given}" not in info.value.message:
+            failures.append(f"bad anchors {bad} on the GPU: {info.value.message}")
     _fail(failures)
 
 
@@ -1126,15 +1242,15 @@ def test_int32_tensors_in_device_memory(gpu_device):
         return [d.boxes, d.scores, d.class_indices, picked, shifted] + list(t)
 
     results = {}
+    modes = ("graph",) if gpu_device == SIM else ("eager", "graph")  # cuda_sim runs in graphs only
     for device in ("/CPU:0", gpu_device):
-        with tf.device(device):
-            args = _on_device(device, host)
-            results[device, "eager"] = pipeline(*args)
-            results[device, "graph"] = tf.function(pipeline)(*args)
-        _assert_on(device, [results[device, "eager"], results[device, "graph"]])
+        args = _on_device(device, host)
+        for mode in modes:
+            results[device, mode] = _run(device, pipeline, *args, graph=mode == "graph")
+            _assert_on(device, results[device, mode])
     failures = []
     decode = Case("pipeline", (Sample((2, 5, 4, 21)), Sample((3, 2))), dict(num_classes=2, input_size=(160, 128)))
-    for mode in ("eager", "graph"):
+    for mode in modes:
         cpu, gpu = ([t.numpy() for t in results[d, mode]] for d in ("/CPU:0", gpu_device))
         with tf.device("/CPU:0"):
             cpu_decode = [t.numpy() for t in opforge.ops.yolo_decode(features, anchors, 2, (160, 128))]
@@ -1151,14 +1267,15 @@ def test_int32_tensors_in_device_memory(gpu_device):
     _fail(failures)
 
 
-def _chain(x, y, s, bias):
-    """Element-wise GPU ops in a row, each (but the first) free to write into its input's buffer."""
-    a = opforge.ops.element_mul(x, y)
-    b = opforge.ops.leaky_relu(a, 0.2)
-    c = opforge.ops.element_mul(b, s)  # s broadcast along the rows
-    d = opforge.ops.clipped_identity(c, -1.5, 1.5, 0.05)
-    e = opforge.ops.swish(d)
-    return opforge.ops.bias_leaky_relu(e, bias, 0.1)
+def _chain(x, y, s, bias, ops=lambda op: op):
+    """Element-wise GPU ops in a row, each (but the first) free to write into its input's buffer
+    (`ops` wraps each op's call)."""
+    a = ops(opforge.ops.element_mul)(x, y)
+    b = ops(lambda a: opforge.ops.leaky_relu(a, 0.2))(a)
+    c = ops(opforge.ops.element_mul)(b, s)  # s broadcast along the rows
+    d = ops(lambda c: opforge.ops.clipped_identity(c, -1.5, 1.5, 0.05))(c)
+    e = ops(opforge.ops.swish)(d)
+    return ops(lambda e, bias: opforge.ops.bias_leaky_relu(e, bias, 0.1))(e, bias)
 
 
 def _train_chain(x, y, s, bias, upstream):
@@ -1179,14 +1296,20 @@ def test_graph_chain_in_place_matches_eager(gpu_device, dtype):
     with tf.device("/CPU:0"):
         host = [_values((rows, cols), dtype, 20), _values((rows, cols), dtype, 21), _values((cols,), dtype, 22),
                 _values((cols,), dtype, 23, specials=False), _values((rows, cols), dtype, 24)]
-    with tf.device(gpu_device):
-        args = _on_device(gpu_device, host)
-        eager = _train_chain(*args)
-        graph = tf.function(_train_chain)(*args)
-        forward_only = tf.function(_chain)(*args[:4])
+    args = _on_device(gpu_device, host)
+    if gpu_device == SIM:
+        # cuda_sim runs in graphs only: "eager" is each op in a graph of its own (fresh buffers),
+        # forward only (the gradient of a function call is built outside the labelled graph).
+        step = lambda op: lambda *xs: _run(SIM, op, *xs)  # noqa: E731
+        eager = [_chain(*args[:4], ops=step)]
+    else:
+        eager = _run(gpu_device, _train_chain, *args)
+    graph = _run(gpu_device, _train_chain, *args, graph=True)
+    forward_only = _run(gpu_device, _chain, *args[:4], graph=True)
     _assert_on(gpu_device, [eager, graph, forward_only])
     failures = []
-    for k, (e, g) in enumerate(zip(eager + [eager[0]], graph + [forward_only])):
+    pairs = list(zip(eager, graph)) + [(eager[0], forward_only)]
+    for k, (e, g) in enumerate(pairs):
         problem = same_bits(g.numpy(), e.numpy())
         if problem:
             failures.append(f"result {k}, graph against eager:\n{problem}")
@@ -1197,6 +1320,7 @@ def test_graph_chain_forwards_buffers_on_the_device(gpu_device):
     """The chain above really runs in place on the GPU: its peak memory is one buffer of the
     tensor's size, not two (TensorFlow forwarded the buffers; without forwarding each op holds
     its input and output at once)."""
+    _skip_on_sim(gpu_device, "TensorFlow keeps memory statistics for GPUs only")
     if not _is_gpu(gpu_device):
         pytest.skip("dry run: TensorFlow keeps memory statistics for GPUs only")
     rows, cols = 4096, 4096
@@ -1219,7 +1343,7 @@ def test_no_silent_fallback_to_the_cpu(gpu_device):
     """With soft placement off (as in every test here), a dtype without a kernel on the device
     is an error, not a CPU run: so a result on the device came from the device's kernel."""
     kind = _device_type(gpu_device)
-    registered = {t for k in _kernels("Opforge>ElementMul") if k.device_type == kind
+    registered = {t for k in _device_kernels("Opforge>ElementMul", kind)
                   for c in k.constraint for t in c.allowed_values.list.type}
     # Not int32 or int64: TensorFlow runs small integer ops on the host whatever is asked.
     missing = [d for d in _MODULES["element_mul"].DTYPES
@@ -1229,13 +1353,13 @@ def test_no_silent_fallback_to_the_cpu(gpu_device):
     with tf.device("/CPU:0"):
         a = tf.ones([1000], missing[0])
     with pytest.raises((tf.errors.NotFoundError, tf.errors.InvalidArgumentError)):
-        with tf.device(gpu_device):
-            opforge.ops.element_mul(a, a).numpy()
+        _run(gpu_device, opforge.ops.element_mul, a, a).numpy()
 
 
 def test_gpu_benchmark_runs(gpu_device, tmp_path):
     """`opforge bench gpu` on one op, briefly: its rows ran on the device and have the times,
     the ratio and, for the element-wise cases, GB/s of the op, TensorFlow's kernel and the copy."""
+    _skip_on_sim(gpu_device, "speed")
     from opforge.tools import gpu_bench
 
     path = tmp_path / "bench.json"

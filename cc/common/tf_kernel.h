@@ -61,6 +61,11 @@
 #include "common/op_call.h"
 #include "common/tf_glue.h"
 #include "common/tf_shape.h"
+#if OPFORGE_CUDA_SIM && !GOOGLE_CUDA
+#include <mutex>
+
+#include "common/simt/simt_api.h"
+#endif
 
 namespace opforge {
 
@@ -117,6 +122,14 @@ struct HasGpuScratch<Op, std::void_t<decltype(std::declval<const Op&>().GpuScrat
                              DType::kFloat, std::declval<const typename Op::Params&>()))>>
     : std::true_type {};
 
+#if OPFORGE_CUDA_SIM && !GOOGLE_CUDA
+// One for the whole library (an inline function's static is one object across its files).
+inline std::mutex& SimulatedKernelMutex() {
+  static std::mutex* mu = new std::mutex();
+  return *mu;
+}
+#endif
+
 }  // namespace internal
 
 template <typename Op, typename Device, typename T>
@@ -169,7 +182,7 @@ class TfKernel final : public tensorflow::OpKernel {
     if constexpr (std::is_same_v<Device, CpuTag>) {
       OPFORGE_OP_REQUIRES_OK(context, internal::RunCpu<T>(op_, params, call, TfParallel(context)));
     } else {
-#if GOOGLE_CUDA
+#if GOOGLE_CUDA || OPFORGE_CUDA_SIM
       tensorflow::Tensor scratch;  // held until the kernels are enqueued (see the top)
       if constexpr (internal::HasGpuScratch<Op>::value) {
         const int64_t bytes = op_.GpuScratchBytes(DTypeOf<T>::value, params);
@@ -184,12 +197,43 @@ class TfKernel final : public tensorflow::OpKernel {
       static_assert(internal::HasGpu<Op>::value,
                     "an op registered on the GPU needs a Gpu path; a CPU-only op registers "
                     "OPFORGE_NO_TYPES as its GPU types");
+#if GOOGLE_CUDA
       OPFORGE_OP_REQUIRES_OK(context, op_.Gpu(DTypeOf<T>::value, params, call, GpuStream(context)));
+#else
+      OPFORGE_OP_REQUIRES_OK(context, RunSimulated(context, params, &call));
+#endif
 #endif
     }
   }
 
  private:
+#if OPFORGE_CUDA_SIM && !GOOGLE_CUDA
+  // The GPU path on the SIMT runtime (common/simt/), on the CPU device: the buffers TensorFlow
+  // gave the call count as device memory while it runs (but the host-memory inputs), so the
+  // runtime's checks of copies and its order check cover them; one simulated kernel at a time
+  // in the library, whatever op (the order check restores and compares all device memory, and
+  // TensorFlow runs independent ops at once).
+  Status RunSimulated(tensorflow::OpKernelContext* context, const typename Op::Params& params,
+                      OpCall* call) const {
+    std::lock_guard<std::mutex> lock(internal::SimulatedKernelMutex());
+    std::vector<const void*> adopted;
+    auto adopt = [&](const void* p, size_t bytes) {
+      if (p == nullptr || bytes == 0) return;
+      simt::AdoptDeviceMemory(p, bytes);
+      adopted.push_back(p);
+    };
+    for (int i = 0; i < context->num_inputs(); ++i) {
+      if (context->input_memory_type(i) == tensorflow::HOST_MEMORY) continue;
+      adopt(call->inputs[static_cast<size_t>(i)], context->input(i).TotalBytes());
+    }
+    for (size_t i = 0; i < call->outputs.size(); ++i)
+      adopt(call->outputs[i], call->output_bytes[i]);
+    adopt(call->scratch, static_cast<size_t>(call->scratch_bytes));
+    const Status status = op_.Gpu(DTypeOf<T>::value, params, *call, nullptr);
+    for (const void* p : adopted) simt::ReleaseDeviceMemory(p);
+    return status;
+  }
+#endif
   Op op_;
 };
 
@@ -213,9 +257,32 @@ class TfKernel final : public tensorflow::OpKernel {
 // Registers TfKernel<OP, Device, T> for BUILDER (which starts with Name(...), and may add
 // .HostMemory(...)) on the CPU for each T of CPU_TYPES and, in a CUDA build, on the GPU for each
 // T of GPU_TYPES.
+//
+// A cuda_sim build (OPFORGE_CUDA_SIM=1, the .cu files compiled for the SIMT runtime,
+// common/simt/) registers the GPU kernels of GPU_TYPES on the CPU device too, under the kernel
+// label "cuda_sim": a node whose _kernel attr is "cuda_sim" (opforge.cuda_sim selects it) runs
+// the GPU path on the CPU. OPFORGE_CUDA_SIM_ONLY=1 registers those alone: a library loaded beside
+// the one with the CPU kernels (a second unlabelled CPU kernel would make every call ambiguous).
+#if OPFORGE_CUDA_SIM && !GOOGLE_CUDA
+#define OPFORGE_REGISTER_SIM_KERNEL_(T, DEVICE, TAG, BUILDER, OP)                          \
+  REGISTER_KERNEL_BUILDER(BUILDER.Device(DEVICE).TypeConstraint<T>("T").Label("cuda_sim"), \
+                          ::opforge::TfKernel<OP, TAG, T>);
+#define OPFORGE_IF_SIM_(...) __VA_ARGS__
+#else
+#define OPFORGE_IF_SIM_(...)
+#endif
+#if OPFORGE_CUDA_SIM_ONLY
+#define OPFORGE_IF_CPU_(...)
+#else
+#define OPFORGE_IF_CPU_(...) __VA_ARGS__
+#endif
+
 #define OPFORGE_REGISTER_KERNELS(BUILDER, OP, CPU_TYPES, GPU_TYPES)                                \
-  CPU_TYPES(OPFORGE_REGISTER_KERNEL_, ::tensorflow::DEVICE_CPU, ::opforge::CpuTag, BUILDER, OP)    \
+  OPFORGE_IF_CPU_(CPU_TYPES(OPFORGE_REGISTER_KERNEL_, ::tensorflow::DEVICE_CPU, ::opforge::CpuTag, \
+                            BUILDER, OP))                                                          \
   OPFORGE_IF_GPU_(GPU_TYPES(OPFORGE_REGISTER_KERNEL_, ::tensorflow::DEVICE_GPU, ::opforge::GpuTag, \
-                            BUILDER, OP))
+                            BUILDER, OP))                                                          \
+  OPFORGE_IF_SIM_(GPU_TYPES(OPFORGE_REGISTER_SIM_KERNEL_, ::tensorflow::DEVICE_CPU,                \
+                            ::opforge::GpuTag, BUILDER, OP))
 
 #endif  // OPFORGE_COMMON_TF_KERNEL_H_

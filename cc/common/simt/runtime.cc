@@ -23,6 +23,7 @@
 #include <mutex>
 #include <numeric>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -1001,6 +1002,7 @@ using opforge::simt::Tls;
 struct Allocations {
   std::mutex mu;
   std::map<uintptr_t, size_t> blocks;  // start -> bytes
+  std::set<uintptr_t> adopted;         // the blocks AdoptDeviceMemory added (not cudaMalloc's)
 };
 Allocations& GetAllocations() {
   static Allocations* a = new Allocations();
@@ -1068,6 +1070,44 @@ std::string DiffImage(const MemoryImage& image) {
 }
 
 }  // namespace internal
+
+void AdoptDeviceMemory(const void* p, size_t bytes) {
+  if (p == nullptr || bytes == 0) return;
+  Allocations& a = GetAllocations();
+  std::lock_guard<std::mutex> lock(a.mu);
+  uintptr_t start = reinterpret_cast<uintptr_t>(p), end = start + bytes;
+  // A range inside one block already counts; one that overlaps adopted blocks (views of one
+  // buffer) merges with them into one block.
+  auto it = a.blocks.upper_bound(start);
+  if (it != a.blocks.begin()) {
+    auto prev = std::prev(it);
+    if (prev->first + prev->second >= end) return;
+    if (prev->first + prev->second > start && a.adopted.count(prev->first) != 0) it = prev;
+  }
+  while (it != a.blocks.end() && it->first < end) {
+    if (a.adopted.count(it->first) == 0) break;  // never merge with cudaMalloc's memory
+    start = std::min(start, it->first);
+    end = std::max(end, it->first + it->second);
+    a.adopted.erase(it->first);
+    it = a.blocks.erase(it);
+  }
+  a.blocks[start] = end - start;
+  a.adopted.insert(start);
+}
+
+void ReleaseDeviceMemory(const void* p) {
+  if (p == nullptr) return;
+  Allocations& a = GetAllocations();
+  std::lock_guard<std::mutex> lock(a.mu);
+  const auto u = reinterpret_cast<uintptr_t>(p);
+  auto it = a.blocks.upper_bound(u);
+  if (it == a.blocks.begin()) return;
+  --it;
+  if (a.adopted.count(it->first) == 0 || u >= it->first + std::max<size_t>(it->second, 1)) return;
+  a.adopted.erase(it->first);
+  a.blocks.erase(it);
+}
+
 }  // namespace simt
 }  // namespace opforge
 
@@ -1135,7 +1175,7 @@ cudaError_t cudaFree(void* ptr) {
   {
     std::lock_guard<std::mutex> lock(a.mu);
     auto it = a.blocks.find(reinterpret_cast<uintptr_t>(ptr));
-    if (it == a.blocks.end()) {
+    if (it == a.blocks.end() || a.adopted.count(it->first) != 0) {
       return Refuse(cudaErrorInvalidValue,
                     "cudaFree: the pointer is not the start of a device allocation");
     }

@@ -55,6 +55,15 @@ std::vector<KernelLaunches> LaunchCounts();
 std::string LastReport();
 void ClearReport();
 
+// Memory the runtime did not allocate that stands for device memory from now on: a framework's
+// buffers handed to a kernel's host code (TensorFlow's tensors, on the CPU device, when the ops'
+// GPU kernels run on this runtime). The CUDA runtime calls then accept [p, p + bytes) as device
+// memory, and the order check restores and compares it; cudaFree refuses it. A range that
+// overlaps adopted ones (views of one buffer) merges with them. ReleaseDeviceMemory(q) for any q
+// inside an adopted block forgets the whole block.
+void AdoptDeviceMemory(const void* p, size_t bytes);
+void ReleaseDeviceMemory(const void* p);
+
 // The device a SIMT run stands for: an H200 (sm_90), whose launch limits it enforces.
 struct DeviceLimits {
   int max_threads_per_block = 1024;

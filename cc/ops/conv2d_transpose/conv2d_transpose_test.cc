@@ -156,6 +156,9 @@ std::vector<Case> Cases() {
       {{2, 9, 8, 16}, {4, 4, 17, 16}, {2, 17, 16, 17}, 2, 2, 1, 1, "SAME", {}, false},
       {{2, 8, 9, 18}, {4, 4, 16, 18}, {2, 16, 18, 16}, 2, 2, 1, 1, "EXPLICIT", {1, 2, 2, 1}, false},
       {{1, 8, 8, 16}, {4, 4, 16, 16}, {1, 18, 18, 16}, 2, 2, 1, 1, "VALID", {}, false},
+      // a 3x3 filter over a 1x1 image, stride 2: most taps meet no output, so their gradient is
+      // 0 (oneDNN's bfloat16 filter gradient left them unwritten: found through cuda_sim)
+      {{1, 1, 1, 2}, {3, 3, 2, 2}, {1, 2, 1, 2}, 2, 2, 1, 1, "SAME", {}, false},
       // empty: batch 0, input height 0 (VALID), zero channels
       {{0, 3, 3, 2}, {2, 2, 3, 2}, {0, 6, 6, 3}, 2, 2, 1, 1, "SAME", {}, false},
       {{1, 0, 2, 2}, {5, 1, 3, 2}, {1, 2, 3, 3}, 2, 2, 1, 1, "VALID", {}, false},

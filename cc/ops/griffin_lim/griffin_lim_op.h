@@ -83,7 +83,7 @@ struct GriffinLimOp {
     return GriffinLimForward<T>(p, call.in<T>(0), given ? call.in<T>(1) : nullptr, call.out<T>(0),
                                 parallel);
   }
-#if GOOGLE_CUDA
+#if GOOGLE_CUDA || OPFORGE_CUDA_SIM
   // Device scratch for the GPU iterations, from TensorFlow's allocator (TfKernel's allocate_temp).
   int64_t GpuScratchBytes(DType dtype, const Params& p) const {
     return GriffinLimGpuScratchBytes(p);

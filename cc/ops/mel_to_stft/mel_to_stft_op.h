@@ -64,7 +64,7 @@ struct MelToStftOp {
     return MelToStftForward<T>(p, call.in<T>(0), p.given_filters ? call.in<T>(1) : nullptr,
                                call.out<T>(0), parallel);
   }
-#if GOOGLE_CUDA
+#if GOOGLE_CUDA || OPFORGE_CUDA_SIM
   // Device scratch for the GPU solver, from TensorFlow's allocator (TfKernel's allocate_temp).
   int64_t GpuScratchBytes(DType dtype, const Params& p) const {
     return MelToStftGpuScratchBytes(p);

@@ -67,7 +67,7 @@ struct MfccToMelOp : MfccToMelAttrs<kMfccToMel> {
   void Cpu(const Params& p, const OpCall& call, const Parallel& parallel) const {
     MfccToMelForward<T>(p, call.in<T>(0), call.out<T>(0), parallel);
   }
-#if GOOGLE_CUDA
+#if GOOGLE_CUDA || OPFORGE_CUDA_SIM
   Status Gpu(DType dtype, const Params& p, const OpCall& call, void* stream) const {
     return MfccToMelForwardGpu(dtype, p, call.in(0), call.out(0), stream);
   }
@@ -85,7 +85,7 @@ struct MfccToMelGradOp : MfccToMelAttrs<kMfccToMelGrad> {
   void Cpu(const Params& p, const OpCall& call, const Parallel& parallel) const {
     MfccToMelBackward<T>(p, call.in<T>(0), call.in<T>(1), call.out<T>(0), parallel);
   }
-#if GOOGLE_CUDA
+#if GOOGLE_CUDA || OPFORGE_CUDA_SIM
   Status Gpu(DType dtype, const Params& p, const OpCall& call, void* stream) const {
     return MfccToMelBackwardGpu(dtype, p, call.in(0), call.in(1), call.out(0), stream);
   }
