@@ -12,7 +12,7 @@ import opforge
 
 PACKAGE = pathlib.Path(opforge.__file__).parent
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-PUBLIC = {"ops", "layers", "models", "data", "audio", "build", "onnx", "lite", "tools"}
+PUBLIC = {"ops", "layers", "models", "data", "audio", "build", "onnx", "lite", "tools", "cuda_sim"}
 # Where the modules stood before the layout by role; none of these paths exists any more.
 OLD_PATHS = {
     **{f"opforge.{name}": f"opforge.tools.{name}" for name in (
@@ -118,10 +118,9 @@ def test_every_installed_helper_finds_the_headers_it_includes():
     helpers = PACKAGE / "include" / "opforge" / "common"
     if not helpers.is_dir():
         pytest.skip("opforge imported from the source tree, without its installed helpers")
-    installed = {p.name for p in helpers.iterdir()}
     missing = []
-    for path in sorted(helpers.iterdir()):
+    for path in sorted(p for p in helpers.rglob("*") if p.is_file()):
         for name in re.findall(r'#include "common/([^"]+)"', path.read_text()):
-            if name not in installed:
-                missing.append(f"{path.name} includes common/{name}")
+            if not (helpers / name).is_file():
+                missing.append(f"{path.relative_to(helpers)} includes common/{name}")
     assert not missing, missing

@@ -85,3 +85,30 @@ def test_softplus_from_the_scaffold_with_two_lines_of_cpp(tmp_path, cache):
         "    np.testing.assert_allclose(tf.cast(y, tf.float64), tf.cast(tf.cast(expected, dtype), tf.float64),"
         " rtol={'float16': 1e-3, 'bfloat16': 8e-3, 'float32': 1e-6}.get(dtype.name, 1e-14))"))
     _assert_project_works(root, name, cache)
+
+
+@pytest.mark.skipif(not __import__("opforge.build").build.cuda_sim_available(),
+                    reason="no CUDA toolkit headers: the cuda_sim build needs them (not a GPU, not nvcc)")
+@pytest.mark.parametrize("bug,expected", [
+    # a wrong index: each thread reads the mirrored element
+    (("    y[i] = Num<T>::From(Value(Num<T>::To(x[i]), scale));",
+      "    y[i] = Num<T>::From(Value(Num<T>::To(x[n - 1 - i]), scale));"),
+     r"FAIL cuda_sim: .*output 0 differs by"),
+    # a barrier the block's first thread never reaches
+    (("       i += int64_t(blockDim.x) * gridDim.x) {{\n    y[i]".replace("{{", "{"),
+      "       i += int64_t(blockDim.x) * gridDim.x) {\n    if (threadIdx.x == 0) return;\n    __syncthreads();\n    y[i]"),
+     r"FAIL cuda_sim: .*ForwardKernel.*__syncthreads"),
+], ids=["wrong index", "divergent barrier"])
+def test_cuda_sim_check_finds_a_bug_planted_in_the_scaffolds_cuda_kernel(tmp_path, cache, bug, expected):
+    """`opforge check --cuda-sim` runs the scaffold's CUDA kernel on the CPU against its CPU
+    kernel: a kernel bug planted in my_op.cu fails it, with what went wrong, on a machine without
+    a GPU (the unchanged kernel passes: the scaffold's own tests run the same check)."""
+    name = "planted_op"
+    scaffold.new_project(name, str(tmp_path))
+    cu = tmp_path / name / f"{name}.cu"
+    text = cu.read_text()
+    assert text.count(bug[0]) == 1, bug[0]
+    cu.write_text(text.replace(bug[0], bug[1]))
+    proc = _run([OPFORGE, "check", "--cuda-sim", "--checks", "ops", f"{name}:{name}"], tmp_path / name, cache)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert re.search(expected, proc.stdout), proc.stdout

@@ -265,6 +265,37 @@ def _cuda_home() -> Optional[Path]:
     return None
 
 
+def cuda_sim_requested() -> bool:
+    """Whether $OPFORGE_CUDA_SIM asks every load with cuda_sources for a cuda_sim build (what
+    `opforge check --cuda-sim` sets for the op it checks and its child processes)."""
+    return os.environ.get("OPFORGE_CUDA_SIM", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def cuda_sim_available() -> bool:
+    """Whether a cuda_sim build can be made here: the CUDA toolkit's headers and opforge's SIMT
+    runtime are found (no GPU and no nvcc needed)."""
+    try:
+        _cuda_headers()
+        return True
+    except BuildError:
+        return False
+
+
+def _cuda_headers() -> Path:
+    """The CUDA toolkit whose headers a cuda_sim build compiles against (no nvcc needed)."""
+    home = _cuda_home()
+    if home is None or not (home / "include" / "cuda_runtime.h").is_file():
+        raise BuildError(
+            "opforge.build: cuda_sim=True compiles the .cu files for opforge's SIMT runtime with the "
+            "C++ compiler, against the CUDA toolkit's headers (cuda_runtime.h, cuda_fp16.h, cuda_bf16.h); "
+            f"none found ({home / 'include' if home else '$CUDA_HOME, nvcc on PATH, /usr/local/cuda'}). "
+            "Install the CUDA toolkit or set $CUDA_HOME.")
+    if not (_include_root() / "opforge" / "common" / "simt" / "runtime.cc").is_file():
+        raise BuildError("opforge.build: this opforge was installed without its SIMT runtime "
+                         f"({_include_root() / 'opforge' / 'common' / 'simt'}); reinstall it")
+    return home
+
+
 def _nvcc() -> Tuple[str, Path]:
     home = _cuda_home()
     if home is None:
@@ -348,7 +379,8 @@ class _Plan:
                  source_paths: Optional[List[Path]], cuda_paths: Optional[List[Path]],
                  extra_cflags: Optional[Flags], extra_ldflags: Sequence[str],
                  include_dirs: Sequence[str], build_directory: Optional[str],
-                 ort_sources: Sequence[Tuple[str, bytes]] = (), ort_paths: Optional[List[Path]] = None):
+                 ort_sources: Sequence[Tuple[str, bytes]] = (), ort_paths: Optional[List[Path]] = None,
+                 cuda_sim: Optional[bool] = None):
         if not isinstance(name, str) or not _NAME.match(name):
             raise ValueError(f"opforge.build: name must be a C identifier (letters, digits, _), got {name!r}")
         if not sources and not cuda_sources:
@@ -365,12 +397,17 @@ class _Plan:
         self.cxx_version = _tool_version(self.cxx)
         self.nvcc = self.cuda_home = None
         self.nvcc_version = ""
-        if cuda_sources:
+        # cuda_sim: the .cu files compiled by the C++ compiler for opforge's SIMT runtime, the GPU
+        # kernels registered on the CPU under the kernel label "cuda_sim" (opforge.cuda_sim).
+        self.cuda_sim = bool(cuda_sources) and (cuda_sim if cuda_sim is not None else cuda_sim_requested())
+        if self.cuda_sim:
+            self.cuda_home = _cuda_headers()
+        elif cuda_sources:
             self.nvcc, self.cuda_home = _nvcc()
             self.nvcc_version = _tool_version(self.nvcc)
         # GPU kernels can be registered with TensorFlow only in a CUDA TensorFlow; in a CPU one the
         # .cu files are still compiled and linked (their host entry points are callable).
-        self.gpu_binding = bool(cuda_sources) and self.tf["is_cuda_build"]
+        self.gpu_binding = bool(cuda_sources) and self.tf["is_cuda_build"] and not self.cuda_sim
         self.extra_cxx = _split_flags(extra_cflags, "cxx")
         self.extra_nvcc = _split_flags(extra_cflags, "nvcc")
         for flag in self.extra_cxx + self.extra_nvcc:
@@ -391,6 +428,7 @@ class _Plan:
             "cxx": self.cxx,
             "cxx_version": self.cxx_version,
             "gpu_binding": self.gpu_binding,
+            "cuda_sim": self.cuda_sim,
             "cuda_home": str(self.cuda_home or ""),
             "extra_cxx": self.extra_cxx,
             "include_dirs": self.include_dirs,
@@ -467,7 +505,15 @@ class _Plan:
                 flags.append(flag)
         if self.gpu_binding:
             flags += ["-DGOOGLE_CUDA=1", "-DEIGEN_USE_GPU", "-isystem", str(self.cuda_home / "include")]
+        if self.cuda_sim:
+            flags += ["-DOPFORGE_CUDA_SIM=1", "-isystem", str(self.cuda_home / "include")]
         return flags + self.extra_cxx
+
+    def simt_flags(self) -> List[str]:
+        """A .cu file (or the SIMT runtime) compiled as C++ for the SIMT runtime: the C++ flags,
+        the prelude included first, nvcc's pragmas ignored."""
+        return ["-x", "c++", *self.cxx_flags(), "-Wno-unknown-pragmas", "-include",
+                str(_include_root() / "opforge" / "common" / "simt" / "simt.h")]
 
     def ort_cxx_flags(self) -> List[str]:
         """The ONNX Runtime library's compiles: no TensorFlow header (Eigen from its include
@@ -501,7 +547,7 @@ class _Plan:
 
     def link_flags(self) -> List[str]:
         flags = ["-Wl,--no-undefined"]
-        if self.cuda_sources:
+        if self.cuda_sources and not self.cuda_sim:
             lib = next((d for d in (self.cuda_home / "lib64", self.cuda_home / "targets" / "x86_64-linux" / "lib",
                                     self.cuda_home / "lib") if (d / "libcudart_static.a").is_file()), None)
             if lib is None:
@@ -892,8 +938,22 @@ def _build(plan: _Plan, reason: str, verbose: bool) -> None:
                                   "-o", str(obj)], entry, log))
                 depfiles.append(dep)
                 objects.append(obj)
-            nvcc_flags = plan.nvcc_flags() if cu_paths else []
-            for i, src in enumerate(cu_paths):
+            if plan.cuda_sim:
+                # The kernels for the SIMT runtime, and the runtime itself (cuFFT's calls are not
+                # in a user's cuda_sim build).
+                runtime = _include_root() / "opforge" / "common" / "simt" / "runtime.cc"
+                for i, src in enumerate(list(cu_paths) + [runtime]):
+                    obj = tmp / f"cu{i}_{src.stem}.o"
+                    dep = tmp / f"cu{i}_{src.stem}.d"
+                    what = "the SIMT runtime" if src == runtime else f"{src.name} for the SIMT runtime"
+                    compile_flags = flags if src == runtime else plan.simt_flags()
+                    jobs.append(_Job(f"compile {what}",
+                                     [plan.cxx, *compile_flags, "-MMD", "-MF", str(dep), "-c", str(src),
+                                      "-o", str(obj)], entry, log))
+                    depfiles.append(dep)
+                    objects.append(obj)
+            nvcc_flags = plan.nvcc_flags() if cu_paths and not plan.cuda_sim else []
+            for i, src in enumerate(cu_paths if not plan.cuda_sim else []):
                 obj = tmp / f"cu{i}_{src.stem}.o"
                 dep = tmp / f"cu{i}_{src.stem}.d"
                 jobs.append(_Job(f"nvcc {src.name}",
@@ -1190,7 +1250,8 @@ def build_library(name: str, sources: Sequence[Union[str, os.PathLike]] = (),
                   build_directory: Optional[str] = None, verbose: bool = False,
                   cpp_source: Optional[str] = None, cuda_source: Optional[str] = None,
                   ort_sources: Sequence[Union[str, os.PathLike]] = (),
-                  ort_source: Optional[Union[str, Sequence[str]]] = None) -> Path:
+                  ort_source: Optional[Union[str, Sequence[str]]] = None,
+                  cuda_sim: Optional[bool] = None) -> Path:
     """Builds (or finds in the cache) the library and returns its path, without loading it.
 
     Takes `sources`/`cuda_sources`/`ort_sources` (files) as `load`, or
@@ -1198,13 +1259,13 @@ def build_library(name: str, sources: Sequence[Union[str, os.PathLike]] = (),
     any, is `ort_library_path(<the returned path>)`.
     """
     plan = _plan(name, sources, cuda_sources, extra_cflags, extra_ldflags, include_dirs,
-                 build_directory, cpp_source, cuda_source, ort_sources, ort_source)
+                 build_directory, cpp_source, cuda_source, ort_sources, ort_source, cuda_sim)
     with _load_lock:
         return _ensure_built(plan, verbose)
 
 
 def _plan(name, sources, cuda_sources, extra_cflags, extra_ldflags, include_dirs, build_directory,
-          cpp_source=None, cuda_source=None, ort_sources=(), ort_source=None) -> _Plan:
+          cpp_source=None, cuda_source=None, ort_sources=(), ort_source=None, cuda_sim=None) -> _Plan:
     if cpp_source is not None or cuda_source is not None:
         if _as_list(ort_sources):
             raise ValueError("opforge.build: with the sources as text (cpp_source), give the ONNX "
@@ -1213,7 +1274,7 @@ def _plan(name, sources, cuda_sources, extra_cflags, extra_ldflags, include_dirs
         cus = [(f"{name}_cuda.cu", _text(cuda_source).encode())] if cuda_source is not None else []
         orts = [(f"{name}_ort.cc", _text(ort_source).encode())] if ort_source is not None else []
         return _Plan(name, srcs, cus, None, None, extra_cflags, extra_ldflags, include_dirs,
-                     build_directory, orts, None)
+                     build_directory, orts, None, cuda_sim)
     if ort_source is not None:
         raise ValueError("opforge.build: with the sources as files, give the ONNX Runtime sources as "
                          "files too (ort_sources)")
@@ -1224,7 +1285,7 @@ def _plan(name, sources, cuda_sources, extra_cflags, extra_ldflags, include_dirs
         if path.suffix == ".cu":
             raise ValueError(f"opforge.build: {path} is a CUDA source: pass it in cuda_sources")
     return _Plan(name, srcs, cus, src_paths, cu_paths, extra_cflags, extra_ldflags, include_dirs,
-                 build_directory, orts, ort_paths)
+                 build_directory, orts, ort_paths, cuda_sim)
 
 
 def _text(source) -> str:
@@ -1236,7 +1297,7 @@ def _text(source) -> str:
 def load(name: str, sources: Sequence[Union[str, os.PathLike]], cuda_sources: Sequence[Union[str, os.PathLike]] = (),
          extra_cflags: Flags = (), extra_ldflags: Sequence[str] = (), include_dirs: Sequence[str] = (),
          build_directory: Optional[str] = None, verbose: bool = False,
-         ort_sources: Sequence[Union[str, os.PathLike]] = ()) -> ModuleType:
+         ort_sources: Sequence[Union[str, os.PathLike]] = (), cuda_sim: Optional[bool] = None) -> ModuleType:
     """Compiles the C++ (and CUDA) source files into an op library against the running
     TensorFlow, caches it, loads it with `tf.load_op_library` and returns that module.
 
@@ -1260,6 +1321,14 @@ def load(name: str, sources: Sequence[Union[str, os.PathLike]], cuda_sources: Se
         header (the core) and opforge's ONNX Runtime skeleton, into a second library in the same
         cache entry, an ONNX Runtime custom-op library without TensorFlow
         (`ort_library_path(module)`); its ops are the ONNX domain `ort_domain(...)` gives.
+      cuda_sim: build `cuda_sources` for opforge's SIMT runtime instead of nvcc (no GPU and no
+        nvcc needed, the CUDA toolkit's headers are): the C++ compiler compiles each `.cu` file
+        after the runtime's prelude, and the kernels registered with `OPFORGE_REGISTER_KERNELS`
+        for the GPU are registered on the CPU as well, under the kernel label "cuda_sim", beside
+        the CPU kernels. `opforge.cuda_sim.function(fn, op_names)` runs them; `opforge check
+        --cuda-sim` compares them with the CPU kernels, with the SIMT runtime's checks (barriers,
+        warp intrinsics, launch limits, block order). None (the default): $OPFORGE_CUDA_SIM.
+        cuFFT is not available to a user's cuda_sim build.
 
     Returns the module `tf.load_op_library` returns: one function per op (`AddOne` becomes
     `add_one`). The same sources and flags loaded again in this process return the
@@ -1272,13 +1341,14 @@ def load(name: str, sources: Sequence[Union[str, os.PathLike]], cuda_sources: Se
       LoadError: TensorFlow could not load the library (the reason, explained).
     """
     return _load_plan(_plan(name, sources, cuda_sources, extra_cflags, extra_ldflags, include_dirs,
-                            build_directory, ort_sources=ort_sources), verbose)
+                            build_directory, ort_sources=ort_sources, cuda_sim=cuda_sim), verbose)
 
 
 def load_inline(name: str, cpp_source: Union[str, Sequence[str]], cuda_source: Optional[Union[str, Sequence[str]]] = None,
                 extra_cflags: Flags = (), extra_ldflags: Sequence[str] = (), include_dirs: Sequence[str] = (),
                 build_directory: Optional[str] = None, verbose: bool = False,
-                ort_source: Optional[Union[str, Sequence[str]]] = None) -> ModuleType:
+                ort_source: Optional[Union[str, Sequence[str]]] = None,
+                cuda_sim: Optional[bool] = None) -> ModuleType:
     """`load` with the sources given as text (a string, or a list of strings joined by newlines).
 
     The C++ source is written to `<entry>/src/<name>.cc` (the CUDA source to `<name>_cuda.cu`, the
@@ -1288,4 +1358,4 @@ def load_inline(name: str, cpp_source: Union[str, Sequence[str]], cuda_source: O
     no TensorFlow header). See `load` for the rest.
     """
     return _load_plan(_plan(name, (), (), extra_cflags, extra_ldflags, include_dirs, build_directory,
-                            cpp_source, cuda_source, ort_source=ort_source), verbose)
+                            cpp_source, cuda_source, ort_source=ort_source, cuda_sim=cuda_sim), verbose)

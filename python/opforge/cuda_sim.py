@@ -33,11 +33,15 @@ _loaded: Optional[Path] = None
 
 def opforge_library_path() -> Optional[Path]:
     """The cuda_sim library of opforge's own ops: $OPFORGE_CUDA_SIM_LIBRARY, else the one `make
-    test` builds in a source checkout (build/wheel/), else None."""
+    test` builds in a source checkout (build/wheel/, beside the package's source or under the
+    working directory), else None."""
     env = os.environ.get("OPFORGE_CUDA_SIM_LIBRARY", "").strip()
     if env:
         return Path(env).expanduser().resolve()
-    return _BUILD_LIBRARY if _BUILD_LIBRARY.is_file() else None
+    for path in (_BUILD_LIBRARY, Path.cwd() / "build" / "wheel" / LIBRARY_NAME):
+        if path.is_file():
+            return path.resolve()
+    return None
 
 
 def load_opforge_kernels(path: Optional[Path] = None) -> Path:
@@ -79,7 +83,7 @@ def kernels(op_names: Iterable[str]) -> Iterator[None]:
 def function(fn: Callable, op_names: Sequence[str]) -> Callable:
     """`tf.function(fn)` whose nodes of `op_names` (and their gradient ops, if named) run the
     cuda_sim kernels: the ops' CUDA kernels on the SIMT runtime. A dtype without a GPU kernel
-    fails with TensorFlow's NotFoundError (no silent CPU kernel)."""
+    fails with TensorFlow's error for a missing kernel (no silent CPU kernel)."""
     import tensorflow as tf
 
     names = tuple(op_names)

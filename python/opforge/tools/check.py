@@ -32,7 +32,17 @@ first sample call and collecting the op types TensorFlow itself does not define 
 - determinism: the outputs, and the gradients of sum(output^2)/2, are the same bits over
   repeated runs, in child processes with 1 and with 2 intra-op threads;
 - savedmodel: the function saved as a SavedModel loads in a fresh process that only loads the
-  op's library (opforge ops: `import opforge`), runs the custom op and gives the same bits.
+  op's library (opforge ops: `import opforge`), runs the custom op and gives the same bits;
+- cuda_sim (with `--cuda-sim`, or checks=[..., "cuda_sim"]): the op's CUDA kernels, run on the
+  CPU by opforge's SIMT runtime (`opforge.cuda_sim`), against its CPU kernels, outputs and the
+  gradients of sum(output^2)/2, on every sample call: the same bits pass; within
+  `cuda_sim_tolerance` of the largest CPU value passes with a warning saying by how much (a CUDA
+  maths function rounds otherwise than the host's); more, or a launch the runtime stops (a
+  barrier not every thread reaches, a warp intrinsic a lane misses, a launch past an H200's
+  limits, results that depend on the block order), fails. A sample call in a dtype without a
+  GPU kernel is skipped. `--cuda-sim` sets OPFORGE_CUDA_SIM=1 before the target is imported, so
+  that `opforge.build.load(..., cuda_sources=[...])` builds the op's library for the SIMT runtime
+  (cuda_sim=True); for opforge's own ops it loads their cuda_sim library (`make cuda-sim`).
 
 Sample inputs of a function, first found wins:
 1. `sample_inputs=` of `check()` (the CLI's `--inputs`);
@@ -76,6 +86,9 @@ import numpy as np
 from opforge.tools import _child as child_io
 
 CHECKS = ("ops", "shape", "gradient", "kernels", "eager_vs_function", "bad_inputs", "determinism", "savedmodel")
+# Run when asked for (`--cuda-sim`): they need a build of the op for them.
+OPTIONAL_CHECKS = ("cuda_sim",)
+CUDA_SIM_TOLERANCE = 1e-5
 DEFAULT_SHAPE = (4, 8)
 MAX_JACOBIAN_INPUTS = 4096  # float input elements of a call whose numerical gradient is checked
 INPUT_SPEC = re.compile(r"^\s*([a-z]+[0-9]*)\s*\[\s*([0-9,\s]*)\]\s*$")
@@ -648,6 +661,109 @@ def _check_eager_vs_function(target: _Target) -> Result:
     return Result(target.label, "eager_vs_function", "PASS", f"{len(calls)} calls, the same bits")
 
 
+def _outputs_and_gradients(fn, wrt, counts):
+    """fn's outputs and the gradients of sum(output^2)/2 (float outputs, in float64) for the
+    inputs `wrt` (an empty tensor where one is None); counts["outputs"] is set while tracing."""
+    import tensorflow as tf
+
+    def with_grads(*xs):
+        with tf.GradientTape() as tape:
+            tape.watch([xs[i] for i in wrt])
+            outputs = _flat(fn(*xs))
+            counts["outputs"] = len(outputs)
+            floats = [o for o in outputs if o.dtype.is_floating]
+            if not wrt or not floats:
+                return outputs
+            loss = tf.add_n([tf.reduce_sum(tf.cast(o, tf.float64) ** 2) / 2 for o in floats])
+        try:
+            grads = tape.gradient(loss, [xs[i] for i in wrt])
+        except LookupError:  # no gradient registered: the forward alone
+            return outputs
+        return outputs + [tf.zeros([0], xs[i].dtype) if g is None else g for i, g in zip(wrt, grads)]
+
+    return with_grads
+
+
+def _one_line(exc) -> str:
+    """A TensorFlow error's message on one line, without "Graph execution error:"."""
+    text = " ".join(getattr(exc, "message", str(exc)).split())
+    return text.removeprefix("Graph execution error: ")
+
+
+def _check_cuda_sim(target: _Target, tolerance: float) -> Result:
+    import tensorflow as tf
+    from tensorflow.python.framework import kernels
+
+    from opforge import cuda_sim
+
+    if target.spec is not None:  # opforge's own ops: their cuda_sim library, beside opforge's
+        try:
+            cuda_sim.load_opforge_kernels()
+        except FileNotFoundError as exc:
+            return Result(target.label, "cuda_sim", "SKIP", str(exc))
+    ops = list(dict.fromkeys(list(target.ops) + list(target.grad_ops)))
+    labelled = {op: [k for k in kernels.get_registered_kernels_for_op(op).kernel if k.label == cuda_sim.LABEL]
+                for op in ops}
+    missing = [op for op in target.ops if not labelled[op]]
+    if missing:
+        return Result(target.label, "cuda_sim", "FAIL",
+                      f"no cuda_sim kernel is registered for {', '.join(missing)}: build the op's library with its "
+                      "cuda_sources and cuda_sim=True (opforge.build.load; `opforge check --cuda-sim` sets "
+                      "OPFORGE_CUDA_SIM=1, which does it for every load with cuda_sources), and register its GPU "
+                      "kernels with OPFORGE_REGISTER_KERNELS")
+    sim_ops = [op for op in ops if labelled[op]]
+    compared, skipped, warnings, exact = 0, [], [], True
+    for call in target.calls:
+        tensors, rebuild = _split(call)
+        fn = _caller(target.function, rebuild)
+        wrt = [i for i, t in enumerate(tensors) if t.dtype.is_floating]
+        counts: Dict[str, int] = {}
+        with_grads = _outputs_and_gradients(fn, wrt, counts)
+        cpu = [t.numpy() for t in tf.function(with_grads)(*tensors)]
+        try:
+            gpu = [t.numpy() for t in cuda_sim.function(with_grads, sim_ops)(*tensors)]
+        except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError) as exc:
+            if "OpKernel" not in exc.message:  # a kernel's own error, not a missing kernel
+                return Result(target.label, "cuda_sim", "FAIL", f"{call!r}: {type(exc).__name__}: {_one_line(exc)}")
+            skipped.append(f"{call!r}: {_first_line(exc)}")
+            continue
+        except tf.errors.OpError as exc:
+            return Result(target.label, "cuda_sim", "FAIL", f"{call!r}: {type(exc).__name__}: {_one_line(exc)}")
+        compared += 1
+        n_out = counts["outputs"]
+        for k, (g, c) in enumerate(zip(gpu, cpu)):
+            what = f"output {k}" if k < n_out else f"the gradient of input {wrt[k - n_out]}"
+            if g.shape != c.shape or g.dtype != c.dtype:
+                return Result(target.label, "cuda_sim", "FAIL",
+                              f"{call!r}: {what}: {g.dtype}{list(g.shape)} on the GPU path, {c.dtype}{list(c.shape)} on the CPU")
+            if _digest([g]) == _digest([c]):
+                continue
+            exact = False
+            gf, cf = g.astype(np.float64), c.astype(np.float64)
+            same = (gf == cf) | (np.isnan(gf) & np.isnan(cf))
+            finite = np.isfinite(cf)
+            peak = float(np.max(np.abs(cf[finite]))) if finite.any() else 0.0
+            with np.errstate(invalid="ignore"):
+                diff = np.where(same, 0.0, np.abs(gf - cf))
+            worst = float(np.nanmax(np.where(np.isnan(diff), np.inf, diff))) if diff.size else 0.0
+            if not (worst <= tolerance * max(peak, np.finfo(np.float64).tiny)):
+                at = np.unravel_index(int(np.argmax(np.where(np.isnan(diff), np.inf, diff))), diff.shape)
+                return Result(target.label, "cuda_sim", "FAIL",
+                              f"{call!r}: {what} differs by {worst:.3g} (the CPU's largest value {peak:.3g}, "
+                              f"allowed {tolerance:g} of it): at {list(map(int, at))} the GPU path gives "
+                              f"{float(gf[at]):.9g}, the CPU {float(cf[at]):.9g}")
+            warnings.append(f"{call!r}: {what} within {worst / max(peak, 1e-300):.2g} of the CPU's largest value, "
+                            "not the same bits")
+    if not compared:
+        return Result(target.label, "cuda_sim", "SKIP", "no sample call in a dtype with a GPU kernel: "
+                      + "; ".join(skipped[:2]))
+    note = f"; skipped {len(skipped)} (no GPU kernel for their dtype)" if skipped else ""
+    how = "the same bits" if exact else f"within {tolerance:g} of the largest value"
+    return Result(target.label, "cuda_sim", "PASS",
+                  f"{', '.join(sim_ops)} on the SIMT runtime against the CPU kernels: {compared} calls, outputs and "
+                  f"gradients, {how}{note}", warnings[:3])
+
+
 # --- the SavedModel and what the children run ------------------------------------------------------
 
 
@@ -1050,13 +1166,14 @@ def _judge_saved(target: _Target, expected, notes, one, two) -> Tuple[Result, Re
 
 
 def check_targets(targets: Sequence[_Target], checks: Optional[Sequence[str]] = None, timeout: float = 60.0,
-                  fuzz_calls: int = 20, seed: int = 0, gradient_tolerance: float = 1e-6) -> List[Result]:
+                  fuzz_calls: int = 20, seed: int = 0, gradient_tolerance: float = 1e-6,
+                  cuda_sim_tolerance: float = CUDA_SIM_TOLERANCE) -> List[Result]:
     """Runs the checks on resolved targets; the child processes are shared by all targets (one
     with 1 intra-op thread, one with 2, restarted after a crash)."""
     wanted = set(checks or CHECKS)
-    unknown = wanted - set(CHECKS)
+    unknown = wanted - set(CHECKS + OPTIONAL_CHECKS)
     if unknown:
-        raise TargetError(f"unknown checks {sorted(unknown)}; the checks are {', '.join(CHECKS)}")
+        raise TargetError(f"unknown checks {sorted(unknown)}; the checks are {', '.join(CHECKS + OPTIONAL_CHECKS)}")
     out: Dict[int, List[Result]] = {}
     one_tasks, two_tasks, bad_tasks, saved_info = [], [], {}, {}
     with tempfile.TemporaryDirectory(prefix="opforge-check-") as tmp:
@@ -1073,7 +1190,7 @@ def check_targets(targets: Sequence[_Target], checks: Optional[Sequence[str]] = 
                 results.append(Result(target.label, "ops", "FAIL",
                                       f"no custom op in the traced graph (ops: {types}; {target.inputs_note})"))
                 continue
-            target.grad_ops = _gradient_ops(target) if wanted & {"ops", "kernels"} else []
+            target.grad_ops = _gradient_ops(target) if wanted & {"ops", "kernels", "cuda_sim"} else []
             libs = libraries_defining(target.ops) if target.spec is None else {}
             target.libraries = list(dict.fromkeys(p for op in target.ops for p in libs.get(op, [])))
             where = f" from {', '.join(target.libraries)}" if target.libraries else ""
@@ -1084,7 +1201,8 @@ def check_targets(targets: Sequence[_Target], checks: Optional[Sequence[str]] = 
             steps = (("shape", lambda: _check_shape(target)),
                      ("gradient", lambda: _check_gradient(target, gradient_tolerance)),
                      ("kernels", lambda: _check_kernels(target)),
-                     ("eager_vs_function", lambda: _check_eager_vs_function(target)))
+                     ("eager_vs_function", lambda: _check_eager_vs_function(target)),
+                     ("cuda_sim", lambda: _check_cuda_sim(target, cuda_sim_tolerance)))
             for name, run in steps:
                 if name in wanted:
                     try:
@@ -1123,33 +1241,41 @@ def check_targets(targets: Sequence[_Target], checks: Optional[Sequence[str]] = 
             results += [r for r in (det, saved) if r.check in wanted]
         if index in bad_tasks:
             results.append(_judge_bad_inputs(target, index, bad_tasks[index], two))
-        results.sort(key=lambda r: CHECKS.index(r.check))
+        results.sort(key=lambda r: (CHECKS + OPTIONAL_CHECKS).index(r.check))
     return [r for index in range(len(targets)) for r in out[index]]
 
 
 def check(function, sample_inputs: Optional[Sequence[Any]] = None, *, checks: Optional[Sequence[str]] = None,
-          timeout: float = 60.0, fuzz_calls: int = 20, gradient_tolerance: float = 1e-6) -> List[Result]:
+          timeout: float = 60.0, fuzz_calls: int = 20, gradient_tolerance: float = 1e-6,
+          cuda_sim_tolerance: float = CUDA_SIM_TOLERANCE) -> List[Result]:
     """Checks the op behind `function` (a callable, "MODULE:FUNCTION", an opforge spec name or
     a C++ op name); returns one Result per check. `sample_inputs`: a list of calls (see the
     module docstring); `checks`: a subset of CHECKS; `timeout`: seconds one call in a child may
     take before it is a hang; `fuzz_calls`: opforge.tools.fuzz draws per opforge op;
     `gradient_tolerance`: the float64 numerical gradient's relative tolerance for functions
-    without a spec."""
+    without a spec; `cuda_sim_tolerance`: the cuda_sim check's (relative to the largest CPU
+    value). The cuda_sim check runs only when `checks` names it, against a library built with
+    cuda_sim=True (see the module docstring)."""
     return check_targets(resolve(function, sample_inputs), checks, timeout, fuzz_calls,
-                         gradient_tolerance=gradient_tolerance)
+                         gradient_tolerance=gradient_tolerance, cuda_sim_tolerance=cuda_sim_tolerance)
 
 
 def main(targets: Sequence[str], as_json: bool = False, inputs: Sequence[str] = (),
-         checks: Optional[Sequence[str]] = None, timeout: float = 60.0, fuzz_calls: int = 20) -> int:
+         checks: Optional[Sequence[str]] = None, timeout: float = 60.0, fuzz_calls: int = 20,
+         cuda_sim: bool = False, cuda_sim_tolerance: float = CUDA_SIM_TOLERANCE) -> int:
     """`opforge check`: prints one line per check (or JSON); 1 if any check fails, 2 for a
-    target that names nothing."""
+    target that names nothing. `cuda_sim`: add the cuda_sim check, and build the targets' op
+    libraries for it (OPFORGE_CUDA_SIM=1, set before they are imported)."""
+    if cuda_sim:
+        os.environ["OPFORGE_CUDA_SIM"] = "1"
+        checks = list(dict.fromkeys(list(checks or CHECKS) + ["cuda_sim"]))
     import opforge
 
     start = time.monotonic()
     try:
         given = [parse_inputs(inputs)] if inputs else None
         resolved = [t for name in (targets or [s.name for s in opforge.ops.SPECS]) for t in resolve(name, given)]
-        results = check_targets(resolved, checks, timeout, fuzz_calls)
+        results = check_targets(resolved, checks, timeout, fuzz_calls, cuda_sim_tolerance=cuda_sim_tolerance)
     except TargetError as exc:
         print(f"opforge check: {exc}", file=sys.stderr)
         return 2

@@ -200,13 +200,19 @@ def _add_check(sub) -> None:
     p.add_argument("--timeout", type=float, default=60.0, help="seconds a call in a child may take (a hang)")
     p.add_argument("--fuzz-calls", type=int, default=20, help="opforge.tools.fuzz calls per opforge op (default 20)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--cuda-sim", action="store_true",
+                   help="also run the op's CUDA kernels on the CPU (opforge's SIMT runtime) against its CPU kernels: "
+                        "its library is built for that (OPFORGE_CUDA_SIM=1); no GPU needed")
+    p.add_argument("--cuda-sim-tolerance", type=float, default=1e-5,
+                   help="how far the CUDA kernels may be from the CPU's, relative to the largest value (default 1e-5)")
 
 
 def _check(args) -> int:
     from opforge.tools import check
 
     return check.main(args.targets, args.json, args.inputs, args.checks.split(",") if args.checks else None,
-                      args.timeout, args.fuzz_calls)
+                      args.timeout, args.fuzz_calls, cuda_sim=args.cuda_sim,
+                      cuda_sim_tolerance=args.cuda_sim_tolerance)
 
 
 def _add_new(sub) -> None:

@@ -182,37 +182,25 @@ OPFORGE_FLOAT_TYPES({GUARD}_INSTANTIATE_)
 
 _CUDA = '''\
 // {Name} on the GPU: one thread per element (grid-stride), the formulas of {name}_element.h.
-// Compiled by opforge.build only against a CUDA TensorFlow, where nvcc exists.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
-
+// Compiled by opforge.build with nvcc against a CUDA TensorFlow, and with the C++ compiler for
+// opforge's SIMT runtime under cuda_sim=True (`opforge check --cuda-sim`: these kernels run on
+// the CPU and are compared with the CPU kernels): so launches are written
+// OPFORGE_LAUNCH(grid, block, shared_bytes, stream, Kernel<...>)(args...), which is
+// Kernel<...><<<grid, block, shared_bytes, stream>>>(args...) under nvcc.
+#include "common/cuda_util.cuh"
 #include "{name}.h"
 #include "{name}_element.h"
 
 namespace {name} {{
 namespace {{
 
-template <typename T>
-__device__ float ToFloat(T v) {{ return static_cast<float>(v); }}
-__device__ float ToFloat(__half v) {{ return __half2float(v); }}
-__device__ float ToFloat(__nv_bfloat16 v) {{ return __bfloat162float(v); }}
-template <typename T>
-__device__ T FromFloat(float v) {{ return static_cast<T>(v); }}
-template <>
-__device__ __half FromFloat<__half>(float v) {{ return __float2half_rn(v); }}
-template <>
-__device__ __nv_bfloat16 FromFloat<__nv_bfloat16>(float v) {{ return __float2bfloat16_rn(v); }}
+using opforge::cuda::Num;  // half and bfloat16 compute in float, rounding once
 
 template <typename T, typename C>
 __global__ void ForwardKernel(const T* x, T* y, int64_t n, C scale) {{
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(blockDim.x) * gridDim.x) {{
-    if constexpr (sizeof(T) == 2) {{
-      y[i] = FromFloat<T>(Value(ToFloat(x[i]), scale));
-    }} else {{
-      y[i] = Value(x[i], scale);
-    }}
+    y[i] = Num<T>::From(Value(Num<T>::To(x[i]), scale));
   }}
 }}
 
@@ -220,20 +208,8 @@ template <typename T, typename C>
 __global__ void BackwardKernel(const T* g, const T* x, T* dx, int64_t n, C scale) {{
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(blockDim.x) * gridDim.x) {{
-    if constexpr (sizeof(T) == 2) {{
-      dx[i] = FromFloat<T>(Backprop(ToFloat(g[i]), ToFloat(x[i]), scale));
-    }} else {{
-      dx[i] = Backprop(g[i], x[i], scale);
-    }}
+    dx[i] = Num<T>::From(Backprop(Num<T>::To(g[i]), Num<T>::To(x[i]), scale));
   }}
-}}
-
-int Blocks(int64_t n) {{ return static_cast<int>(n / 256 + 1 < 4096 ? n / 256 + 1 : 4096); }}
-
-opforge::Status Launched(const char* what) {{
-  const cudaError_t error = cudaGetLastError();
-  if (error == cudaSuccess) return opforge::Status::Ok();
-  return opforge::Status::Internal(std::string(what) + ": " + cudaGetErrorString(error));
 }}
 
 template <typename Launch>
@@ -243,7 +219,7 @@ opforge::Status Dispatch(opforge::DType dtype, Launch launch) {{
     case opforge::DType::kBFloat16: return launch(__nv_bfloat16(), 0.0f);
     case opforge::DType::kFloat: return launch(0.0f, 0.0f);
     case opforge::DType::kDouble: return launch(0.0, 0.0);
-    default: return opforge::Status::Invalid("{Name}: unsupported dtype on the GPU");
+    default: return opforge::cuda::UnsupportedDType("{Name}", dtype);
   }}
 }}
 
@@ -254,9 +230,10 @@ opforge::Status ForwardGpu(opforge::DType dtype, const Params& p, const void* x,
   if (p.size == 0) return opforge::Status::Ok();
   return Dispatch(dtype, [&](auto t, auto c) {{
     using T = decltype(t);
-    ForwardKernel<<<Blocks(p.size), 256, 0, static_cast<cudaStream_t>(stream)>>>(
+    OPFORGE_LAUNCH(opforge::cuda::Blocks(p.size), opforge::cuda::kThreads, 0,
+                   static_cast<cudaStream_t>(stream), ForwardKernel<T, decltype(c)>)(
         static_cast<const T*>(x), static_cast<T*>(y), p.size, static_cast<decltype(c)>(p.scale));
-    return Launched("{Name}");
+    return opforge::cuda::LaunchStatus("{Name}");
   }});
 }}
 
@@ -265,10 +242,11 @@ opforge::Status BackwardGpu(opforge::DType dtype, const Params& p, const void* g
   if (p.size == 0) return opforge::Status::Ok();
   return Dispatch(dtype, [&](auto t, auto c) {{
     using T = decltype(t);
-    BackwardKernel<<<Blocks(p.size), 256, 0, static_cast<cudaStream_t>(stream)>>>(
+    OPFORGE_LAUNCH(opforge::cuda::Blocks(p.size), opforge::cuda::kThreads, 0,
+                   static_cast<cudaStream_t>(stream), BackwardKernel<T, decltype(c)>)(
         static_cast<const T*>(g), static_cast<const T*>(x), static_cast<T*>(dx), p.size,
         static_cast<decltype(c)>(p.scale));
-    return Launched("{Name}Grad");
+    return opforge::cuda::LaunchStatus("{Name}Grad");
   }});
 }}
 
@@ -421,7 +399,11 @@ def library():
     """The compiled op library (built or loaded from the cache on first use)."""
     global _module
     if _module is None:
-        cuda = [str(HERE / "{name}.cu")] if tf.test.is_built_with_cuda() else []
+        # The CUDA kernels: with nvcc against a CUDA TensorFlow; for opforge's SIMT runtime (on
+        # the CPU) when cuda_sim is asked for (OPFORGE_CUDA_SIM=1, as `opforge check --cuda-sim`
+        # sets, or cuda_sim=True here).
+        use_cuda = tf.test.is_built_with_cuda() or opforge.build.cuda_sim_requested()
+        cuda = [str(HERE / "{name}.cu")] if use_cuda else []
         # The ONNX Runtime library is built beside it, from the same op struct ({name}_op.h),
         # where this opforge has ONNX Runtime's headers (see ort_library).
         ort = [str(HERE / "{name}_ort.cc")] if opforge.build.ort_include_path() else []
@@ -487,11 +469,17 @@ CHECK_INPUTS = {{
 
 _TEST = '''\
 """Tests of {name}: forward against the NumPy reference, float64 numerical gradients, the shape
-function, and a bad attribute's message. Run: python -m pytest test_{name}.py"""
+function, a bad attribute's message, the CUDA kernels against the CPU kernels on opforge's SIMT
+runtime (no GPU needed), and ONNX Runtime. Run: python -m pytest test_{name}.py"""
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
+import opforge.build
 import {name} as op
 
 DTYPES = [tf.float16, tf.bfloat16, tf.float32, tf.float64]
@@ -530,6 +518,20 @@ def test_bad_arguments_are_named():
         op.{name}(tf.ones([2]), scale="big")
     with pytest.raises(ValueError, match="{Name}: x must be a tensor"):
         op.{name}(None)
+
+
+def test_cuda_kernels_match_the_cpu_kernels_on_the_simt_runtime():
+    """{name}.cu's kernels run on the CPU by opforge's SIMT runtime (every CUDA thread a fiber,
+    with checks of barriers, warp intrinsics, launch limits and block order), compared with the
+    CPU kernels on CHECK_INPUTS: `opforge check --cuda-sim`, in a child process (it builds the op
+    for the SIMT runtime, which this process, holding the ordinary build, cannot load)."""
+    if not opforge.build.cuda_sim_available():
+        pytest.skip("no CUDA toolkit headers here: the cuda_sim build needs them (not a GPU, not nvcc)")
+    here = Path(__file__).resolve().parent
+    code = ("import sys; from opforge.tools import check; "
+            "sys.exit(check.main(['{name}:{name}'], checks=['ops'], cuda_sim=True))")
+    run = subprocess.run([sys.executable, "-c", code], cwd=here, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0 and "PASS cuda_sim" in run.stdout, run.stdout + run.stderr[-3000:]
 
 
 @pytest.mark.parametrize("dtype", [tf.float32, tf.float64], ids=lambda d: d.name)
