@@ -127,15 +127,17 @@ def _run(device: str, fn: Callable, *args, graph: bool = False):
 
 # --- the kernel registry: which dtypes run on the device -------------------------------------------
 
-_REGISTRY: Dict[str, list] = {}
+_REGISTRY: Dict[tuple, list] = {}
 
 
 def _kernels(op: str) -> list:
-    """The KernelDefs registered for `op` (opforge's library loaded first, so that its are)."""
-    if op not in _REGISTRY:
+    """The KernelDefs registered for `op` (opforge's library loaded first, so that its are; read
+    again once the cuda_sim library has added its own)."""
+    key = (op, str(cuda_sim._loaded))
+    if key not in _REGISTRY:
         lib()
-        _REGISTRY[op] = list(tf_kernels.get_registered_kernels_for_op(op).kernel)
-    return _REGISTRY[op]
+        _REGISTRY[key] = list(tf_kernels.get_registered_kernels_for_op(op).kernel)
+    return _REGISTRY[key]
 
 
 def _satisfies(node, kernel) -> bool:
