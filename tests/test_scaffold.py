@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import opforge.build
 from opforge.tools import scaffold
 
 OPFORGE = str(Path(sys.executable).with_name("opforge"))
@@ -87,7 +88,7 @@ def test_softplus_from_the_scaffold_with_two_lines_of_cpp(tmp_path, cache):
     _assert_project_works(root, name, cache)
 
 
-@pytest.mark.skipif(not __import__("opforge.build").build.cuda_sim_available(),
+@pytest.mark.skipif(not opforge.build.cuda_sim_available(),
                     reason="no CUDA toolkit headers: the cuda_sim build needs them (not a GPU, not nvcc)")
 @pytest.mark.parametrize("bug,expected", [
     # a wrong index: each thread reads the mirrored element
