@@ -94,7 +94,8 @@ core-test: deps
 # CPU, under ASan and UBSan, in the core's sanitizer build; four shards on the two cores, which
 # balances the long tests better than two); it says which. nvcc compiles the
 # kernels (build/cuda) either way, which keeps the CUDA sources compiling on every machine with
-# nvcc. CUDA_TEST_ON=gpu|simt overrides the choice.
+# nvcc (without a GPU, the .cu files' objects alone: the library would build the whole core
+# again for nothing). CUDA_TEST_ON=gpu|simt overrides the choice.
 CUDA_TEST_ON ?= $(if $(shell nvidia-smi -L 2>/dev/null | grep -i gpu),gpu,simt)
 cuda-test: deps
 	@if ! command -v nvcc >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then \
@@ -106,7 +107,8 @@ cuda-test: deps
 	  cmake --build build/cuda --target opforge_cuda_test && \
 	  echo "cuda-test: on the GPU" && build/cuda/opforge_cuda_test; \
 	else \
-	  cmake --build build/cuda --target opforge_cuda && \
+	  cmake --build build/cuda --target $$(ninja -C build/cuda -t targets all | \
+	    sed -n 's|^\(CMakeFiles/opforge_cuda.dir/.*\.cu\.o\):.*|\1|p') && \
 	  echo "cuda-test: no CUDA device: the CUDA tests run on the SIMT runtime (CPU, ASan + UBSan)" && \
 	  $(SANITIZE_CONFIGURE) && cmake --build build/sanitize --target opforge_simt_test && \
 	  rm -f build/sanitize/simt_launches.* && \

@@ -1,7 +1,8 @@
 // cuFFT's plan and exec calls that GriffinLim's CUDA kernels make, for the SIMT runtime: 1-D
 // batched real transforms (R2C, C2R, D2Z, Z2D) in cuFFT's basic layout, over DUCC's real FFT
-// (the one the CPU kernels use). Like cuFFT, the inverse is unnormalised, and a C2R transform
-// ignores the imaginary parts of the first bin and, for an even length, of the last.
+// (common/real_fft.h, the one the CPU kernels use). Like cuFFT, the inverse is unnormalised,
+// and a C2R transform ignores the imaginary parts of the first bin and, for an even length, of
+// the last.
 //
 // The rounding is DUCC's, not cuFFT's: a SIMT run checks what the kernels do around the
 // transforms, not cuFFT's own accuracy (docs/guides/gpu.md).
@@ -11,9 +12,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <type_traits>
 #include <vector>
 
-#include "common/ducc.h"
+#include "common/real_fft.h"
 
 namespace {
 
@@ -22,8 +24,8 @@ struct Plan {
   cufftType type = CUFFT_R2C;
   int64_t n = 0;
   int64_t batch = 0;
-  std::unique_ptr<ducc0::pocketfft_r<float>> f32;
-  std::unique_ptr<ducc0::pocketfft_r<double>> f64;
+  std::unique_ptr<opforge::RealFft<float>> f32;
+  std::unique_ptr<opforge::RealFft<double>> f64;
 };
 
 struct Plans {
@@ -44,7 +46,7 @@ std::shared_ptr<Plan> Find(cufftHandle h) {
 }
 
 template <typename T>
-ducc0::pocketfft_r<T>& Fft(Plan& plan) {
+opforge::RealFft<T>& Fft(Plan& plan) {
   if constexpr (std::is_same_v<T, float>) {
     return *plan.f32;
   } else {
@@ -72,7 +74,7 @@ cufftResult Forward(cufftHandle h, cufftType want, const T* in, C* out) {
   for (int64_t b = 0; b < plan->batch; ++b) {
     const T* x = in + b * n;
     for (int64_t j = 0; j < n; ++j) data[static_cast<size_t>(j)] = x[j];
-    const T* r = Fft<T>(*plan).exec(data.data(), buf.data(), T(1), true);
+    const T* r = Fft<T>(*plan).Exec(data.data(), buf.data(), T(1), true);
     C* y = out + b * bins;
     // Half-complex order: r0, r1, i1, r2, i2, ..., and r(n/2) last for an even n.
     y[0].x = r[0];
@@ -98,7 +100,7 @@ cufftResult Inverse(cufftHandle h, cufftType want, const C* in, T* out) {
       data[static_cast<size_t>(2 * k - 1)] = y[k].x;
       if (2 * k < n) data[static_cast<size_t>(2 * k)] = y[k].y;
     }
-    const T* r = Fft<T>(*plan).exec(data.data(), buf.data(), T(1), false);
+    const T* r = Fft<T>(*plan).Exec(data.data(), buf.data(), T(1), false);
     T* x = out + b * n;
     for (int64_t j = 0; j < n; ++j) x[j] = r[j];
   }
@@ -151,9 +153,9 @@ cufftResult cufftMakePlanMany64(cufftHandle handle, int rank, long long* n, long
   plan->n = n[0];
   plan->batch = batch;
   if (type == CUFFT_R2C || type == CUFFT_C2R) {
-    plan->f32 = std::make_unique<ducc0::pocketfft_r<float>>(static_cast<size_t>(n[0]));
+    plan->f32 = std::make_unique<opforge::RealFft<float>>(static_cast<size_t>(n[0]));
   } else {
-    plan->f64 = std::make_unique<ducc0::pocketfft_r<double>>(static_cast<size_t>(n[0]));
+    plan->f64 = std::make_unique<opforge::RealFft<double>>(static_cast<size_t>(n[0]));
   }
   plan->made = true;
   if (work_size != nullptr) *work_size = 0;

@@ -24,7 +24,7 @@
 //   kPhases: angles = exp(i * phases), phases given in radians with S's shape.
 //
 // FFTs: DUCC's real FFT (ducc0::pocketfft_r, what TensorFlow's own FFT ops and numpy's
-// pocketfft compute with), header-only from the copy TensorFlow ships (common/ducc.h), on SIMD
+// pocketfft compute with), from TensorFlow's copy (common/ducc.h, common/real_fft.h), on SIMD
 // vectors whose lanes are frames: 8 float or 4 double frames per transform (one at a time above
 // 2^16 points). Arithmetic is in T (float or double) like librosa's complex64/complex128, with
 // |angles| (sqrt(re^2 + im^2)), the overlap-add and the window sums in float64.

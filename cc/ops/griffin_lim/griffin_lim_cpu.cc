@@ -12,8 +12,8 @@
 #endif
 
 #include "common/arith.h"
-#include "common/ducc.h"
 #include "common/random_phases.h"
+#include "common/real_fft.h"
 #include "common/scratch.h"
 #include "ops/griffin_lim/griffin_lim.h"
 #include "ops/griffin_lim/stft_pad.h"
@@ -281,16 +281,14 @@ Status CheckFinite(const char* argument, const T* x, int64_t n) {
   return Status::Ok();
 }
 
-// The frame passes transform kLanes<T> frames at once: DUCC's real FFT runs on SIMD vectors whose
-// lanes are frames (as ducc0::r2c batches the rows of an array), its butterflies then a vector
-// operation each. 4 doubles or 8 floats (a 256-bit vector: the core is compiled for AVX).
+// The frame passes transform kFftLanes<T> frames at once: DUCC's real FFT runs on SIMD vectors
+// whose lanes are frames (as ducc0::r2c batches the rows of an array), its butterflies then a
+// vector operation each. 4 doubles or 8 floats (a 256-bit vector: the core is compiled for AVX).
 // Above kKeptFft points a pass transforms one frame at a time (Vec = T), so that its buffers stay
 // a few times n_fft values.
 constexpr int64_t kKeptFft = int64_t{1} << 16;
 template <typename T>
-constexpr int kLanes = std::is_same_v<T, double> ? 4 : 8;
-template <typename T>
-using FftVec = typename ducc0::detail_simd::simd_select<T, kLanes<T>>::type;
+using FftVec = FftLanes<T>;  // kFftLanes<T> frames: DUCC's vector of that width (real_fft.h)
 template <typename Vec, typename T>
 constexpr int LanesOf() {
   if constexpr (std::is_same_v<Vec, T>) {
@@ -346,11 +344,11 @@ inline int64_t RealPos(int64_t k, int64_t n) {
 }
 inline bool HasImag(int64_t k, int64_t n) { return k > 0 && 2 * k < n; }
 
-// The STFT and ISTFT of frames, with DUCC's real FFT of n_fft points (ducc0::pocketfft_r, the FFT
-// TensorFlow's own tf.signal.rfft runs on, from the headers TensorFlow ships), a plan made once
-// per call and shared by the threads (its exec is const). A pass works on kL = LanesOf<Vec, T>
-// frames at once, interleaved (value j of lane l at [j kL + l]), unscaled both ways (irfft's
-// 1 / n_fft is folded into the synthesis window).
+// The STFT and ISTFT of frames, with DUCC's real FFT of n_fft points (RealFft over
+// ducc0::pocketfft_r, the FFT TensorFlow's own tf.signal.rfft runs on, from the headers TensorFlow
+// ships), a plan made once per call and shared by the threads (its Exec is const). A pass works
+// on kL = LanesOf<Vec, T> frames at once, interleaved (value j of lane l at [j kL + l]), unscaled
+// both ways (irfft's 1 / n_fft is folded into the synthesis window).
 template <typename T>
 class FrameTransform {
  public:
@@ -404,7 +402,7 @@ class FrameTransform {
   // or `work`).
   template <typename Vec>
   Vec* Run(Vec* data, Vec* work, bool forward) const {
-    return plan_.exec(data, work, T(1), forward);
+    return plan_.Exec(data, work, T(1), forward);
   }
 
   // `data` in half-complex order = the spectra (re, im)[0, n_freq) of kL frames (lanes
@@ -483,7 +481,7 @@ class FrameTransform {
 
   int64_t n_fft_;
   StftPadMode pad_mode_;
-  ducc0::pocketfft_r<T> plan_;
+  RealFft<T> plan_;
   std::vector<T> analysis_, synthesis_;
 };
 
@@ -723,7 +721,7 @@ Status GriffinLimForward(const GriffinLimParams& p, const T* magnitude, const T*
     });
   };
 
-  // The frame passes, kL = kLanes<T> frames per FFT (1 above kKeptFft points), frames grouped by
+  // The frame passes, kL = kFftLanes<T> frames per FFT (1 above kKeptFft points), frames grouped by
   // their index alone: lanes never mix, so results do not depend on the partition. Per group of
   // kL frames ([batch, T] flattened; a last group's missing frames are zeros), lanes interleaved
   // ([k kL + l]): the magnitudes (n_freq x kL) and the spectrum's state (n_freq x kL real parts,
