@@ -103,8 +103,32 @@ COMPAT_SUBSET = (
 )
 
 
+# --- the long end-to-end tests (`make test-slow`) -----------------------------------------------
+# Each takes half a minute or more on 2 cores: whole CLI runs over every op, training to a
+# result, a scaffolded project built and tested twice, fuzzing runs, multi-process training. They
+# check what the tests of `make test` check piece by piece, end to end; `make test` leaves them out
+# (so that it stays inside 30 minutes on a fresh 2-core machine) and `make test-slow` runs them;
+# `.ci/run` runs both. Named here, by test (file::function); `pytest -m slow` selects them.
+SLOW_TESTS = (
+    "test_check.py::test_every_opforge_op_passes",
+    "test_check.py::test_a_hang_fails_and_the_child_is_restarted",
+    "test_scaffold.py::test_softplus_from_the_scaffold_with_two_lines_of_cpp",
+    "test_yolo_app.py::test_short_training_finds_single_obvious_shapes",
+    "test_yolo_models.py::test_parity_command_in_float64_at_a_small_size",
+    "test_yolo_distribute.py::",
+    "test_paths.py::test_bench_paths_quick_runs",
+    "test_cli.py::test_verify_json_all_rows_within_tolerance",
+    "test_cli.py::test_bench_runs_every_speed_case_of_every_spec_at_the_size_asked",
+    "test_build.py::test_cuda_sources_compile_with_nvcc_and_link_the_static_runtime",
+    "test_fuzz.py::test_short_fuzz_run_finds_no_crash_hang_or_vague_error",
+    "test_fuzz.py::test_a_crash_or_hang_costs_one_call_and_names_it",
+)
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         nodeid = item.nodeid.split("/")[-1]
         if any(nodeid.startswith(entry) for entry in COMPAT_SUBSET):
             item.add_marker(pytest.mark.compat)
+        if any(nodeid.startswith(entry) for entry in SLOW_TESTS):
+            item.add_marker(pytest.mark.slow)
