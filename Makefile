@@ -9,6 +9,8 @@
 #   make build       rebuild and reinstall opforge after a change (incremental)
 #   make bench       `opforge bench` for every op
 #   make core-bench  Google Benchmark of the C++ core alone (no TensorFlow in the process)
+#   make cuda-race   every CUDA test on the SIMT runtime under ThreadSanitizer (the race check
+#                    at the level of single accesses; `make cuda-test` runs its own tests)
 #   make format      clang-format the C++ sources
 #   make wheel       a binary wheel for the TensorFlow in .venv: dist/opforge-<v>+tf<X.Y>-...whl
 #   make install-check  the README's two installs in fresh venvs: from source, and the wheel with
@@ -47,7 +49,7 @@ space := $(empty) $(empty)
 SOURCES := $(shell find cc python cmake -type f -not -name '*.pyc' 2>/dev/null) \
            CMakeLists.txt pyproject.toml
 
-.PHONY: all demo test test-slow build deps core-test cuda-test cuda-sim pytest bench core-bench format clean yolo-bench yolo-parity \
+.PHONY: all demo test test-slow build deps core-test cuda-test cuda-race cuda-sim pytest bench core-bench format clean yolo-bench yolo-parity \
         gpu-build-check gpu-check gpu-carry install-check wheel compat-check test-without-tools docs docs-images
 
 all: build
@@ -117,8 +119,26 @@ cuda-test: deps
 	  rm -f build/sanitize/simt_launches.* && \
 	  $(VPY) cmake/run_sharded.py 4 build/sanitize/opforge_simt_test -- $(SANITIZE_ENV) \
 	    OPFORGE_SIMT_LAUNCHES=$(abspath build/sanitize/simt_launches) && \
-	  $(VPY) cmake/check_launches.py . build/sanitize/simt_launches.*; \
+	  $(VPY) cmake/check_launches.py . build/sanitize/simt_launches.* && \
+	  echo "cuda-test: the race check (ThreadSanitizer over the SIMT runtime's threads)" && \
+	  $(SIMT_TSAN_CONFIGURE) && cmake --build build/simt-tsan --target opforge_simt_race_test && \
+	  build/simt-tsan/opforge_simt_race_test; \
 	fi
+
+# The race check at the level of single accesses: the SIMT runtime's threads as ThreadSanitizer's
+# fibers (build/simt-tsan; the compiler's TSan). `make cuda-test` runs its own tests (planted
+# races reported with the kernel and the threads; barriers, atomics and warp exchanges not);
+# `make cuda-race` runs every CUDA test under it (the core and every kernel built under TSan,
+# about 10 minutes on 2 cores; TSAN_OPTIONS as you like).
+SIMT_TSAN_CONFIGURE = mkdir -p build && cmake -S . -B build/simt-tsan -G Ninja -DOPFORGE_CORE_ONLY=ON \
+	  -DOPFORGE_TSAN=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$(SANITIZE_FLAGS)" -DPython_EXECUTABLE=$(abspath $(VPY)) \
+	  > build/simt-tsan.log 2>&1 || (cat build/simt-tsan.log; exit 1)
+cuda-race: deps
+	$(SIMT_TSAN_CONFIGURE)
+	cmake --build build/simt-tsan --target opforge_simt_race_test opforge_simt_test
+	build/simt-tsan/opforge_simt_race_test
+	$(VPY) cmake/run_sharded.py 2 build/simt-tsan/opforge_simt_test
 
 # pytest in PYTEST_WORKERS processes (pytest-xdist), each test file in one of them (module
 # fixtures such as a trained model are made once); PYTEST_WORKERS=0 runs them in this process.

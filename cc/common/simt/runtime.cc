@@ -43,6 +43,22 @@
 #include <sanitizer/common_interface_defs.h>
 #endif
 
+// The race check at the level of single accesses (OPFORGE_SIMT_TSAN, set by CMake in a
+// ThreadSanitizer build, where this file is compiled without TSan's instrumentation and the
+// kernels with it): every thread of a block is a fiber of TSan's, so that two threads touching
+// one address between two barriers, one of them writing, no atomic, is a data race in TSan's
+// report, as compute-sanitizer's racecheck reports it on a GPU. What orders the threads of a block
+// on a GPU orders their fibers: the start of the block, __syncthreads (each generation of a
+// block's barrier a sync object of its own), the warp intrinsics (among the warp's lanes). Blocks
+// are ordered one after another (their shared memory is one array per OS thread here; a race
+// between blocks is the order check's to find).
+#if defined(OPFORGE_SIMT_TSAN)
+#include <sanitizer/tsan_interface.h>
+// TSan's annotation that a range is fresh memory (its history forgotten): a fiber's stack, reused
+// by the next thread of the block.
+extern "C" void AnnotateNewMemory(char* file, int line, uintptr_t mem, uintptr_t size);
+#endif
+
 #if !defined(__x86_64__)
 #error "the SIMT runtime's context switch is written for x86-64"
 #endif
@@ -269,6 +285,12 @@ class Scheduler {
     }
     next_ = 0;
     done_ = 0;
+#if defined(OPFORGE_SIMT_TSAN)
+    tsan_host_ = __tsan_get_current_fiber();
+    block_gen_ = 0;
+    std::fill(std::begin(warp_gen_), std::end(warp_gen_), 0);
+    __tsan_release(&tsan_block_begin_);  // what the launch's host code wrote, to every thread
+#endif
     std::string report;
     for (;;) {
       // Run until every thread has ended or parked.
@@ -301,6 +323,16 @@ class Scheduler {
       report = Deadlock();
       break;
     }
+#if defined(OPFORGE_SIMT_TSAN)
+    __tsan_acquire(&tsan_block_end_);  // what every thread wrote, to the host code after it
+    if (!report.empty()) {
+      // The parked threads never resume: their TSan contexts (a call stack left open) go too.
+      for (void*& f : tsan_threads_) {
+        if (f != nullptr) __tsan_destroy_fiber(f);
+        f = nullptr;
+      }
+    }
+#endif
     if (!report.empty()) {
       // The parked threads never resume: every fiber starts afresh.
       free_.clear();
@@ -323,7 +355,14 @@ class Scheduler {
     th->file = file;
     th->line = line;
     th->value = predicate != 0 ? 1 : 0;
+#if defined(OPFORGE_SIMT_TSAN)
+    char* sync = &tsan_barrier_[block_gen_ & 1];
+    __tsan_release(sync);
     Park(th);
+    __tsan_acquire(sync);
+#else
+    Park(th);
+#endif
     return static_cast<int>(th->result);
   }
 
@@ -338,7 +377,15 @@ class Scheduler {
     th->value = value;
     th->arg = arg;
     th->width = width;
+#if defined(OPFORGE_SIMT_TSAN)
+    const int warp = th->linear / 32;
+    char* sync = &tsan_warp_[2 * warp + (warp_gen_[warp] & 1)];
+    __tsan_release(sync);
     Park(th);
+    __tsan_acquire(sync);
+#else
+    Park(th);
+#endif
     return th->result;
   }
 
@@ -401,7 +448,14 @@ class Scheduler {
         th->state = State::kRunning;
         running_ = th;
         g_current = th;
+#if defined(OPFORGE_SIMT_TSAN)
+        TsanThreadBegin(th);
         body_(context_);
+        __tsan_release(&tsan_block_end_);
+        __tsan_switch_to_fiber(tsan_host_, __tsan_switch_to_fiber_no_sync);
+#else
+        body_(context_);
+#endif
         th->state = State::kDone;
         th->fiber = nullptr;
         running_ = nullptr;
@@ -413,12 +467,48 @@ class Scheduler {
     }
   }
 
+#if defined(OPFORGE_SIMT_TSAN)
+  // TSan's context of thread `th` (one per thread index, kept from block to block), named after
+  // the kernel, the thread and the block (TSan keeps 63 characters of a name); the fiber's stack
+  // below here forgotten (the block's previous thread on this fiber used it); the block's start
+  // acquired. Called in the host's context; nothing here allocates after the switch.
+  void TsanThreadBegin(Thread* th) {
+    const auto t = static_cast<size_t>(th->linear);
+    if (tsan_threads_.size() <= t) tsan_threads_.resize(t + 1, nullptr);
+    if (tsan_threads_[t] == nullptr) tsan_threads_[t] = __tsan_create_fiber(0);
+    const uint3 i = th->thread_idx, b = th->block->block_idx;
+    std::snprintf(tsan_name_, sizeof(tsan_name_), "%s thread (%u,%u,%u) block (%u,%u,%u)",
+                  tsan_launch_.c_str(), i.x, i.y, i.z, b.x, b.y, b.z);
+    __tsan_set_fiber_name(tsan_threads_[t], tsan_name_);
+    __tsan_switch_to_fiber(tsan_threads_[t], __tsan_switch_to_fiber_no_sync);
+    const auto frame = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+    const auto bottom = reinterpret_cast<uintptr_t>(th->fiber->bottom_);
+    const uintptr_t low = frame - bottom > kTsanFreshStack ? frame - kTsanFreshStack : bottom;
+    AnnotateNewMemory(const_cast<char*>(__FILE__), __LINE__, low, frame - low);
+    __tsan_acquire(&tsan_block_begin_);
+  }
+  static constexpr uintptr_t kTsanFreshStack = 32 * 1024;
+
+ public:
+  // The launch the next blocks belong to, for the names of their threads in TSan's reports.
+  void SetTsanLaunch(std::string name) { tsan_launch_ = std::move(name); }
+
+ private:
+#endif
+
   void Park(Thread* th) {
     th->state = State::kParked;
     Fiber* me = th->fiber;
     running_ = nullptr;
     g_current = nullptr;
+#if defined(OPFORGE_SIMT_TSAN)
+    __tsan_switch_to_fiber(tsan_host_, __tsan_switch_to_fiber_no_sync);
     SwitchToMain(me);
+    __tsan_switch_to_fiber(tsan_threads_[static_cast<size_t>(th->linear)],
+                           __tsan_switch_to_fiber_no_sync);
+#else
+    SwitchToMain(me);
+#endif
     // Resumed: the scheduler set th->result and th->state.
     running_ = th;
     g_current = th;
@@ -526,6 +616,9 @@ class Scheduler {
         Release(&threads_[static_cast<size_t>(base + m)], results[static_cast<size_t>(m)]);
       }
     }
+#if defined(OPFORGE_SIMT_TSAN)
+    ++warp_gen_[base / 32];
+#endif
     return true;
   }
 
@@ -557,6 +650,9 @@ class Scheduler {
         break;
     }
     for (Thread& th : threads_) Release(&th, result);
+#if defined(OPFORGE_SIMT_TSAN)
+    ++block_gen_;
+#endif
     return true;
   }
 
@@ -651,6 +747,19 @@ class Scheduler {
   const void* main_bottom_ = nullptr;
   size_t main_size_ = 0;
   std::string pending_report_;
+#if defined(OPFORGE_SIMT_TSAN)
+  void* tsan_host_ = nullptr;               // the OS thread's own TSan context
+  std::vector<void*> tsan_threads_;         // one TSan context per thread index of a block
+  std::string tsan_launch_ = "host block";  // the kernel's name
+  char tsan_name_[160] = {};
+  // Sync objects (their addresses): the block's start and end, its barrier by generation parity,
+  // each warp's intrinsics by generation parity.
+  char tsan_block_begin_ = 0, tsan_block_end_ = 0;
+  char tsan_barrier_[2] = {};
+  char tsan_warp_[64] = {};
+  uint64_t block_gen_ = 0;
+  uint64_t warp_gen_[32] = {};
+#endif
 };
 
 }  // namespace
@@ -857,6 +966,9 @@ void RunGrid(const LaunchSite& site, dim3 grid, dim3 block, size_t shared_bytes,
   ThreadState& st = Tls();
   const uint64_t total = uint64_t{grid.x} * grid.y * grid.z;
   const uint64_t launch = st.launches++;
+#if defined(OPFORGE_SIMT_TSAN)
+  scheduler.SetTsanLaunch(KernelBaseName(site.kernel));
+#endif
   // Runs the grid in `order`; false (after a report) where a block could not finish.
   auto run = [&](BlockOrder order_kind) {
     const Order order(order_kind, st.seed, launch, total);
@@ -957,6 +1069,9 @@ std::string RunHostBlock(int threads, bool reverse, void (*body)(int, void*), vo
   internal::BlockContext ctx{};
   ctx.block_dim = dim3(static_cast<unsigned>(threads));
   ctx.grid_dim = dim3(1);
+#if defined(OPFORGE_SIMT_TSAN)
+  scheduler.SetTsanLaunch("host block");
+#endif
   struct Call {
     void (*body)(int, void*);
     void* context;
