@@ -1,11 +1,12 @@
 # opforge: the two commands are `make demo` and `make test`; both set everything up.
 #   make demo        verify every op against TensorFlow (the op table with errors and speed), then
 #                    train YOLO-tiny on a synthetic set (~5 min on 2 cores): mAP, demo_out/*.png
-#   make test        core GoogleTests under ASan+UBSan, the CUDA test binary, pytest (with every
-#                    example of README.md and docs/), then the manual's strict build; under 30
-#                    minutes on a fresh 2-core machine
-#   make test-slow   the long end-to-end tests `make test` leaves out (marked slow in
-#                    tests/conftest.py: whole CLI runs, training to a result, fuzzing runs)
+#   make test        core GoogleTests under ASan+UBSan, the CUDA test binary (and the race
+#                    check), pytest but the whole-system tests, then the manual's strict build;
+#                    under 30 minutes on a fresh 2-core machine
+#   make test-slow   the whole-system tests `make test` leaves out (marked slow in
+#                    tests/conftest.py: user builds, CLI runs, training, deployment, benchmarks,
+#                    fuzzing, TensorFlow's own suites, every example of README.md and docs/)
 #   make build       rebuild and reinstall opforge after a change (incremental)
 #   make bench       `opforge bench` for every op
 #   make core-bench  Google Benchmark of the C++ core alone (no TensorFlow in the process)
@@ -157,7 +158,7 @@ cuda-sim: build
 	@if [ -n "$(CUDA_HEADERS)" ]; then cmake --build build/wheel --target opforge_ops_cuda_sim; \
 	else echo "cuda-sim: no CUDA toolkit headers: the cuda_sim library is not built"; fi
 
-# `make test` leaves out the long end-to-end tests (marked `slow`, listed in tests/conftest.py);
+# `make test` leaves out the whole-system tests (marked `slow`, listed in tests/conftest.py);
 # `make test-slow` runs them, and `.ci/run` runs both.
 PYTEST_RUN = OPFORGE_REQUIRE_ADAPTERS=1 $(CUDA_SIM_ENV) $(VPY) -m pytest tests -q -ra \
 	$(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile)
