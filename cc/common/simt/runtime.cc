@@ -54,9 +54,6 @@
 // between blocks is the order check's to find).
 #if defined(OPFORGE_SIMT_TSAN)
 #include <sanitizer/tsan_interface.h>
-// TSan's annotation that a range is fresh memory (its history forgotten): a fiber's stack, reused
-// by the next thread of the block.
-extern "C" void AnnotateNewMemory(char* file, int line, uintptr_t mem, uintptr_t size);
 #endif
 
 #if !defined(__x86_64__)
@@ -326,12 +323,20 @@ class Scheduler {
 #if defined(OPFORGE_SIMT_TSAN)
     __tsan_acquire(&tsan_block_end_);  // what every thread wrote, to the host code after it
     if (!report.empty()) {
-      // The parked threads never resume: their TSan contexts (a call stack left open) go too.
+      // The parked threads never resume: what they did before parking (released at their
+      // barrier or warp intrinsic) is ordered before the host's code that follows; their TSan
+      // contexts (a call stack left open) go.
+      for (char& sync : tsan_barrier_) __tsan_acquire(&sync);
+      for (char& sync : tsan_warp_) __tsan_acquire(&sync);
       for (void*& f : tsan_threads_) {
         if (f != nullptr) __tsan_destroy_fiber(f);
         f = nullptr;
       }
     }
+#endif
+#if defined(OPFORGE_SIMT_TSAN)
+    free_.insert(free_.end(), used_.begin(), used_.end());
+    used_.clear();
 #endif
     if (!report.empty()) {
       // The parked threads never resume: every fiber starts afresh.
@@ -461,16 +466,24 @@ class Scheduler {
         running_ = nullptr;
         g_current = nullptr;
         ++done_;
+#if defined(OPFORGE_SIMT_TSAN)
+        // One thread per stack in a block: two threads' locals at one address would be a race
+        // to TSan. The fiber serves again in the next block (ordered after this one).
+        break;
+#endif
       }
+#if defined(OPFORGE_SIMT_TSAN)
+      used_.push_back(me);
+#else
       free_.push_back(me);
+#endif
       SwitchToMain(me);
     }
   }
 
 #if defined(OPFORGE_SIMT_TSAN)
   // TSan's context of thread `th` (one per thread index, kept from block to block), named after
-  // the kernel, the thread and the block (TSan keeps 63 characters of a name); the fiber's stack
-  // below here forgotten (the block's previous thread on this fiber used it); the block's start
+  // the kernel, the thread and the block (TSan keeps 63 characters of a name); the block's start
   // acquired. Called in the host's context; nothing here allocates after the switch.
   void TsanThreadBegin(Thread* th) {
     const auto t = static_cast<size_t>(th->linear);
@@ -481,13 +494,8 @@ class Scheduler {
                   tsan_launch_.c_str(), i.x, i.y, i.z, b.x, b.y, b.z);
     __tsan_set_fiber_name(tsan_threads_[t], tsan_name_);
     __tsan_switch_to_fiber(tsan_threads_[t], __tsan_switch_to_fiber_no_sync);
-    const auto frame = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
-    const auto bottom = reinterpret_cast<uintptr_t>(th->fiber->bottom_);
-    const uintptr_t low = frame - bottom > kTsanFreshStack ? frame - kTsanFreshStack : bottom;
-    AnnotateNewMemory(const_cast<char*>(__FILE__), __LINE__, low, frame - low);
     __tsan_acquire(&tsan_block_begin_);
   }
-  static constexpr uintptr_t kTsanFreshStack = 32 * 1024;
 
  public:
   // The launch the next blocks belong to, for the names of their threads in TSan's reports.
@@ -736,6 +744,9 @@ class Scheduler {
   std::vector<Thread> threads_;
   std::vector<std::unique_ptr<Fiber>> fibers_;
   std::vector<Fiber*> free_;
+#if defined(OPFORGE_SIMT_TSAN)
+  std::vector<Fiber*> used_;  // fibers whose stack a thread of this block used
+#endif
   std::vector<Thread*> released_;
   size_t resume_ = 0;
   int next_ = 0;  // threads started so far
