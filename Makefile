@@ -130,7 +130,7 @@ cuda-test: deps
 # fibers (build/simt-tsan; the compiler's TSan). `make cuda-test` runs its own tests (planted
 # races reported with the kernel and the threads; barriers, atomics and warp exchanges not);
 # `make cuda-race` runs every CUDA test under it (the core and every kernel built under TSan,
-# then about 20 minutes on 2 cores; TSAN_OPTIONS as you like), but the order check's own test,
+# then about half an hour on 2 cores; TSAN_OPTIONS as you like), but the order check's own test,
 # whose kernel races on purpose (TSan reports it, as it should).
 SIMT_TSAN_CONFIGURE = mkdir -p build && cmake -S . -B build/simt-tsan -G Ninja -DOPFORGE_CORE_ONLY=ON \
 	  -DOPFORGE_TSAN=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \

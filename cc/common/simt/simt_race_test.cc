@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "common/simt/simt.h"  // first: the kernels below are CUDA
+#include "common/simt/simt.h"  // the kernels below are CUDA
 
 namespace opforge {
 namespace simt {
@@ -94,39 +94,36 @@ struct Buffers {
   }
 };
 
-// The death tests re-run this binary for the one test (a process with threads may not fork
-// safely) and stop it at the first report.
-void RaceTestSetup() {
+// Runs launch(buffers) in a child (this binary again, for the one test: a process with threads
+// may not fork safely) that TSan stops at its first report, and expects that report.
+template <typename Launch>
+void ExpectRaceReport(Launch launch, const char* report) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   setenv("TSAN_OPTIONS", "halt_on_error=1 exitcode=66", 1);
+  EXPECT_EXIT(
+      {
+        Buffers b;
+        launch(b);
+        cudaDeviceSynchronize();
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(66), report);
 }
 
 // --- the planted races are reported -----------------------------------------------------------
 
 TEST(SimtRaceCheck, SharedMemoryRaceIsReportedWithTheKernelAndTheThreads) {
-  RaceTestSetup();
-  EXPECT_EXIT(
-      {
-        Buffers b;
-        OPFORGE_LAUNCH(1, 64, 0, nullptr, SharedRaceKernel)(b.in, b.out);
-        cudaDeviceSynchronize();
-        std::exit(0);
-      },
-      ::testing::ExitedWithCode(66),
+  ExpectRaceReport(
+      [](const Buffers& b) { OPFORGE_LAUNCH(1, 64, 0, nullptr, SharedRaceKernel)
+                             (b.in, b.out); },
       "ThreadSanitizer: data race.*SharedRaceKernel.*Thread T[0-9]+ 'SharedRaceKernel thread "
       "\\([0-9]+,0,0\\) block \\(0,0,0\\)'");
 }
 
 TEST(SimtRaceCheck, GlobalMemoryRaceIsReportedWithTheKernel) {
-  RaceTestSetup();
-  EXPECT_EXIT(
-      {
-        Buffers b;
-        OPFORGE_LAUNCH(1, 64, 0, nullptr, GlobalRaceKernel)(b.in, b.out);
-        cudaDeviceSynchronize();
-        std::exit(0);
-      },
-      ::testing::ExitedWithCode(66),
+  ExpectRaceReport(
+      [](const Buffers& b) { OPFORGE_LAUNCH(1, 64, 0, nullptr, GlobalRaceKernel)
+                             (b.in, b.out); },
       "ThreadSanitizer: data race.*GlobalRaceKernel.*Thread T[0-9]+ 'GlobalRaceKernel thread");
 }
 
