@@ -114,16 +114,20 @@ void ExpectRaceReport(Launch launch, const char* report) {
 
 TEST(SimtRaceCheck, SharedMemoryRaceIsReportedWithTheKernelAndTheThreads) {
   ExpectRaceReport(
-      [](const Buffers& b) { OPFORGE_LAUNCH(1, 64, 0, nullptr, SharedRaceKernel)
-                             (b.in, b.out); },
+      [](const Buffers& b) {
+        OPFORGE_LAUNCH(1, 64, 0, nullptr, SharedRaceKernel)
+        (b.in, b.out);
+      },
       "ThreadSanitizer: data race.*SharedRaceKernel.*Thread T[0-9]+ 'SharedRaceKernel thread "
       "\\([0-9]+,0,0\\) block \\(0,0,0\\)'");
 }
 
 TEST(SimtRaceCheck, GlobalMemoryRaceIsReportedWithTheKernel) {
   ExpectRaceReport(
-      [](const Buffers& b) { OPFORGE_LAUNCH(1, 64, 0, nullptr, GlobalRaceKernel)
-                             (b.in, b.out); },
+      [](const Buffers& b) {
+        OPFORGE_LAUNCH(1, 64, 0, nullptr, GlobalRaceKernel)
+        (b.in, b.out);
+      },
       "ThreadSanitizer: data race.*GlobalRaceKernel.*Thread T[0-9]+ 'GlobalRaceKernel thread");
 }
 
