@@ -20,15 +20,24 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "common/op_call.h"
 #include "common/tf_glue.h"
+#include "common/tf_kernel.h"
+#if OPFORGE_XLA_FFI
+#include "common/xla_ffi.h"
+#endif
+#include "tensorflow/compiler/tf2xla/type_util.h"
 #include "tensorflow/compiler/tf2xla/xla_helpers.h"
 #include "tensorflow/compiler/tf2xla/xla_op_kernel.h"
 #include "tensorflow/compiler/tf2xla/xla_op_registry.h"
+#include "tensorflow/core/framework/attr_value.pb.h"
 #include "tensorflow/core/framework/kernel_def.pb.h"
 #include "tensorflow/core/framework/node_def.pb.h"
 #include "tensorflow/core/framework/op_def.pb.h"
@@ -37,6 +46,16 @@
 #include "xla/hlo/builder/xla_builder.h"
 #else
 #include "xla/client/xla_builder.h"
+#endif
+
+#if OPFORGE_XLA_FFI
+// XLA's FFI API of the running process, exported by libtensorflow_cc.so.2. Its own header
+// (xla/ffi/ffi_api.h) includes XLA internals; the declaration is all a caller needs.
+namespace xla {
+namespace ffi {
+const XLA_FFI_Api* GetXlaFfiApi();
+}  // namespace ffi
+}  // namespace xla
 #endif
 
 namespace opforge {
@@ -146,6 +165,276 @@ struct XlaRegistration {
   }
 };
 
+#if OPFORGE_XLA_FFI
+// --- ops as XLA FFI custom calls ------------------------------------------------------------
+//
+// An op without an exact HLO lowering runs under XLA as a typed-FFI custom call to its op
+// struct's handler (common/xla_ffi.h, cc/ops/<op>/<op>_ffi.cc): FfiCallKernel<Op> below is its
+// tf2xla kernel. At compile time it runs the op struct's Init and Validate on the static shapes
+// (and on the values of the op's compile-time constant inputs: its sizes, thresholds, anchors),
+// so bad input fails the compilation with the message the op gives outside XLA, and the output
+// shapes are the ones the op declares; it then emits
+//   custom_call(target = the op's name, every input, attributes = the node's attrs)
+// which XLA runs by calling the handler, registered with TensorFlow's XLA (platform "Host") when
+// the library loads. The handler runs the same core as TensorFlow's kernel: the same bits.
+
+// The opforge name of a TensorFlow element type ("float32"), or "" for none.
+inline const char* FfiTypeName(tensorflow::DataType dtype) {
+  switch (dtype) {
+    case tensorflow::DT_HALF:
+      return DTypeName(DType::kHalf);
+    case tensorflow::DT_BFLOAT16:
+      return DTypeName(DType::kBFloat16);
+    case tensorflow::DT_FLOAT:
+      return DTypeName(DType::kFloat);
+    case tensorflow::DT_DOUBLE:
+      return DTypeName(DType::kDouble);
+    case tensorflow::DT_INT32:
+      return DTypeName(DType::kInt32);
+    case tensorflow::DT_INT64:
+      return DTypeName(DType::kInt64);
+    case tensorflow::DT_INT8:
+      return DTypeName(DType::kInt8);
+    case tensorflow::DT_UINT8:
+      return DTypeName(DType::kUInt8);
+    case tensorflow::DT_INT16:
+      return DTypeName(DType::kInt16);
+    case tensorflow::DT_UINT16:
+      return DTypeName(DType::kUInt16);
+    case tensorflow::DT_UINT32:
+      return DTypeName(DType::kUInt32);
+    case tensorflow::DT_UINT64:
+      return DTypeName(DType::kUInt64);
+    case tensorflow::DT_COMPLEX64:
+      return DTypeName(DType::kComplex64);
+    case tensorflow::DT_COMPLEX128:
+      return DTypeName(DType::kComplex128);
+    default:
+      return "";
+  }
+}
+
+// An MLIR string literal: printable ASCII as it is, but quote and backslash; those and the rest
+// as \XX.
+inline std::string MlirString(const std::string& text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      char hex[4];
+      std::snprintf(hex, sizeof(hex), "\\%02X", c);
+      out += hex;
+    }
+  }
+  return out + "\"";
+}
+
+// A float32 as an MLIR literal: its bit pattern (exact, infinities and NaNs included).
+inline std::string MlirF32Bits(float value) {
+  uint32_t bits = 0;
+  std::memcpy(&bits, &value, sizeof(bits));
+  char text[16];
+  std::snprintf(text, sizeof(text), "0x%08X", bits);
+  return text;
+}
+
+// The attributes of a custom call (an MLIR dictionary, the typed FFI's backend_config) from a
+// node's attrs: float -> f32, int -> i64, bool, string, type -> its name ("float32"),
+// list(int) -> array<i64>, list(float) -> array<f32>; attrs starting with '_' (TensorFlow's
+// own) are left out. `values`, if given, becomes "opforge_values" (common/xla_ffi.h).
+inline absl::Status FfiAttributes(const tensorflow::NodeDef& def, const std::vector<int64_t>* values,
+                                  std::string* text) {
+  std::vector<std::string> names;
+  for (const auto& entry : def.attr()) {
+    if (!entry.first.empty() && entry.first[0] != '_') names.push_back(entry.first);
+  }
+  std::sort(names.begin(), names.end());  // a stable text: one compilation cache entry
+  std::string out = "{";
+  auto add = [&](const std::string& name, const std::string& value) {
+    if (out.size() > 1) out += ", ";
+    out += MlirString(name) + " = " + value;
+  };
+  for (const std::string& name : names) {
+    const tensorflow::AttrValue& v = def.attr().at(name);
+    switch (v.value_case()) {
+      case tensorflow::AttrValue::kF:
+        add(name, MlirF32Bits(v.f()) + " : f32");
+        break;
+      case tensorflow::AttrValue::kI:
+        add(name, std::to_string(v.i()) + " : i64");
+        break;
+      case tensorflow::AttrValue::kB:
+        add(name, v.b() ? "true" : "false");
+        break;
+      case tensorflow::AttrValue::kS:
+        add(name, MlirString(v.s()));
+        break;
+      case tensorflow::AttrValue::kType: {
+        const char* type = FfiTypeName(v.type());
+        if (*type == '\0') {
+          return absl::InvalidArgumentError("opforge: attr " + name + " of " + def.op() +
+                                            " has an element type XLA FFI cannot name");
+        }
+        add(name, MlirString(type));
+        break;
+      }
+      case tensorflow::AttrValue::kList: {
+        const auto& list = v.list();
+        if (list.f_size() > 0) {
+          std::string items;
+          for (float f : list.f()) items += (items.empty() ? "" : ", ") + MlirF32Bits(f);
+          add(name, "array<f32: " + items + ">");
+        } else if (list.i_size() > 0 || (list.s_size() == 0 && list.type_size() == 0 &&
+                                         list.b_size() == 0 && list.shape_size() == 0)) {
+          // An empty list has no element type in the NodeDef: the op's lists are of ints.
+          std::string items;
+          for (int64_t i : list.i()) items += (items.empty() ? "" : ", ") + std::to_string(i);
+          add(name, items.empty() ? "array<i64>" : "array<i64: " + items + ">");
+        } else {
+          return absl::InvalidArgumentError("opforge: attr " + name + " of " + def.op() +
+                                            " is a list XLA FFI attributes cannot carry");
+        }
+        break;
+      }
+      default:
+        return absl::InvalidArgumentError("opforge: attr " + name + " of " + def.op() +
+                                          " has a kind XLA FFI attributes cannot carry");
+    }
+  }
+  if (values != nullptr) {
+    std::string items;
+    for (int64_t i : *values) items += (items.empty() ? "" : ", ") + std::to_string(i);
+    add(ffi::kValuesAttr, items.empty() ? "array<i64>" : "array<i64: " + items + ">");
+  }
+  *text = out + "}";
+  return absl::OkStatus();
+}
+
+// The tf2xla kernel of an op run as an FFI custom call (see above).
+template <typename Op>
+class FfiCallKernel : public tensorflow::XlaOpKernel {
+ public:
+  explicit FfiCallKernel(tensorflow::OpKernelConstruction* context) : XlaOpKernel(context) {
+    TfAttrSource<tensorflow::OpKernelConstruction> source(context);
+    AttrReader reader(source);
+    const Status status = op_.Init(reader);
+    OPFORGE_OP_REQUIRES_OK(context, reader.status());
+    OPFORGE_OP_REQUIRES_OK(context, status);
+    tensorflow::DataType type;
+    OP_REQUIRES_OK(context, context->GetAttr(ffi::kTypeAttr, &type));
+    OP_REQUIRES(context, ffi::DTypeByName(FfiTypeName(type), &dtype_),
+                absl::InvalidArgumentError("opforge: " + def().op() +
+                                           " has an element type XLA FFI cannot name"));
+  }
+
+  void Compile(tensorflow::XlaOpKernelContext* context) override {
+    std::vector<int> constants;
+    OP_REQUIRES_OK(context, tensorflow::XlaOpRegistry::CompileTimeConstantInputs(*this, &constants));
+    const int n = context->num_inputs();
+    OpCall call;
+    call.dtype = dtype_;
+    std::vector<xla::XlaOp> operands;
+    std::vector<xla::Literal> literals(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) {
+      std::vector<int64_t> dims;
+      OP_REQUIRES_OK(context, InputDims(context, i, &dims));
+      call.shapes.push_back(dims);
+      const void* data = nullptr;
+      if (std::find(constants.begin(), constants.end(), i) != constants.end()) {
+        OP_REQUIRES_OK(context, context->ConstantInput(i, &literals[static_cast<size_t>(i)]));
+        if (literals[static_cast<size_t>(i)].element_count() > 0)
+          data = literals[static_cast<size_t>(i)].untyped_data();
+      }
+      call.inputs.push_back(data);
+      operands.push_back(context->Input(i));
+    }
+    constexpr int kValuesInput = internal::ValuesInputOf<Op>::value;
+    if constexpr (kValuesInput >= 0) {
+      OP_REQUIRES_OK(context, context->ConstantInputAsIntVector(kValuesInput, &call.values));
+    }
+    typename Op::Params params;
+    OPFORGE_OP_REQUIRES_OK(context, op_.Validate(call, &params));
+
+    // The results: the op's declared outputs, and empty ones for those it leaves out.
+    std::vector<xla::Shape> shapes;
+    for (int i = 0; i < context->num_outputs(); ++i) {
+      xla::PrimitiveType type;
+      OP_REQUIRES_OK(context, tensorflow::DataTypeToPrimitiveType(output_type(i), &type));
+      std::vector<int64_t> dims = {0};
+      for (const OpCall::OutputSpec& spec : call.declared) {
+        if (spec.index == i) dims = spec.dims;
+      }
+      shapes.push_back(xla::ShapeUtil::MakeShape(type, dims));
+    }
+    std::string attributes;
+    OP_REQUIRES_OK(context,
+                   FfiAttributes(def(), kValuesInput >= 0 ? &call.values : nullptr, &attributes));
+    const xla::Shape shape =
+        shapes.size() == 1 ? shapes[0] : xla::ShapeUtil::MakeTupleShape(shapes);
+    const xla::XlaOp result =
+        xla::CustomCall(context->builder(), def().op(), operands, shape, attributes,
+                        /*has_side_effect=*/false, /*output_operand_aliasing=*/{},
+                        /*literal=*/nullptr, xla::CustomCallSchedule::SCHEDULE_NONE,
+                        xla::CustomCallApiVersion::API_VERSION_TYPED_FFI);
+    if (shapes.size() == 1) {
+      context->SetOutput(0, result);
+    } else {
+      for (int i = 0; i < context->num_outputs(); ++i)
+        context->SetOutput(i, xla::GetTupleElement(result, i));
+    }
+  }
+
+ private:
+  Op op_;
+  DType dtype_ = DType::kFloat;
+};
+
+// The ops that run as FFI custom calls, and why the handlers could not be registered (empty
+// when they were).
+inline std::vector<std::string>& FfiOps() {
+  static auto* ops = new std::vector<std::string>;
+  return *ops;
+}
+
+// Registers an FFI handler with TensorFlow's XLA for `platform`; false (and a line on stderr)
+// if XLA refuses it.
+inline bool RegisterFfiHandler(const char* target, XLA_FFI_Handler* handler,
+                               const char* platform) {
+  const XLA_FFI_Api* api = ::xla::ffi::GetXlaFfiApi();
+  XLA_FFI_Handler_Register_Args args{};
+  args.struct_size = XLA_FFI_Handler_Register_Args_STRUCT_SIZE;
+  args.name = XLA_FFI_ByteSpan{target, std::strlen(target)};
+  args.platform = XLA_FFI_ByteSpan{platform, std::strlen(platform)};
+  args.bundle.execute = handler;
+  args.traits = 0;
+  XLA_FFI_Error* error = api->XLA_FFI_Handler_Register(&args);
+  if (error == nullptr) return true;
+  XLA_FFI_Error_GetMessage_Args message{};
+  message.struct_size = XLA_FFI_Error_GetMessage_Args_STRUCT_SIZE;
+  message.error = error;
+  api->XLA_FFI_Error_GetMessage(&message);
+  std::fprintf(stderr, "opforge: XLA refused the FFI handler of %s (%s): %s\n", target, platform,
+               message.message ? message.message : "no message");
+  XLA_FFI_Error_Destroy_Args destroy{};
+  destroy.struct_size = XLA_FFI_Error_Destroy_Args_STRUCT_SIZE;
+  destroy.error = error;
+  api->XLA_FFI_Error_Destroy(&destroy);
+  return false;
+}
+
+// Registers op `op`'s FFI handler with TensorFlow's XLA and, if XLA took it, its tf2xla kernel
+// (so that an op whose handler XLA refused keeps opforge's "no XLA kernel" error).
+template <typename MakeRegistration>
+bool RegisterFfiOp(const char* op, XLA_FFI_Handler* handler, MakeRegistration make,
+                   tensorflow::XlaOpRegistry::Factory factory) {
+  if (!RegisterFfiHandler(op, handler, "Host")) return false;
+  XlaRegistration registration(op, make(), factory);
+  FfiOps().push_back(op);
+  return true;
+}
+#endif  // OPFORGE_XLA_FFI
+
 }  // namespace xla_glue
 }  // namespace opforge
 
@@ -171,6 +460,18 @@ extern "C" __attribute__((visibility("default"), used)) inline const char* Opfor
   return text.c_str();
 }
 
+#if OPFORGE_XLA_FFI
+// The ops that run under XLA as FFI custom calls (a subset of OpforgeXlaLoweredOps), comma-separated.
+extern "C" __attribute__((visibility("default"), used)) inline const char* OpforgeXlaFfiOps() {
+  static const std::string text = [] {
+    std::string joined;
+    for (const std::string& op : opforge::xla_glue::FfiOps()) joined += (joined.empty() ? "" : ",") + op;
+    return joined;
+  }();
+  return text.c_str();
+}
+#endif
+
 #define OPFORGE_XLA_CONCAT_(a, b) a##b
 #define OPFORGE_XLA_CONCAT(a, b) OPFORGE_XLA_CONCAT_(a, b)
 // OPFORGE_REGISTER_XLA_OP("Opforge>LeakyRelu", Kernel) or, with options (compile-time constant
@@ -184,5 +485,23 @@ extern "C" __attribute__((visibility("default"), used)) inline const char* Opfor
       ::tensorflow::XlaOpRegistrationBuilder::Name(OP)                             \
           __VA_ARGS__.Build(&::opforge::xla_glue::CreateXlaKernel<KERNEL>),        \
       &::opforge::xla_glue::CreateXlaKernel<KERNEL>);
+
+// OPFORGE_REGISTER_XLA_FFI_OP("Opforge>BiasLeakyRelu", BiasLeakyRelu, BiasLeakyReluOp) runs op
+// struct BiasLeakyReluOp under XLA as a custom call to the handler OpforgeFfi_BiasLeakyRelu
+// (defined by OPFORGE_FFI_KERNELS(BiasLeakyRelu, ...) in the op's _ffi.cc). Options as for
+// OPFORGE_REGISTER_XLA_OP: .CompileTimeConstantInput("anchors") for every input whose values the
+// op struct reads (its host-memory inputs: sizes, thresholds, anchors).
+#define OPFORGE_REGISTER_XLA_FFI_OP(OP, ID, OPSTRUCT, ...)                                   \
+  extern "C" XLA_FFI_Error* OpforgeFfi_##ID(XLA_FFI_CallFrame* frame);                     \
+  [[maybe_unused]] static const bool OPFORGE_XLA_CONCAT(opforge_xla_ffi_registration_,     \
+                                                        __COUNTER__) =                     \
+      ::opforge::xla_glue::RegisterFfiOp(                                                  \
+          OP, &OpforgeFfi_##ID,                                                            \
+          [] {                                                                             \
+            return ::tensorflow::XlaOpRegistrationBuilder::Name(OP) __VA_ARGS__.Build(     \
+                &::opforge::xla_glue::CreateXlaKernel<                                     \
+                    ::opforge::xla_glue::FfiCallKernel<OPSTRUCT>>);                        \
+          },                                                                               \
+          &::opforge::xla_glue::CreateXlaKernel<::opforge::xla_glue::FfiCallKernel<OPSTRUCT>>);
 
 #endif  // OPFORGE_COMMON_TF_XLA_H_

@@ -34,7 +34,7 @@ inline Status ReadAttrs(AttrReader* c, MelToStftParams* p, Status* parsed) {
 }
 
 // The attrs alone: one Mel band and one frame pass every shape check.
-Status CheckAttrs(const MelToStftParams& attrs) {
+inline Status CheckAttrs(const MelToStftParams& attrs) {
   MelToStftParams p = attrs;
   return ValidateMelToStft({1, 1}, &p);
 }

@@ -30,7 +30,7 @@ inline Status ReadAttrs(AttrReader* c, MfccToMelParams* p, Status* parsed) {
 
 // The attrs alone: a one-coefficient, one-frame mfcc passes every shape check, so an error is
 // about an attr (checked before any shape).
-Status CheckAttrs(const MfccToMelParams& attrs, bool grad) {
+inline Status CheckAttrs(const MfccToMelParams& attrs, bool grad) {
   MfccToMelParams p = attrs;
   if (!grad) return ValidateMfccToMel({1, 1}, &p);
   const int64_t rows = attrs.n_mels > 0 ? attrs.n_mels : 1;

@@ -1,0 +1,553 @@
+// XLA FFI's side of the op structs (common/xla_ffi.h): errors, element types, attributes,
+// buffers, the thread pool, the registry and the library's entry point.
+#include "common/xla_ffi.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace opforge {
+namespace ffi {
+
+XLA_FFI_Error* MakeError(const XLA_FFI_Api* api, XLA_FFI_Error_Code code,
+                         const std::string& message) {
+  XLA_FFI_Error_Create_Args args{};
+  args.struct_size = XLA_FFI_Error_Create_Args_STRUCT_SIZE;
+  args.message = message.c_str();  // copied by XLA
+  args.errc = code;
+  return api->XLA_FFI_Error_Create(&args);
+}
+
+XLA_FFI_Error* ToFfiError(const XLA_FFI_Api* api, const Status& status) {
+  if (status.ok()) return nullptr;
+  return MakeError(api,
+                   status.code() == Status::Code::kInvalidArgument
+                       ? XLA_FFI_Error_Code_INVALID_ARGUMENT
+                       : XLA_FFI_Error_Code_INTERNAL,
+                   status.message());
+}
+
+namespace {
+
+struct TypePair {
+  DType dtype;
+  XLA_FFI_DataType ffi;
+};
+constexpr TypePair kTypes[] = {
+    {DType::kHalf, XLA_FFI_DataType_F16},     {DType::kBFloat16, XLA_FFI_DataType_BF16},
+    {DType::kFloat, XLA_FFI_DataType_F32},    {DType::kDouble, XLA_FFI_DataType_F64},
+    {DType::kInt32, XLA_FFI_DataType_S32},    {DType::kInt64, XLA_FFI_DataType_S64},
+    {DType::kInt8, XLA_FFI_DataType_S8},      {DType::kUInt8, XLA_FFI_DataType_U8},
+    {DType::kInt16, XLA_FFI_DataType_S16},    {DType::kUInt16, XLA_FFI_DataType_U16},
+    {DType::kUInt32, XLA_FFI_DataType_U32},   {DType::kUInt64, XLA_FFI_DataType_U64},
+    {DType::kComplex64, XLA_FFI_DataType_C64}, {DType::kComplex128, XLA_FFI_DataType_C128},
+};
+
+}  // namespace
+
+XLA_FFI_DataType FfiType(DType dtype) {
+  for (const TypePair& t : kTypes) {
+    if (t.dtype == dtype) return t.ffi;
+  }
+  return XLA_FFI_DataType_INVALID;
+}
+
+bool DTypeOfFfi(XLA_FFI_DataType type, DType* dtype) {
+  for (const TypePair& t : kTypes) {
+    if (t.ffi == type) {
+      *dtype = t.dtype;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool DTypeByName(std::string_view name, DType* dtype) {
+  for (const TypePair& t : kTypes) {
+    if (name == DTypeName(t.dtype)) {
+      *dtype = t.dtype;
+      return true;
+    }
+  }
+  return false;
+}
+
+// --- attributes ---------------------------------------------------------------------------------
+
+namespace {
+
+std::string_view NameOf(const XLA_FFI_Attrs& attrs, int64_t i) {
+  const XLA_FFI_ByteSpan* span = attrs.names[i];
+  return std::string_view(span->ptr, span->len);
+}
+
+const char* AttrTypeName(XLA_FFI_AttrType type) {
+  switch (type) {
+    case XLA_FFI_AttrType_ARRAY:
+      return "an array";
+    case XLA_FFI_AttrType_DICTIONARY:
+      return "a dictionary";
+    case XLA_FFI_AttrType_SCALAR:
+      return "a scalar";
+    case XLA_FFI_AttrType_STRING:
+      return "a string";
+  }
+  return "an unknown kind";
+}
+
+}  // namespace
+
+bool FfiAttrSource::Has(std::string_view name) const {
+  for (int64_t i = 0; i < attrs_.size; ++i) {
+    if (NameOf(attrs_, i) == name) return true;
+  }
+  return false;
+}
+
+const void* FfiAttrSource::Find(std::string_view name, XLA_FFI_AttrType type, const char* kind,
+                                Status* status) const {
+  // Sorted by name: a binary search would do, but ops have a handful of attributes.
+  for (int64_t i = 0; i < attrs_.size; ++i) {
+    if (NameOf(attrs_, i) != name) continue;
+    if (attrs_.types[i] != type) {
+      *status = Status::Invalid(std::string(target_) + ": attribute '" + std::string(name) +
+                                "' must be " + kind + ", got " + AttrTypeName(attrs_.types[i]));
+      return nullptr;
+    }
+    return attrs_.attrs[i];
+  }
+  *status = Status::Invalid(std::string(target_) + ": the custom call has no attribute '" +
+                            std::string(name) + "' (" + kind + ")");
+  return nullptr;
+}
+
+namespace {
+
+// The scalar's value as V when its element type converts exactly (an integer of any width to
+// int64, f32 or f64 to float: XLA's hosts write Python's floats as f32 or f64).
+template <typename V>
+bool ScalarAs(const XLA_FFI_Scalar& scalar, V* value) {
+  const void* p = scalar.value;
+  switch (scalar.dtype) {
+    case XLA_FFI_DataType_PRED:
+      if constexpr (std::is_same_v<V, bool>) {
+        *value = *static_cast<const bool*>(p);
+        return true;
+      } else if constexpr (std::is_same_v<V, int64_t>) {
+        *value = *static_cast<const bool*>(p) ? 1 : 0;
+        return true;
+      }
+      return false;
+    case XLA_FFI_DataType_S8:
+    case XLA_FFI_DataType_S16:
+    case XLA_FFI_DataType_S32:
+    case XLA_FFI_DataType_S64:
+    case XLA_FFI_DataType_U8:
+    case XLA_FFI_DataType_U16:
+    case XLA_FFI_DataType_U32:
+    case XLA_FFI_DataType_U64: {
+      int64_t v = 0;
+      switch (scalar.dtype) {
+        case XLA_FFI_DataType_S8:
+          v = *static_cast<const int8_t*>(p);
+          break;
+        case XLA_FFI_DataType_S16:
+          v = *static_cast<const int16_t*>(p);
+          break;
+        case XLA_FFI_DataType_S32:
+          v = *static_cast<const int32_t*>(p);
+          break;
+        case XLA_FFI_DataType_U8:
+          v = *static_cast<const uint8_t*>(p);
+          break;
+        case XLA_FFI_DataType_U16:
+          v = *static_cast<const uint16_t*>(p);
+          break;
+        case XLA_FFI_DataType_U32:
+          v = *static_cast<const uint32_t*>(p);
+          break;
+        default:
+          v = *static_cast<const int64_t*>(p);
+      }
+      if constexpr (std::is_same_v<V, int64_t>) {
+        *value = v;
+        return true;
+      } else if constexpr (std::is_same_v<V, bool>) {  // ONNX-style 0/1 booleans
+        if (v != 0 && v != 1) return false;
+        *value = v != 0;
+        return true;
+      }
+      return false;
+    }
+    case XLA_FFI_DataType_F32:
+      if constexpr (std::is_same_v<V, float>) {
+        *value = *static_cast<const float*>(p);
+        return true;
+      }
+      return false;
+    case XLA_FFI_DataType_F64:
+      if constexpr (std::is_same_v<V, float>) {
+        *value = static_cast<float>(*static_cast<const double*>(p));
+        return true;
+      }
+      return false;
+    default:
+      return false;
+  }
+}
+
+template <typename V>
+Status GetScalar(const FfiAttrSource& source, std::string_view name, const char* kind,
+                 const char* target, V* value) {
+  Status status;
+  const auto* scalar =
+      static_cast<const XLA_FFI_Scalar*>(source.Find(name, XLA_FFI_AttrType_SCALAR, kind, &status));
+  if (scalar == nullptr) return status;
+  if (!ScalarAs(*scalar, value)) {
+    return Status::Invalid(std::string(target) + ": attribute '" + std::string(name) + "' must be " +
+                           kind + ", got a scalar of XLA element type " +
+                           std::to_string(static_cast<int>(scalar->dtype)));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status FfiAttrSource::Get(std::string_view name, float* value) const {
+  return GetScalar(*this, name, "a float", target_, value);
+}
+Status FfiAttrSource::Get(std::string_view name, int64_t* value) const {
+  return GetScalar(*this, name, "an int", target_, value);
+}
+Status FfiAttrSource::Get(std::string_view name, bool* value) const {
+  return GetScalar(*this, name, "a bool", target_, value);
+}
+Status FfiAttrSource::Get(std::string_view name, std::string* value) const {
+  Status status;
+  const auto* span = static_cast<const XLA_FFI_ByteSpan*>(
+      Find(name, XLA_FFI_AttrType_STRING, "a string", &status));
+  if (span == nullptr) return status;
+  value->assign(span->ptr, span->len);
+  return Status::Ok();
+}
+Status FfiAttrSource::Get(std::string_view name, std::vector<int64_t>* value) const {
+  Status status;
+  const auto* array = static_cast<const XLA_FFI_Array*>(
+      Find(name, XLA_FFI_AttrType_ARRAY, "a list of ints", &status));
+  if (array == nullptr) return status;
+  value->resize(array->size);
+  for (size_t i = 0; i < array->size; ++i) {
+    switch (array->dtype) {
+      case XLA_FFI_DataType_S64:
+        (*value)[i] = static_cast<const int64_t*>(array->data)[i];
+        break;
+      case XLA_FFI_DataType_S32:
+        (*value)[i] = static_cast<const int32_t*>(array->data)[i];
+        break;
+      default:
+        return Status::Invalid(std::string(target_) + ": attribute '" + std::string(name) +
+                               "' must be a list of ints (i64 or i32), got an array of XLA "
+                               "element type " + std::to_string(static_cast<int>(array->dtype)));
+    }
+  }
+  return Status::Ok();
+}
+Status FfiAttrSource::Get(std::string_view name, std::vector<float>* value) const {
+  Status status;
+  const auto* array = static_cast<const XLA_FFI_Array*>(
+      Find(name, XLA_FFI_AttrType_ARRAY, "a list of floats", &status));
+  if (array == nullptr) return status;
+  value->resize(array->size);
+  for (size_t i = 0; i < array->size; ++i) {
+    switch (array->dtype) {
+      case XLA_FFI_DataType_F32:
+        (*value)[i] = static_cast<const float*>(array->data)[i];
+        break;
+      case XLA_FFI_DataType_F64:
+        (*value)[i] = static_cast<float>(static_cast<const double*>(array->data)[i]);
+        break;
+      default:
+        return Status::Invalid(std::string(target_) + ": attribute '" + std::string(name) +
+                               "' must be a list of floats (f32 or f64), got an array of XLA "
+                               "element type " + std::to_string(static_cast<int>(array->dtype)));
+    }
+  }
+  return Status::Ok();
+}
+
+// --- the thread pool ------------------------------------------------------------------------------
+
+namespace {
+
+// One parallel For: chunks claimed by the caller and the pool's tasks. Shared with the tasks
+// (a task may start after the caller has returned; it then finds nothing to claim).
+struct ChunkWork {
+  const Parallel::Fn* fn = nullptr;
+  int64_t total = 0, chunks = 0;
+  std::atomic<int64_t> next{0}, done{0};
+
+  void RunClaimed() {
+    for (;;) {
+      const int64_t c = next.fetch_add(1, std::memory_order_relaxed);
+      if (c >= chunks) return;
+      // The same chunk boundaries whoever runs them.
+      const int64_t begin = total * c / chunks, end = total * (c + 1) / chunks;
+      (*fn)(begin, end);
+      done.fetch_add(1, std::memory_order_release);
+    }
+  }
+};
+
+void RunTask(void* data) {
+  std::unique_ptr<std::shared_ptr<ChunkWork>> work(static_cast<std::shared_ptr<ChunkWork>*>(data));
+  const ScopedFlushDenormals flush;  // on every thread that runs part of a kernel (op_call.h)
+  (*work)->RunClaimed();
+}
+
+}  // namespace
+
+void FfiParallel::For(int64_t total, double cost_per_unit, const Fn& fn) const {
+  if (total <= 0) return;
+  // As the other runtimes' pools: work under ~50k cycles is not worth waking a thread for.
+  constexpr double kMinChunkCycles = 50000.0;
+  const double work_cycles = static_cast<double>(total) * std::max(cost_per_unit, 1.0);
+  int64_t threads = 0;
+  if (api_->XLA_FFI_ThreadPool_NumThreads != nullptr && ctx_ != nullptr) {
+    XLA_FFI_ThreadPool_NumThreads_Args args{};
+    args.struct_size = XLA_FFI_ThreadPool_NumThreads_Args_STRUCT_SIZE;
+    args.ctx = ctx_;
+    args.num_threads = &threads;
+    if (XLA_FFI_Error* e = api_->XLA_FFI_ThreadPool_NumThreads(&args)) {
+      XLA_FFI_Error_Destroy_Args destroy{};
+      destroy.struct_size = XLA_FFI_Error_Destroy_Args_STRUCT_SIZE;
+      destroy.error = e;
+      api_->XLA_FFI_Error_Destroy(&destroy);
+      threads = 0;  // no pool
+    }
+  }
+  const int64_t chunks = std::min<int64_t>(
+      {total, std::max<int64_t>(4 * (threads + 1), 64), static_cast<int64_t>(work_cycles / kMinChunkCycles)});
+  if (threads <= 0 || chunks <= 1) {
+    fn(0, total);
+    return;
+  }
+  auto work = std::make_shared<ChunkWork>();
+  work->fn = &fn;
+  work->total = total;
+  work->chunks = chunks;
+  const int64_t helpers = std::min<int64_t>(threads, chunks - 1);
+  for (int64_t h = 0; h < helpers; ++h) {
+    auto* data = new std::shared_ptr<ChunkWork>(work);
+    XLA_FFI_ThreadPool_Schedule_Args args{};
+    args.struct_size = XLA_FFI_ThreadPool_Schedule_Args_STRUCT_SIZE;
+    args.ctx = ctx_;
+    args.task = &RunTask;
+    args.data = data;
+    if (XLA_FFI_Error* e = api_->XLA_FFI_ThreadPool_Schedule(&args)) {
+      delete data;
+      XLA_FFI_Error_Destroy_Args destroy{};
+      destroy.struct_size = XLA_FFI_Error_Destroy_Args_STRUCT_SIZE;
+      destroy.error = e;
+      api_->XLA_FFI_Error_Destroy(&destroy);
+      break;  // the caller does the rest
+    }
+  }
+  work->RunClaimed();
+  while (work->done.load(std::memory_order_acquire) < chunks) std::this_thread::yield();
+}
+
+// --- buffers ---------------------------------------------------------------------------------------
+
+bool AnswerMetadata(XLA_FFI_CallFrame* frame, XLA_FFI_Error** error) {
+  XLA_FFI_Extension_Base* extension = frame->extension_start;
+  if (extension == nullptr || extension->type != XLA_FFI_Extension_Metadata) return false;
+  auto* metadata = reinterpret_cast<XLA_FFI_Metadata_Extension*>(extension);
+  metadata->metadata->api_version =
+      XLA_FFI_Api_Version{XLA_FFI_Api_Version_STRUCT_SIZE, nullptr, XLA_FFI_API_MAJOR,
+                          XLA_FFI_API_MINOR};
+  metadata->metadata->traits = 0;
+  metadata->metadata->state_type_id = XLA_FFI_UNKNOWN_TYPE_ID;
+  *error = nullptr;
+  return true;
+}
+
+namespace {
+
+int64_t ElementCount(const XLA_FFI_Buffer& buffer) {
+  int64_t n = 1;
+  for (int64_t d = 0; d < buffer.rank; ++d) n *= buffer.dims[d];
+  return n;
+}
+
+size_t ElementBytes(XLA_FFI_DataType type) {
+  switch (type) {
+    case XLA_FFI_DataType_PRED:
+    case XLA_FFI_DataType_S8:
+    case XLA_FFI_DataType_U8:
+      return 1;
+    case XLA_FFI_DataType_S16:
+    case XLA_FFI_DataType_U16:
+    case XLA_FFI_DataType_F16:
+    case XLA_FFI_DataType_BF16:
+      return 2;
+    case XLA_FFI_DataType_S32:
+    case XLA_FFI_DataType_U32:
+    case XLA_FFI_DataType_F32:
+      return 4;
+    case XLA_FFI_DataType_S64:
+    case XLA_FFI_DataType_U64:
+    case XLA_FFI_DataType_F64:
+    case XLA_FFI_DataType_C64:
+      return 8;
+    case XLA_FFI_DataType_C128:
+      return 16;
+    default:
+      return 0;
+  }
+}
+
+}  // namespace
+
+Status ReadOperands(const XLA_FFI_CallFrame& frame, const FfiAttrSource& attrs, DType dtype,
+                    int values_input, const char* target, OpCall* call) {
+  call->dtype = dtype;
+  const int64_t n = frame.args.size;
+  call->shapes.reserve(static_cast<size_t>(n));
+  call->inputs.reserve(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    if (frame.args.types[i] != XLA_FFI_ArgType_BUFFER) {
+      return Status::Invalid(std::string(target) + ": operand " + std::to_string(i) +
+                             " is not a buffer");
+    }
+    const auto* buffer = static_cast<const XLA_FFI_Buffer*>(frame.args.args[i]);
+    call->shapes.emplace_back(buffer->dims, buffer->dims + buffer->rank);
+    call->inputs.push_back(ElementCount(*buffer) == 0 ? nullptr : buffer->data);
+  }
+  if (values_input >= 0 && values_input < n) {
+    if (attrs.Has(kValuesAttr)) {
+      OPFORGE_RETURN_IF_ERROR(attrs.Get(kValuesAttr, &call->values));
+    } else {
+      const auto* buffer = static_cast<const XLA_FFI_Buffer*>(frame.args.args[values_input]);
+      const int64_t count = ElementCount(*buffer);
+      call->values.resize(static_cast<size_t>(count));
+      for (int64_t i = 0; i < count; ++i) {
+        if (buffer->dtype == XLA_FFI_DataType_S32) {
+          call->values[static_cast<size_t>(i)] = static_cast<const int32_t*>(buffer->data)[i];
+        } else if (buffer->dtype == XLA_FFI_DataType_S64) {
+          call->values[static_cast<size_t>(i)] = static_cast<const int64_t*>(buffer->data)[i];
+        } else {
+          call->values.clear();  // the op's Validate names the wrong element type
+          break;
+        }
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status BindResults(const XLA_FFI_CallFrame& frame, const char* target, OpCall* call, bool* any) {
+  const int64_t n = frame.rets.size;
+  call->outputs.assign(static_cast<size_t>(n), nullptr);
+  call->output_bytes.assign(static_cast<size_t>(n), 0);
+  std::vector<bool> declared(static_cast<size_t>(n), false);
+  *any = false;
+  for (const OpCall::OutputSpec& spec : call->declared) {
+    if (spec.index < 0 || spec.index >= n) {
+      return Status::Invalid(std::string(target) + ": the op declares output " +
+                             std::to_string(spec.index) + " but the custom call has " +
+                             std::to_string(n) + " results");
+    }
+    const auto* buffer = static_cast<const XLA_FFI_Buffer*>(frame.rets.rets[spec.index]);
+    const std::vector<int64_t> dims(buffer->dims, buffer->dims + buffer->rank);
+    if (dims != spec.dims) {
+      return Status::Invalid(std::string(target) + ": result " + std::to_string(spec.index) +
+                             " must have shape " + ShapeString(spec.dims) + ", got " +
+                             ShapeString(dims));
+    }
+    declared[static_cast<size_t>(spec.index)] = true;
+    const int64_t count = ElementCount(*buffer);
+    if (count == 0) continue;
+    call->outputs[static_cast<size_t>(spec.index)] = buffer->data;
+    call->output_bytes[static_cast<size_t>(spec.index)] =
+        static_cast<size_t>(count) * ElementBytes(buffer->dtype);
+    *any = true;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const auto* buffer = static_cast<const XLA_FFI_Buffer*>(frame.rets.rets[i]);
+    if (!declared[static_cast<size_t>(i)] && ElementCount(*buffer) != 0) {
+      return Status::Invalid(std::string(target) + ": result " + std::to_string(i) +
+                             " is not an output of the op for these inputs and must be empty, got "
+                             "shape " + ShapeString(std::vector<int64_t>(buffer->dims,
+                                                                         buffer->dims + buffer->rank)));
+    }
+  }
+  return Status::Ok();
+}
+
+XLA_FFI_Error* Dispatch(XLA_FFI_CallFrame* frame, const char* target, const TypedExecute* types,
+                        size_t count) {
+  XLA_FFI_Error* error = nullptr;
+  if (AnswerMetadata(frame, &error)) return error;
+  const XLA_FFI_Api* api = frame->api;
+  if (frame->stage != XLA_FFI_ExecutionStage_EXECUTE) {
+    return MakeError(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                     std::string(target) + ": called at execution stage " +
+                         std::to_string(static_cast<int>(frame->stage)) +
+                         "; the handler is registered for the execute stage only");
+  }
+  FfiAttrSource source(frame->attrs, target);
+  std::string name;
+  Status s = source.Get(kTypeAttr, &name);
+  if (!s.ok()) return ToFfiError(api, s);
+  DType dtype;
+  if (!DTypeByName(name, &dtype)) {
+    return MakeError(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                     std::string(target) + ": attribute 'T' must name an element type "
+                                           "(\"float32\", \"bfloat16\", ...), got \"" +
+                         name + "\"");
+  }
+  std::string supported;
+  for (size_t i = 0; i < count; ++i) {
+    if (types[i].dtype == dtype) return types[i].execute(frame, target);
+    supported += (i ? ", " : "") + std::string(DTypeName(types[i].dtype));
+  }
+  return MakeError(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                   std::string(target) + ": T must be one of " + supported + ", got " + name);
+}
+
+// --- the registry ----------------------------------------------------------------------------------
+
+namespace {
+std::vector<Target>& MutableRegistry() {
+  static auto* registry = new std::vector<Target>();
+  return *registry;
+}
+}  // namespace
+
+bool Register(const Target& target) {
+  MutableRegistry().push_back(target);
+  return true;
+}
+
+const std::vector<Target>& Registry() { return MutableRegistry(); }
+
+}  // namespace ffi
+}  // namespace opforge
+
+// The library's FFI targets, one per line: "<target name> <handler symbol>". Built once, after
+// every static registration has run.
+extern "C" __attribute__((visibility("default"))) const char* OpforgeFfiTargets() {
+  static const std::string text = [] {
+    std::ostringstream out;
+    for (const opforge::ffi::Target& t : opforge::ffi::Registry())
+      out << t.name << ' ' << t.symbol << '\n';
+    return out.str();
+  }();
+  return text.c_str();
+}

@@ -1,0 +1,176 @@
+// The XLA FFI skeleton of every op struct, and its registration line.
+//
+// XLA runs code it did not generate through typed-FFI custom calls: a handler, a plain C function
+// over XLA's versioned C API (xla/ffi/api/c_api.h, the only XLA header here), receives a call
+// frame holding the operands and results as buffers (element type, dims, data) and the custom
+// call's attributes by name. FfiKernel<Op, T> runs an op struct (common/op_call.h, the one that
+// TfKernel, OrtKernel and the LiteRT kernel run) from such a frame: it reads the attributes into
+// Init, fills an OpCall from the operand buffers, lets the op validate and declare its outputs,
+// checks them against the result buffers XLA allocated (their shapes were fixed at compile
+// time), and runs the op's CPU path with Parallel over the FFI thread pool, denormals flushed as
+// TensorFlow runs its kernels. Core errors come back as FFI errors with the core's message
+// (INVALID_ARGUMENT), which XLA's host reports as its own error of that code.
+//
+// An op joins with one line in cc/ops/<op>/<op>_ffi.cc, naming a C identifier, the custom-call
+// target (TensorFlow's op name), the op struct and its element types:
+//
+//   OPFORGE_FFI_KERNELS(LeakyRelu, "Opforge>LeakyRelu", LeakyReluOp<false>, OPFORGE_FLOAT_TYPES)
+//
+// which defines the handler `OpforgeFfi_LeakyRelu` (extern "C", what a host registers: TensorFlow's
+// XLA through common/tf_xla.h, JAX through jax.ffi.pycapsule) and lists it in the library's
+// registry (OpforgeFfiTargets). The handler picks the element type from the attribute "T" (the
+// element type's name, "float32"; TensorFlow's tf2xla kernel writes every attr of the node, type
+// attrs as names). An op whose op struct reads the values of a small integer input
+// (kValuesInput: an output shape) finds them in the attribute "opforge_values" (an i64 array)
+// when the caller gives it, else in the operand's buffer (on the host). An op that reads other
+// host-memory inputs in Validate (NMS's sizes and thresholds) reads them from their buffers, so
+// its handler runs on the CPU ("Host") only, as its TensorFlow kernel does.
+//
+// Nothing here includes a framework's header: the handlers live in the TensorFlow binding (whose
+// XLA registers them) and in libopforge_ffi.so, which any XLA host can load.
+#ifndef OPFORGE_COMMON_XLA_FFI_H_
+#define OPFORGE_COMMON_XLA_FFI_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "common/dtype.h"
+#include "common/op_call.h"
+#include "xla/ffi/api/c_api.h"
+
+namespace opforge {
+namespace ffi {
+
+// The attribute holding a kValuesInput's values (an i64 array), and the element type's name.
+inline constexpr char kValuesAttr[] = "opforge_values";
+inline constexpr char kTypeAttr[] = "T";
+
+// An FFI error with `message` (null for OK: what a handler returns on success).
+XLA_FFI_Error* MakeError(const XLA_FFI_Api* api, XLA_FFI_Error_Code code, const std::string& message);
+XLA_FFI_Error* ToFfiError(const XLA_FFI_Api* api, const Status& status);
+
+// The XLA FFI element type of a DType (XLA_FFI_DataType_INVALID for none), and back.
+XLA_FFI_DataType FfiType(DType dtype);
+bool DTypeOfFfi(XLA_FFI_DataType type, DType* dtype);
+// A DType by its name ("float32", "bfloat16": dtype.h's names); false if none has it.
+bool DTypeByName(std::string_view name, DType* dtype);
+
+// opforge::AttrSource over a call frame's attributes (sorted by name, as XLA guarantees).
+class FfiAttrSource final : public AttrSource {
+ public:
+  FfiAttrSource(const XLA_FFI_Attrs& attrs, const char* target) : attrs_(attrs), target_(target) {}
+  Status Get(std::string_view name, float* value) const override;
+  Status Get(std::string_view name, int64_t* value) const override;
+  Status Get(std::string_view name, bool* value) const override;
+  Status Get(std::string_view name, std::string* value) const override;
+  Status Get(std::string_view name, std::vector<int64_t>* value) const override;
+  Status Get(std::string_view name, std::vector<float>* value) const override;
+
+  // The attribute `name` of `type`, or null (and *status set) when absent or of another type.
+  const void* Find(std::string_view name, XLA_FFI_AttrType type, const char* kind,
+                   Status* status) const;
+  bool Has(std::string_view name) const;
+
+ private:
+  const XLA_FFI_Attrs& attrs_;
+  const char* target_;
+};
+
+// opforge::Parallel over the FFI thread pool of the call (XLA's intra-op pool; TensorFlow's
+// when TensorFlow runs the computation): the range is cut into chunks, the calling thread and
+// the pool's threads claim them, and the caller waits only for chunks others have claimed, so
+// a pool with no free thread only makes the caller do all of them. Without a pool (a host that
+// gives none) everything runs on the calling thread.
+class FfiParallel final : public Parallel {
+ public:
+  FfiParallel(const XLA_FFI_Api* api, XLA_FFI_ExecutionContext* ctx) : api_(api), ctx_(ctx) {}
+  void For(int64_t total, double cost_per_unit, const Fn& fn) const override;
+
+ private:
+  const XLA_FFI_Api* api_;
+  XLA_FFI_ExecutionContext* ctx_;
+};
+
+// Answers XLA's metadata query (the handler's API version; no traits, no state), when the call
+// frame is one. Returns true with *error set (null for success) if it was.
+bool AnswerMetadata(XLA_FFI_CallFrame* frame, XLA_FFI_Error** error);
+
+// The input side of a call: shapes and data of every operand (data null for empty ones), the
+// element type, and for an op with a values input its values (the attribute, else the buffer).
+Status ReadOperands(const XLA_FFI_CallFrame& frame, const FfiAttrSource& attrs, DType dtype,
+                    int values_input, const char* target, OpCall* call);
+// Binds the result buffers to the outputs the op declared, checking their shapes against the
+// declaration (the host fixed them at compile time from the same Validate). Results the op does
+// not declare must be empty. Sets *any when some output is not empty.
+Status BindResults(const XLA_FFI_CallFrame& frame, const char* target, OpCall* call, bool* any);
+
+template <typename Op, typename T>
+XLA_FFI_Error* ExecuteCpu(XLA_FFI_CallFrame* frame, const char* target) {
+  const XLA_FFI_Api* api = frame->api;
+  FfiAttrSource source(frame->attrs, target);
+  AttrReader reader(source);
+  Op op;
+  const Status init = op.Init(reader);
+  if (!reader.status().ok()) return ToFfiError(api, reader.status());
+  if (!init.ok()) return ToFfiError(api, init);
+  OpCall call;
+  constexpr int kValuesInput = internal::ValuesInputOf<Op>::value;
+  Status s = ReadOperands(*frame, source, DTypeOf<T>::value, kValuesInput, target, &call);
+  if (!s.ok()) return ToFfiError(api, s);
+  typename Op::Params params;
+  s = op.Validate(call, &params);
+  if (!s.ok()) return ToFfiError(api, s);
+  bool any = false;
+  s = BindResults(*frame, target, &call, &any);
+  if (!s.ok()) return ToFfiError(api, s);
+  if (!any) return nullptr;
+  const ScopedFlushDenormals flush;  // TensorFlow's bits (op_call.h)
+  return ToFfiError(api, internal::RunCpu<T>(op, params, call, FfiParallel(api, frame->ctx)));
+}
+
+// One element type's entry of a handler.
+struct TypedExecute {
+  DType dtype;
+  XLA_FFI_Error* (*execute)(XLA_FFI_CallFrame* frame, const char* target);
+};
+
+// The body of every handler: the metadata query, the execution stage, then the element type's
+// kernel (by the "T" attribute).
+XLA_FFI_Error* Dispatch(XLA_FFI_CallFrame* frame, const char* target, const TypedExecute* types,
+                        size_t count);
+
+// The library's handlers, for a host that enumerates them (OpforgeFfiTargets).
+struct Target {
+  const char* name;
+  const char* symbol;
+  XLA_FFI_Handler* cpu;
+};
+bool Register(const Target& target);
+const std::vector<Target>& Registry();
+
+}  // namespace ffi
+}  // namespace opforge
+
+#define OPFORGE_FFI_TYPE_(T, OP) {::opforge::DTypeOf<T>::value, &::opforge::ffi::ExecuteCpu<OP, T>},
+
+// Defines the FFI handler OpforgeFfi_ID (target NAME) of op struct OP over the element types
+// of TYPES, and registers it in the library's registry.
+#define OPFORGE_FFI_KERNELS(ID, NAME, OP, TYPES)                                               \
+  namespace {                                                                                \
+  const ::opforge::ffi::TypedExecute kFfiTypes_##ID[] = {TYPES(OPFORGE_FFI_TYPE_, OP)};      \
+  }                                                                                          \
+  extern "C" __attribute__((visibility("default"))) XLA_FFI_Error* OpforgeFfi_##ID(          \
+      XLA_FFI_CallFrame* frame) {                                                            \
+    return ::opforge::ffi::Dispatch(frame, NAME, kFfiTypes_##ID,                             \
+                                    sizeof(kFfiTypes_##ID) / sizeof(kFfiTypes_##ID[0]));     \
+  }                                                                                          \
+  namespace {                                                                                \
+  [[maybe_unused]] const bool kFfiRegistered_##ID =                                          \
+      ::opforge::ffi::Register({NAME, "OpforgeFfi_" #ID, &OpforgeFfi_##ID});                 \
+  }
+
+#endif  // OPFORGE_COMMON_XLA_FFI_H_

@@ -1,0 +1,10 @@
+// BiasLeakyRelu under XLA (tf.function(jit_compile=True)): custom calls to the op structs' FFI
+// handlers (bias_leaky_relu_ffi.cc, common/tf_xla.h), the same core as the TensorFlow kernels: the same bits.
+#include "common/tf_xla.h"
+#include "ops/bias_leaky_relu/bias_leaky_relu_op.h"
+
+namespace opforge {
+
+OPFORGE_REGISTER_XLA_FFI_OP("Opforge>BiasLeakyRelu", BiasLeakyRelu, BiasLeakyReluOp)
+
+}  // namespace opforge

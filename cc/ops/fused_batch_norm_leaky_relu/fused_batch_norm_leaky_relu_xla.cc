@@ -1,0 +1,11 @@
+// FusedBatchNormLeakyRelu, FusedBatchNormLeakyReluGrad under XLA (tf.function(jit_compile=True)): custom calls to the op structs' FFI
+// handlers (fused_batch_norm_leaky_relu_ffi.cc, common/tf_xla.h), the same core as the TensorFlow kernels: the same bits.
+#include "common/tf_xla.h"
+#include "ops/fused_batch_norm_leaky_relu/fused_batch_norm_leaky_relu_op.h"
+
+namespace opforge {
+
+OPFORGE_REGISTER_XLA_FFI_OP("Opforge>FusedBatchNormLeakyRelu", FusedBatchNormLeakyRelu, BatchNormLeakyOp)
+OPFORGE_REGISTER_XLA_FFI_OP("Opforge>FusedBatchNormLeakyReluGrad", FusedBatchNormLeakyReluGrad, BatchNormLeakyGradOp)
+
+}  // namespace opforge

@@ -1,0 +1,10 @@
+// FusedConv2DBiasLeakyRelu under XLA (tf.function(jit_compile=True)): custom calls to the op structs' FFI
+// handlers (fused_conv2d_bias_leaky_relu_ffi.cc, common/tf_xla.h), the same core as the TensorFlow kernels: the same bits.
+#include "common/tf_xla.h"
+#include "ops/fused_conv2d_bias_leaky_relu/fused_conv2d_bias_leaky_relu_op.h"
+
+namespace opforge {
+
+OPFORGE_REGISTER_XLA_FFI_OP("Opforge>FusedConv2DBiasLeakyRelu", FusedConv2DBiasLeakyRelu, FusedConv2DOp)
+
+}  // namespace opforge

@@ -1,0 +1,10 @@
+// GriffinLim under XLA (tf.function(jit_compile=True)): custom calls to the op structs' FFI
+// handlers (griffin_lim_ffi.cc, common/tf_xla.h), the same core as the TensorFlow kernels: the same bits.
+#include "common/tf_xla.h"
+#include "ops/griffin_lim/griffin_lim_op.h"
+
+namespace opforge {
+
+OPFORGE_REGISTER_XLA_FFI_OP("Opforge>GriffinLim", GriffinLim, GriffinLimOp)
+
+}  // namespace opforge

@@ -1,0 +1,11 @@
+// XLA FFI handlers of the MfccToMel, MfccToMelGrad kernels: the op structs of mfcc_to_mel_op.h,
+// the ones TensorFlow runs (common/xla_ffi.h).
+#include "common/xla_ffi.h"
+#include "ops/mfcc_to_mel/mfcc_to_mel_op.h"
+
+namespace opforge {
+
+OPFORGE_FFI_KERNELS(MfccToMel, "Opforge>MfccToMel", MfccToMelOp, OPFORGE_MFCC_TO_MEL_TYPES)
+OPFORGE_FFI_KERNELS(MfccToMelGrad, "Opforge>MfccToMelGrad", MfccToMelGradOp, OPFORGE_MFCC_TO_MEL_TYPES)
+
+}  // namespace opforge

@@ -1,0 +1,11 @@
+// MfccToMel, MfccToMelGrad under XLA (tf.function(jit_compile=True)): custom calls to the op structs' FFI
+// handlers (mfcc_to_mel_ffi.cc, common/tf_xla.h), the same core as the TensorFlow kernels: the same bits.
+#include "common/tf_xla.h"
+#include "ops/mfcc_to_mel/mfcc_to_mel_op.h"
+
+namespace opforge {
+
+OPFORGE_REGISTER_XLA_FFI_OP("Opforge>MfccToMel", MfccToMel, MfccToMelOp)
+OPFORGE_REGISTER_XLA_FFI_OP("Opforge>MfccToMelGrad", MfccToMelGrad, MfccToMelGradOp)
+
+}  // namespace opforge

@@ -1,0 +1,10 @@
+// XLA FFI handlers of the YoloTargets kernel: the op structs of yolo_targets_op.h,
+// the ones TensorFlow runs (common/xla_ffi.h).
+#include "common/xla_ffi.h"
+#include "ops/yolo_targets/yolo_targets_op.h"
+
+namespace opforge {
+
+OPFORGE_FFI_KERNELS(YoloTargets, "Opforge>YoloTargets", YoloTargetsOp, OPFORGE_YOLO_TARGETS_TYPES)
+
+}  // namespace opforge

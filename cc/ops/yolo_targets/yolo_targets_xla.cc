@@ -1,0 +1,10 @@
+// YoloTargets under XLA (tf.function(jit_compile=True)): custom calls to the op structs' FFI
+// handlers (yolo_targets_ffi.cc, common/tf_xla.h), the same core as the TensorFlow kernels: the same bits.
+#include "common/tf_xla.h"
+#include "ops/yolo_targets/yolo_targets_op.h"
+
+namespace opforge {
+
+OPFORGE_REGISTER_XLA_FFI_OP("Opforge>YoloTargets", YoloTargets, YoloTargetsOp)
+
+}  // namespace opforge
