@@ -15,7 +15,8 @@ REQUIRED = os.environ.get("OPFORGE_REQUIRE_ADAPTERS") == "1"
 
 @pytest.mark.skipif(not REQUIRED, reason="OPFORGE_REQUIRE_ADAPTERS is not set (make test sets it)")
 @pytest.mark.parametrize("library, flag, why", [("libopforge_ort.so", "ORT", "ORT_WHY_NOT"),
-                                                ("libopforge_lite.so", "LITE", "LITE_WHY_NOT")])
+                                                ("libopforge_lite.so", "LITE", "LITE_WHY_NOT"),
+                                                ("libopforge_ffi.so", "FFI", "FFI_WHY_NOT")])
 def test_the_build_made_the_adapter(library, flag, why):
     from opforge import _build_info as b
 

@@ -7,6 +7,7 @@ from typing import Any, List, Optional, Union
 import keras
 import tensorflow as tf
 
+from opforge.ops import _xla
 from opforge.ops.conv2d_transpose import conv2d_transpose
 
 __all__ = ["Conv2DTranspose"]
@@ -42,7 +43,7 @@ class Conv2DTranspose(keras.layers.Conv2DTranspose):
     weights: `kernel` of shape `(kh, kw, filters, in_channels)` and `bias` of shape
     `(filters,)`, so weights copied from a Keras `Conv2DTranspose` give the same output. It
     computes with opforge's C++ kernel, which also runs `channels_first` and dilation above 1 on
-    the CPU. The op has no XLA kernel, so the layer sets `supports_jit = False`.
+    the CPU. Under XLA the op runs as an FFI custom call (`supports_jit`), with the same results.
     """
 
     def __init__(
@@ -72,7 +73,9 @@ class Conv2DTranspose(keras.layers.Conv2DTranspose):
             kernel_regularizer=kernel_regularizer, bias_regularizer=bias_regularizer,
             activity_regularizer=activity_regularizer, kernel_constraint=kernel_constraint,
             bias_constraint=bias_constraint, **kwargs)
-        self.supports_jit = False
+        self.supports_jit = _xla.supports_jit("Opforge>Conv2DTranspose",
+                                              "Opforge>Conv2DTransposeInputGrad",
+                                              "Opforge>Conv2DTransposeFilterGrad")
 
     def _output_shape(self, inputs: tf.Tensor):
         shape = list(inputs.shape)

@@ -7,6 +7,7 @@ from typing import Any, Dict
 import keras
 import tensorflow as tf
 
+from opforge.ops import _xla
 from opforge.ops.bias_leaky_relu import bias_leaky_relu
 from opforge.ops.fused_batch_norm_leaky_relu import fused_batch_norm_leaky_relu
 from opforge.ops.fused_conv2d_bias_leaky_relu import fused_conv2d_bias_leaky_relu
@@ -142,7 +143,11 @@ class ConvBNLeaky(keras.layers.Layer):
         self.beta_initializer = keras.initializers.get(beta_initializer)
         self.moving_mean_initializer = keras.initializers.get(moving_mean_initializer)
         self.moving_variance_initializer = keras.initializers.get(moving_variance_initializer)
-        self.supports_jit = False
+        # Under XLA the ops run as FFI custom calls (the same kernels, the same bits).
+        self.supports_jit = _xla.supports_jit("Opforge>FusedConv2DBiasLeakyRelu",
+                                              "Opforge>FusedBatchNormLeakyRelu",
+                                              "Opforge>FusedBatchNormLeakyReluGrad",
+                                              "Opforge>BiasLeakyRelu")
 
     def build(self, input_shape):
         channels = input_shape[-1]

@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from opforge.audio import mfcc_to_audio
 from opforge.layers._checks import check_with_op
+from opforge.ops import _xla
 
 __all__ = ["InverseMfcc"]
 
@@ -36,8 +37,8 @@ class InverseMfcc(keras.layers.Layer):
     With `init="random"` and `seed=None` every call draws fresh initial phases; give `seed` for
     the same audio on every call (and after saving and loading). The layer has no weights and
     no gradient (Griffin-Lim and the NNLS are not differentiable). It computes in float32 (or
-    float64 under a float64 policy) and returns the layer's compute dtype. The ops have no XLA
-    lowering, so `supports_jit` is False: Keras compiles the rest of the model without it.
+    float64 under a float64 policy) and returns the layer's compute dtype. Under XLA the three ops
+    run as FFI custom calls (`supports_jit`), with the same results.
     """
 
     def __init__(self, n_mels: int = 128, dct_type: int = 2, norm: Optional[str] = "ortho", ref: float = 1.0,
@@ -63,7 +64,8 @@ class InverseMfcc(keras.layers.Layer):
                       lambda: mfcc_to_audio(tf.zeros([1, 1], tf.float32), **dict(args, length=None)))
         for key, value in args.items():
             setattr(self, key, value)
-        self.supports_jit = False
+        self.supports_jit = _xla.supports_jit("Opforge>MfccToMel", "Opforge>MelToStft",
+                                              "Opforge>GriffinLim")
 
     def _args(self) -> Dict[str, Any]:
         return {key: getattr(self, key) for key in _DEFAULTS}

@@ -10,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from opforge.layers._checks import check_with_op
+from opforge.ops import _xla
 from opforge.ops.combined_non_max_suppression import combined_non_max_suppression
 from opforge.ops.yolo_decode import yolo_decode
 from opforge.ops.yolo_postprocess import yolo_postprocess
@@ -60,7 +61,8 @@ class YoloDecode(keras.layers.Layer):
     the other arguments are those of `opforge.ops.yolo_decode`: by default (max_log_scale None)
     box sizes are exp(tw) * anchor_w as written; `max_log_scale=YOLO_MAX_LOG_SCALE` clamps tw, th
     as torchvision does. Gradients flow to the features (train through the boxes with an IoU
-    loss). The op has no XLA kernel: `supports_jit = False`.
+    loss). Under XLA the op runs as an FFI custom call (`supports_jit`; the anchors are the
+    layer's constants, as XLA needs).
     """
 
     def __init__(self, anchors, num_classes: int, input_size, box_format: str = "xyxy",
@@ -82,7 +84,7 @@ class YoloDecode(keras.layers.Layer):
         self.normalized = bool(normalized)
         self.scale_x_y = float(scale_x_y)
         self.max_log_scale = _max_log_scale(max_log_scale)
-        self.supports_jit = False
+        self.supports_jit = _xla.supports_jit("Opforge>YoloDecode", "Opforge>YoloDecodeGrad")
 
     def call(self, features):
         out = yolo_decode(features, tf.constant(self.anchors, features.dtype), self.num_classes,
@@ -168,7 +170,7 @@ class YoloPostprocess(keras.layers.Layer):
         self.score_threshold = float(score_threshold)
         self.soft_nms_sigma = float(soft_nms_sigma)
         self.max_log_scale = _max_log_scale(max_log_scale)
-        self.supports_jit = False
+        self.supports_jit = _xla.supports_jit("Opforge>YoloPostprocess")
 
     def call(self, head_outputs):
         maps = list(head_outputs) if isinstance(head_outputs, (list, tuple)) else [head_outputs]

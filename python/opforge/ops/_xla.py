@@ -6,8 +6,13 @@ function is compiled and says "No registered 'Opforge>...' OpKernel for XLA_CPU_
 opforge instead stops when such an op is added to a graph traced for XLA (TensorFlow enters an
 XLAControlFlowContext while it traces a jit_compile function) and says what to do.
 
-The library reports the ops it lowers through its exported `OpforgeXlaLoweredOps()` (a library
-built without XLA kernels has no such symbol: then no op lowers).
+An op lowers in one of two ways (`xla_path`): an HLO lowering (the op written in XLA's own
+operations, which XLA can fuse with its neighbours) or an XLA FFI custom call, which runs the op
+struct's own CPU kernel from XLA (cc/common/xla_ffi.h): the same core as outside XLA, so the same
+bits. The library reports the ops it lowers through its exported `OpforgeXlaLoweredOps()` and
+those of them that are custom calls through `OpforgeXlaFfiOps()` (a library built without XLA
+kernels has neither symbol: then no op lowers; one built against a TensorFlow whose wheel lacks
+XLA's FFI has only HLO lowerings).
 """
 from __future__ import annotations
 
@@ -22,9 +27,11 @@ from tensorflow.python.eager import context as _context
 from tensorflow.python.framework import ops as _ops
 from tensorflow.python.ops import control_flow_util as _control_flow_util
 
-__all__ = ["lowered_ops", "registered_late", "unsupported_message", "in_xla_trace"]
+__all__ = ["lowered_ops", "ffi_ops", "xla_path", "supports_jit", "registered_late",
+           "unsupported_message", "in_xla_trace"]
 
 _lowered: FrozenSet[str] = frozenset()
+_ffi: FrozenSet[str] = frozenset()
 _late = False
 # Op name -> the name of its Python function without the prefix ("conv2d_transpose").
 _snake_names: Dict[str, str] = {}
@@ -46,6 +53,39 @@ def read_lowered_ops(path: Path) -> Tuple[FrozenSet[str], bool]:
     if late:
         text = text[len("late:"):]
     return frozenset(name for name in text.split(",") if name), late
+
+
+def read_ffi_ops(path: Path) -> FrozenSet[str]:
+    """The ops the library at `path` runs under XLA as FFI custom calls."""
+    try:
+        function = ctypes.CDLL(str(path)).OpforgeXlaFfiOps
+    except (OSError, AttributeError):
+        return frozenset()
+    function.restype = ctypes.c_char_p
+    return frozenset(name for name in (function() or b"").decode().split(",") if name)
+
+
+def ffi_ops() -> FrozenSet[str]:
+    """The C++ ops that run under XLA as FFI custom calls (a subset of `lowered_ops()`)."""
+    return _ffi
+
+
+def xla_path(op: str) -> str:
+    """How op `op` (`Opforge>YoloDecode`) runs under XLA: "FFI custom call", "HLO lowering", or
+    "none" (the loaded library has no XLA kernel for it)."""
+    if op in _ffi:
+        return "FFI custom call"
+    return "HLO lowering" if op in _lowered else "none"
+
+
+def supports_jit(*ops: str) -> bool:
+    """Whether every one of `ops` has an XLA kernel in the library (loading it if need be): what
+    a layer built on them sets as `supports_jit`, so that Keras's jit_compile="auto" compiles a
+    model with XLA exactly where opforge can."""
+    from opforge.ops._common import lib
+
+    lib()
+    return all(op in _lowered for op in ops)
 
 
 def lowered_ops() -> FrozenSet[str]:
@@ -89,8 +129,9 @@ def guard_ops(module: ModuleType, path: Path) -> None:
     op has no XLA kernel so that adding the op to a graph traced for XLA raises opforge's error.
     Ops that lower are left untouched (no per-call cost); for the others the eager fast path
     pays one `executing_eagerly()` check."""
-    global _lowered, _late
+    global _lowered, _late, _ffi
     _lowered, _late = read_lowered_ops(path)
+    _ffi = read_ffi_ops(path) & _lowered
     # The raw op functions are copies of the generated snake_case ones and keep their __name__.
     ops_by_function = {}
     for attr in dir(module):

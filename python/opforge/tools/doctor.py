@@ -130,7 +130,12 @@ def run() -> int:
 
     lowered = sorted(_xla.lowered_ops())
     if lowered:
-        xla = f"{len(lowered)} ops lower to XLA (jit_compile=True): {', '.join(lowered)}"
+        ffi = len(_xla.ffi_ops())
+        xla = (f"{len(lowered)} ops run under XLA (jit_compile=True): {len(lowered) - ffi} as HLO "
+               f"lowerings, {ffi} as FFI custom calls (each op's path below)")
+        if len(lowered) < len(OP_NAMES) and not ffi:
+            xla += ("; this TensorFlow's wheel lacks XLA's FFI, so the ops without an HLO lowering "
+                    "have no XLA kernel")
         if _xla.registered_late():
             xla += " (registered by opforge: loaded after TensorFlow's first XLA compilation)"
     else:
@@ -145,7 +150,8 @@ def run() -> int:
         entries = registered_kernels(name)
         missing |= not entries
         note = " (CPU only, by design: no GPU kernel)" if name in CPU_ONLY else ""
-        print(f"  {name:<{width}}" + ("; ".join(entries) if entries else "NO KERNELS") + note)
+        print(f"  {name:<{width}}" + ("; ".join(entries) if entries else "NO KERNELS") + note
+              + f"; XLA: {_xla.xla_path(name)}")
     return 1 if missing else 0
 
 
@@ -168,6 +174,12 @@ def runtime_lines(folder, build_info) -> list:
     else:
         why = getattr(build_info, "LITE_WHY_NOT", "") or "not found"
         lines.append(f"  LiteRT delegate:      not built: {why}")
+    ffi = folder / "libopforge_ffi.so"
+    if ffi.is_file():
+        lines.append(f"  XLA FFI handlers:     {ffi} (any XLA host; OpforgeFfiTargets lists them)")
+    else:
+        why = getattr(build_info, "FFI_WHY_NOT", "") or "not found"
+        lines.append(f"  XLA FFI handlers:     not built: {why}")
     try:
         import onnxruntime
 
