@@ -10,6 +10,7 @@ import tensorflow as tf
 
 import opforge
 import opforge.layers
+from opforge.ops import _xla
 from helpers import assert_round_trip_in_fresh_process
 
 CONFIGS = [
@@ -89,7 +90,7 @@ def test_config_registration_and_flags():
     assert config["output_padding"] == (1, 0) and config["name"] == "up"
     clone = opforge.layers.Conv2DTranspose.from_config(config)
     assert clone.get_config() == config
-    assert layer.supports_jit is False
+    assert layer.supports_jit == (_xla.xla_path("Opforge>Conv2DTranspose") != "none")
     assert keras.saving.get_registered_name(opforge.layers.Conv2DTranspose) == \
         "opforge>Conv2DTranspose"
     with pytest.raises(ValueError, match="output_padding"):

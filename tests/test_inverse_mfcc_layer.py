@@ -9,6 +9,7 @@ import tensorflow as tf
 
 import opforge
 from opforge import audio
+from opforge.ops import _xla
 from opforge.tools.audio_demo import synth_speech
 
 from helpers import assert_round_trip_in_fresh_process
@@ -29,7 +30,19 @@ def test_layer_is_mfcc_to_audio():
     x = _mfcc()
     layer = opforge.layers.InverseMfcc(**SMALL)
     np.testing.assert_array_equal(layer(x).numpy(), audio.mfcc_to_audio(x, **SMALL).numpy())
-    assert layer.supports_jit is False and not layer.weights
+    assert not layer.weights
+    assert layer.supports_jit == all(_xla.xla_path(op) != "none" for op in (
+        "Opforge>MfccToMel", "Opforge>MelToStft", "Opforge>GriffinLim"))
+
+
+def test_layer_under_xla_gives_the_same_audio():
+    """Under jit_compile the three ops run as FFI custom calls: with a seed, the same bits."""
+    if not _xla.supports_jit("Opforge>MfccToMel", "Opforge>MelToStft", "Opforge>GriffinLim"):
+        pytest.skip("this build has no XLA kernels for the audio ops")
+    x = _mfcc()
+    layer = opforge.layers.InverseMfcc(**SMALL)
+    compiled = tf.function(layer, jit_compile=True)(x)
+    np.testing.assert_array_equal(compiled.numpy(), layer(x).numpy())
 
 
 @pytest.mark.parametrize("kwargs", [dict(), dict(center=False), dict(hop_length=100, win_length=400),
