@@ -122,6 +122,7 @@ SLOW_TESTS = (
     "test_paths.py::test_bench_paths_quick_runs",
     "test_yolo_app.py::",
     "test_yolo_models.py::",
+    "test_xla_models.py::",
     "test_yolo_distribute.py::",
     "test_deploy.py::",
     "test_deploy_bench.py::",
