@@ -15,6 +15,12 @@ in its spec's dtypes: the audio ops, the target assignment) is left out with a l
 never run in float32; a candidate whose outputs are not in the dtype asked for (a setup that
 ignored it) stops the run.
 
+`--xla` times something else: each case's opforge call inside tf.function(jit_compile=True)
+(row "<op> [xla]") against the same call in a plain tf.function ("graph") and eagerly
+("eager"), ratios above 1 meaning faster under XLA. Where an op runs as an FFI custom call
+(`opforge doctor` says which), the difference at small sizes is the custom call's overhead against
+TensorFlow's kernel launch; at large ones XLA runs the same kernel.
+
 Every benchmark's header starts with `machine()`: the CPU model, its vector extensions, and
 whether it has AVX512-BF16 and AMX (what bfloat16 figures depend on). `opforge bench paths`,
 `bench deploy`, `bench gpu` (its host CPU), `yolo bench` and `audio bench` print the same line.
@@ -115,8 +121,18 @@ def rivals_refused(r, tf) -> Dict[str, str]:
     return refused
 
 
+def xla_candidates(run: SpeedRun, tf) -> SpeedRun:
+    """The run's opforge call under XLA ("opforge", compiled once here), in a tf.function without
+    XLA ("graph") and eagerly ("eager")."""
+    call = tf.autograph.experimental.do_not_convert(run.candidates["opforge"])
+    compiled = tf.function(call, jit_compile=True)
+    graph = tf.function(call)
+    compiled(), graph()  # trace and compile outside the timing
+    return SpeedRun(run.label, {"opforge": compiled, "graph": graph, "eager": call}, run.bytes_moved)
+
+
 def run(ops: List[str], size: Optional[int], repeats: int, as_json: bool, dtype: str = "float32",
-        plot_path: Optional[str] = None, sources: Sequence[str] = ()) -> int:
+        plot_path: Optional[str] = None, sources: Sequence[str] = (), xla: bool = False) -> int:
     """`opforge bench`: times the ops' speed cases and prints the rows (or `as_json`); with
     `plot_path`, also draws them as a chart (`plot`). With `sources` (files that `--json` wrote)
     nothing is timed: their rows are drawn."""
@@ -168,13 +184,19 @@ def run(ops: List[str], size: Optional[int], repeats: int, as_json: bool, dtype:
                     continue
             if tf_dtype != tf.float32:
                 check_dtype(spec, r, tf_dtype)
+            name = spec.name
+            if xla:
+                r = xla_candidates(r, tf)
+                name = f"{spec.name} [xla]"
             medians = interleaved(r.candidates, min(repeats, speed.max_repeats or repeats))
-            rows.append(row(spec.name, r, medians, dtype))
+            rows.append(row(name, r, medians, dtype))
     if as_json:
         print(json.dumps([dict(r, machine=machine()) for r in rows + skipped], indent=2))
     else:
         print(f"machine: {machine()}")
         print(f"dtype: {dtype}")
+        if xla:
+            print("under XLA: [xla] rows time tf.function(jit_compile=True); ratios > 1 = faster under XLA")
         if rows:
             print(format_rows(rows))
         for s in skipped:

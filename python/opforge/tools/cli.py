@@ -156,6 +156,9 @@ def _add_bench(sub) -> None:
                         "rival(s) both compute in it (a TensorFlow op without that kernel casts to float32 and back, "
                         "and says so); a case whose op has no kernel of it is left out, with a line saying so "
                         "(default float32)")
+    p.add_argument("--xla", action="store_true",
+                   help="time each op under XLA (tf.function(jit_compile=True)) against the same call in a "
+                        "tf.function without it and eagerly: ratios above 1 mean faster under XLA")
     p.add_argument("--json", action="store_true", help="machine-readable rows, each with its dtype and machine")
     p.add_argument("--plot", metavar="PATH", default=None,
                    help="also draw the speed ratios against TensorFlow as a chart (PNG or SVG by the suffix)")
@@ -168,7 +171,8 @@ def _add_bench(sub) -> None:
 def _bench(args) -> int:
     from opforge.tools import bench
 
-    return bench.run(args.ops, args.size, args.repeats, args.json, args.dtype, args.plot, args.sources)
+    return bench.run(args.ops, args.size, args.repeats, args.json, args.dtype, args.plot, args.sources,
+                     xla=args.xla)
 
 
 # --- fuzz, check, new ------------------------------------------------------------------------
@@ -417,7 +421,7 @@ def _add_yolo_bench(yolo) -> None:
     p = _command(yolo, "bench", _yolo_bench, "training step and inference post-processing, opforge against TF "
                                              "built-ins; the fused Darknet block; in float32 or under Keras's "
                                              "mixed_bfloat16 policy (--policy)")
-    p.add_argument("cases", nargs="*", help="train, train_full, post, infer (default), block, fused")
+    p.add_argument("cases", nargs="*", help="train, train_full, post, infer (default), block, fused, train_xla")
     p.add_argument("--repeats", type=int, default=10, help="interleaved timed calls of each (default 10)")
     p.add_argument("--size", type=int, action="append", help="input size (repeatable; default 416)")
     p.add_argument("--policy", choices=("float32", "mixed_bfloat16"), default="float32",

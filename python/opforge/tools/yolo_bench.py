@@ -21,6 +21,9 @@ Rows:
   - fused: YOLO-v3-tiny training step with `fused=True` against the unfused model, and
     `fold_batch_norm(YoloV3)` inference against the unfused YOLO-v3.
 
+  - train_xla: the YOLO-v3-tiny training step with and without `jit_compile=True`, opforge's
+    model and its TensorFlow twin (four steps timed interleaved, three rows).
+
 `sizes`: the input sizes of the train, infer and fused rows (default [416]; post-processing is
 always at 416). `cases`: any of "train", "train_full", "post", "infer", "block", "fused"
 (default the first four).
@@ -139,13 +142,13 @@ def twins(kind: str, size: int, num_classes: int = NUM_CLASSES, upsample: str = 
     return ours, twin
 
 
-def _train_step(model, loss, lr: float = 1e-5):
+def _train_step(model, loss, lr: float = 1e-5, jit_compile: bool = False):
     import keras
     import tensorflow as tf
 
     optimizer = keras.optimizers.SGD(lr)
 
-    @tf.function
+    @tf.function(jit_compile=jit_compile)
     def step(x, y):
         with tf.GradientTape() as tape:
             value = tf.reduce_mean(loss(list(y), model(x, training=True)))
@@ -168,6 +171,33 @@ def train_rows(kind: str, size: int, repeats: int) -> List[Row]:
     name = "YoloV3Tiny" if kind == "tiny" else "YoloV3"
     return [_row(f"train step {name} {size} B={TRAIN_BATCH} (SGD)", medians,
                  _join(f"{r} rounds" if full else "", _dtype_note(ours, twin)))]
+
+
+def train_xla_rows(size: int, repeats: int) -> List[Row]:
+    """The YOLO-v3-tiny training step under XLA (tf.function(jit_compile=True): opforge's ops as
+    HLO lowerings and FFI custom calls, TensorFlow's compiled by XLA) and without, opforge's model
+    and its TensorFlow twin, the four timed interleaved."""
+    import opforge.models as M
+
+    ours, twin = twins("tiny", size)
+    x, y, anchors, masks = synthetic_batch(ours, size, TRAIN_BATCH, NUM_CLASSES)
+    steps = {}
+    for ops, model in (("opforge", ours), ("tf", twin)):
+        loss = M.YoloLoss(anchors, masks, NUM_CLASSES, ops=ops)
+        for jit in (False, True):
+            steps[(ops, jit)] = _train_step(model, loss, jit_compile=jit)
+    medians = _timed({f"{ops} {jit}": (lambda s=s: s(x, y)) for (ops, jit), s in steps.items()}, repeats,
+                     warmup=2)
+    m = {key: medians[f"{key[0]} {key[1]}"] for key in steps}
+    base = f"train step YoloV3Tiny {size} B={TRAIN_BATCH} (SGD)"
+    note = _dtype_note(ours, twin)
+    return [
+        _row(f"{base} jit_compile=True", {"opforge": m[("opforge", True)], "tf": m[("tf", True)]}, note),
+        _row(f"{base} opforge: XLA vs not", {"opforge": m[("opforge", True)], "tf": m[("opforge", False)]},
+             _join("tf column: opforge's model without jit_compile", note)),
+        _row(f"{base} tf twin: XLA vs not", {"opforge": m[("tf", True)], "tf": m[("tf", False)]},
+             _join("opforge column: the twin under XLA; tf column: the twin without", note)),
+    ]
 
 
 # --- post-processing -----------------------------------------------------------------------------
@@ -272,7 +302,7 @@ def _timed(candidates: Dict[str, Callable[[], object]], repeats: int, warmup: in
 def run(repeats: int = 10, json_out: bool = False, sizes: Optional[Sequence[int]] = None,
         cases: Optional[Sequence[str]] = None, policy: str = "float32") -> int:
     sizes = list(sizes or [416])
-    known = {"train", "train_full", "post", "infer", "block", "fused"}
+    known = {"train", "train_full", "train_xla", "post", "infer", "block", "fused"}
     cases = set(cases or ("train", "train_full", "post", "infer"))
     unknown = cases - known
     if unknown:
@@ -306,6 +336,8 @@ def _run(repeats: int, json_out: bool, sizes: List[int], cases: set, policy: str
             emit(train_rows("tiny", size, repeats))
         if "train_full" in cases:
             emit(train_rows("full", size, repeats))
+        if "train_xla" in cases:
+            emit(train_xla_rows(size, repeats))
     if "post" in cases:
         emit(post_rows(repeats))
     if "infer" in cases:
