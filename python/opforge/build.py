@@ -81,12 +81,19 @@ __all__ = [
 # library, -ffp-contract=off).
 _CACHE_FORMAT = 2
 _HELPER_SOURCES = ("tf_glue.cc", "parallel.cc")
+# A module with an XLA kernel (a source that includes common/tf_xla_ffi.h or common/tf_xla.h, or
+# registers an op with OPFORGE_REGISTER_XLA_FFI_OP) also gets opforge's XLA FFI skeleton
+# (xla_ffi.cc) and its tf2xla kernel (tf_xla_ffi.cc: the tf2xla and XLA builder headers, compiled
+# once per configuration like the other helpers), and links TensorFlow's XLA library.
+_XLA_HELPER_SOURCES = _HELPER_SOURCES + ("xla_ffi.cc", "tf_xla_ffi.cc")
+_XLA_SOURCE = re.compile(r'#\s*include\s*[<"](?:opforge/)?common/tf_xla(?:_ffi)?\.h[">]'
+                         r'|\bOPFORGE_REGISTER_XLA_FFI_OP\s*\(')
 # opforge's ONNX Runtime skeleton, compiled into each user's ONNX Runtime library.
 _ORT_HELPER_SOURCES = ("ort_kernel.cc", "parallel.cc")
 _ORT_EXPORTS = "{ global: RegisterCustomOps; OpforgeOrt*; local: *; };\n"
 # A source that needs TensorFlow's headers (the binding); the others are the core, compiled into
 # the ONNX Runtime library too.
-_TF_ONLY = re.compile(r'#\s*include\s*[<"](?:tensorflow/|absl/|tsl/|xla/|third_party/|(?:opforge/)?common/tf_)'
+_TF_ONLY = re.compile(r'#\s*include\s*[<"](?:tensorflow/|absl/|tsl/|xla/|third_party/|(?:opforge/)?common/(?:tf_|xla_))'
                       r'|\bREGISTER_OP\s*\(|\bREGISTER_KERNEL_BUILDER\s*\(|\bOPFORGE_REGISTER_KERNELS\s*\(')
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _REGISTER_OP = re.compile(r'REGISTER_OP\s*\(\s*"([^"]+)"\s*\)')
@@ -216,6 +223,19 @@ def _tf_info() -> dict:
             "cuda_version": str(build_info.get("cuda_version", "")),
         }
     return _tf_info_memo
+
+
+def _tf_xla_library(tf_info: dict) -> Path:
+    """TensorFlow's XLA library (libtensorflow_cc.so.2, which tf.sysconfig's link flags leave
+    out): what a module with an XLA kernel links against, as opforge's own library does."""
+    for flag in tf_info["link_flags"]:
+        if flag.startswith("-L") and (Path(flag[2:]) / "libtensorflow_cc.so.2").is_file():
+            return Path(flag[2:]) / "libtensorflow_cc.so.2"
+    raise BuildError(
+        "opforge.build: a source registers an XLA kernel (common/tf_xla.h, OPFORGE_REGISTER_XLA_FFI_OP), "
+        "but this TensorFlow has no libtensorflow_cc.so.2 beside libtensorflow_framework.so.2: its "
+        "wheel cannot compile custom ops with XLA. Build without the XLA source (the op then has no "
+        "XLA kernel: jit_compile=False).")
 
 
 def _which(program: str) -> Optional[str]:
@@ -417,6 +437,10 @@ class _Plan:
         self.extra_ldflags = [str(f) for f in extra_ldflags]
         self.include_dirs = [str(Path(d).expanduser().resolve()) for d in include_dirs]
         self.helpers = _helpers_hash()
+        # XLA kernels (tf.function(jit_compile=True)): the op structs as FFI custom calls.
+        self.xla = any(_XLA_SOURCE.search(_strip_comments(b.decode(errors="replace"))) for _, b in sources)
+        if self.xla:
+            self.xla_library = _tf_xla_library(self.tf)
         # What compiles the helpers and the precompiled header: everything but the sources.
         self.config = {
             "format": _CACHE_FORMAT,
@@ -509,6 +533,20 @@ class _Plan:
             flags += ["-DOPFORGE_CUDA_SIM=1", "-isystem", str(self.cuda_home / "include")]
         return flags + self.extra_cxx
 
+    def xla_flags(self) -> List[str]:
+        """The C++ flags of the helper with the tf2xla and XLA builder headers (tf_xla_ffi.cc):
+        XLA's headers include two libraries from TensorFlow's external/ copies."""
+        flags = []
+        tf_include = next((f[2:] for f in self.tf["compile_flags"] if f.startswith("-I")), "")
+        for d in ("external/highwayhash", "external/farmhash_archive/src"):
+            if (Path(tf_include) / d).is_dir():
+                flags += ["-isystem", str(Path(tf_include) / d)]
+        return self.cxx_flags() + flags
+
+    @property
+    def helper_sources(self) -> Tuple[str, ...]:
+        return _XLA_HELPER_SOURCES if self.xla else _HELPER_SOURCES
+
     def simt_flags(self) -> List[str]:
         """A .cu file (or the SIMT runtime) compiled as C++ for the SIMT runtime: the C++ flags,
         the prelude included first, nvcc's pragmas ignored."""
@@ -559,6 +597,8 @@ class _Plan:
             flags += [f"-L{lib}", "-lcudart_static", "-Wl,--exclude-libs,libcudart_static.a",
                       "-ldl", "-lrt", "-lpthread"]
         flags += list(self.tf["link_flags"])
+        if self.xla:
+            flags += [f"-L{self.xla_library.parent}", f"-l:{self.xla_library.name}"]
         return flags + self.extra_ldflags
 
     def environment(self) -> dict:
@@ -782,7 +822,7 @@ def _shared_ready(plan: _Plan, verbose: bool):
     the objects move into place when the block ends without an error.
     """
     shared = plan.shared
-    objects = [shared / (Path(s).stem + ".o") for s in _HELPER_SOURCES]
+    objects = [shared / (Path(s).stem + ".o") for s in plan.helper_sources]
     pch_header = shared / "opforge_tf_pch.h"
     pch = pch_header.with_name(pch_header.name + ".gch")
     # A precompiled header that failed once for this configuration is not tried again.
@@ -813,8 +853,10 @@ def _shared_ready(plan: _Plan, verbose: bool):
             include = ["-include", str(pch_header), "-Winvalid-pch"] if use_pch else []
             helper_jobs = [_Job(f"opforge helper {src}",
                                 [plan.cxx, *include, *flags, "-c", str(_helpers_dir() / src), "-o",
+                                 str(tmp / obj.name)] if src != "tf_xla_ffi.cc" else
+                                [plan.cxx, *plan.xla_flags(), "-c", str(_helpers_dir() / src), "-o",
                                  str(tmp / obj.name)], tmp, log)
-                           for src, obj in zip(_HELPER_SOURCES, objects) if not obj.is_file()]
+                           for src, obj in zip(plan.helper_sources, objects) if not obj.is_file()]
             jobs += helper_jobs
             try:
                 yield objects, (pch_header if use_pch else None), jobs
