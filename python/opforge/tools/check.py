@@ -23,6 +23,12 @@ first sample call and collecting the op types TensorFlow itself does not define 
 - kernels: the CPU and GPU kernels registered per dtype (`get_registered_kernels_for_op`)
   against the dtypes the op's definition allows; an allowed dtype without a CPU kernel fails;
 - eager_vs_function: every sample call gives the same bits eagerly and inside `tf.function`;
+- jit_compile: every sample call inside `tf.function(jit_compile=True)` against the same call
+  without XLA, outputs and the gradients of sum(output^2)/2: the same bits pass (an op run as an
+  XLA FFI custom call: `OPFORGE_REGISTER_XLA_FFI_OP`, which `opforge new` scaffolds); where XLA
+  rounds otherwise (an HLO lowering, or TensorFlow ops in the function or its gradient, which
+  XLA compiles itself) it passes with a warning saying by how much; an op with no
+  XLA kernel, or a compilation that fails, fails with TensorFlow's reason;
 - bad_inputs: malformed calls in a child process (restarted after a crash): for opforge ops
   the spec's bad-input table (the error and message fragments it promises) and calls drawn by
   `opforge.tools.fuzz` (a vague error fails, see its rules); for other functions, each tensor
@@ -85,7 +91,8 @@ import numpy as np
 
 from opforge.tools import _child as child_io
 
-CHECKS = ("ops", "shape", "gradient", "kernels", "eager_vs_function", "bad_inputs", "determinism", "savedmodel")
+CHECKS = ("ops", "shape", "gradient", "kernels", "eager_vs_function", "jit_compile", "bad_inputs", "determinism",
+          "savedmodel")
 # Run when asked for (`--cuda-sim`): they need a build of the op for them.
 OPTIONAL_CHECKS = ("cuda_sim",)
 CUDA_SIM_TOLERANCE = 1e-5
@@ -661,6 +668,52 @@ def _check_eager_vs_function(target: _Target) -> Result:
     return Result(target.label, "eager_vs_function", "PASS", f"{len(calls)} calls, the same bits")
 
 
+def _check_jit_compile(target: _Target) -> Result:
+    import tensorflow as tf
+    from opforge.ops.spec import bits_equal, max_error
+
+    calls = target.calls[:-1] if target.spec is not None else target.calls
+    worst = 0.0
+    for call in calls:
+        tensors, rebuild = _split(call)
+        fn = _caller(target.function, rebuild)
+        wrt = [i for i, t in enumerate(tensors) if tf.as_dtype(t.dtype).is_floating]
+
+        def outputs_and_gradients(*args):
+            args = list(args)
+            with tf.GradientTape() as tape:
+                for i in wrt:
+                    tape.watch(args[i])
+                outs = _flat(fn(*args))
+                loss = [tf.reduce_sum(tf.square(tf.cast(o, tf.float64))) / 2 for o in outs if o.dtype.is_floating]
+            grads = tape.gradient(loss, [args[i] for i in wrt]) if loss and wrt else []
+            return outs + [g for g in grads if g is not None]
+
+        inputs = [tf.convert_to_tensor(t) for t in tensors]
+        expected = tf.function(outputs_and_gradients)(*inputs)
+        try:
+            got = tf.function(outputs_and_gradients, jit_compile=True)(*inputs)
+        except (tf.errors.OpError, ValueError, TypeError) as exc:
+            reason = _first_line(exc)
+            hint = (" (register the op with XLA: OPFORGE_REGISTER_XLA_FFI_OP, common/tf_xla_ffi.h; "
+                    "`opforge new` scaffolds it)" if "XLA" in reason or "jit_compile" in reason else "")
+            return Result(target.label, "jit_compile", "FAIL", f"{call!r}: {reason}{hint}")
+        if len(expected) != len(got):
+            return Result(target.label, "jit_compile", "FAIL",
+                          f"{call!r}: {len(expected)} outputs and gradients without XLA, {len(got)} with")
+        for e, g in zip(expected, got):
+            if not bits_equal(e.numpy(), g.numpy()):
+                scale = float(np.max(np.abs(e.numpy().astype(np.float64)))) if e.dtype.is_floating and e.shape.num_elements() else 0.0
+                worst = max(worst, max_error(g, e) / (scale or 1.0))
+    what = f"{len(calls)} calls, outputs and gradients"
+    if worst:
+        return Result(target.label, "jit_compile", "PASS", f"{what}: under XLA within {worst:.1e} of the largest value",
+                      [f"not the same bits under XLA (within {worst:.1e} of the largest value): an HLO lowering "
+                       "or TensorFlow ops around the op (a gradient written in them) round otherwise under XLA; an FFI "
+                       "custom call (OPFORGE_REGISTER_XLA_FFI_OP) runs the op's own kernel"])
+    return Result(target.label, "jit_compile", "PASS", f"{what}: the same bits under XLA")
+
+
 def _outputs_and_gradients(fn, wrt, counts):
     """fn's outputs and the gradients of sum(output^2)/2 (float outputs, in float64) for the
     inputs `wrt` (an empty tensor where one is None); counts["outputs"] is set while tracing."""
@@ -1202,6 +1255,7 @@ def check_targets(targets: Sequence[_Target], checks: Optional[Sequence[str]] = 
                      ("gradient", lambda: _check_gradient(target, gradient_tolerance)),
                      ("kernels", lambda: _check_kernels(target)),
                      ("eager_vs_function", lambda: _check_eager_vs_function(target)),
+                     ("jit_compile", lambda: _check_jit_compile(target)),
                      ("cuda_sim", lambda: _check_cuda_sim(target, cuda_sim_tolerance)))
             for name, run in steps:
                 if name in wanted:

@@ -370,6 +370,27 @@ OPFORGE_ORT_KERNELS({Name}Grad, "{Name}Grad", BackwardOp, OPFORGE_FLOAT_TYPES, "
 }}  // namespace {name}
 '''
 
+_XLA = '''\
+// {Name} under XLA (tf.function(jit_compile=True), Keras's jit_compile): the op structs of
+// {name}_op.h, the ones TensorFlow runs, as XLA FFI custom calls (common/tf_xla_ffi.h). Each
+// OPFORGE_FFI_KERNELS line defines a handler (a C function XLA calls: no TensorFlow in it, so
+// any XLA host can call it); each OPFORGE_REGISTER_XLA_FFI_OP line makes TensorFlow's XLA
+// compile the op into a call to it, after checking the call with the op struct's Validate
+// (after the struct, name the inputs whose values Validate reads: they must be compile-time
+// constants under XLA). The same kernels as without XLA: the same bits.
+#include "common/tf_xla_ffi.h"
+#include "{name}_op.h"
+
+namespace {name} {{
+
+OPFORGE_FFI_KERNELS({namespace}{Name}, "{op}", ForwardOp, OPFORGE_FLOAT_TYPES)
+OPFORGE_FFI_KERNELS({namespace}{Name}Grad, "{op}Grad", BackwardOp, OPFORGE_FLOAT_TYPES)
+OPFORGE_REGISTER_XLA_FFI_OP("{op}", {namespace}{Name}, ForwardOp)
+OPFORGE_REGISTER_XLA_FFI_OP("{op}Grad", {namespace}{Name}Grad, BackwardOp)
+
+}}  // namespace {name}
+'''
+
 _PYTHON = '''\
 """{name}: a TensorFlow op in C++, built with opforge.build (`opforge new {name}`).
 
@@ -407,7 +428,9 @@ def library():
         # The ONNX Runtime library is built beside it, from the same op struct ({name}_op.h),
         # where this opforge has ONNX Runtime's headers (see ort_library).
         ort = [str(HERE / "{name}_ort.cc")] if opforge.build.ort_include_path() else []
-        _module = opforge.build.load("{name}", [str(HERE / "{name}_cpu.cc"), str(HERE / "{name}_tf.cc")],
+        # The XLA kernels (jit_compile=True), where this TensorFlow lets ops have them.
+        xla = [str(HERE / "{name}_xla.cc")] if opforge.build.xla_available() else []
+        _module = opforge.build.load("{name}", [str(HERE / "{name}_cpu.cc"), str(HERE / "{name}_tf.cc")] + xla,
                                      cuda_sources=cuda, include_dirs=[str(HERE)], ort_sources=ort)
     return _module
 
@@ -534,6 +557,23 @@ def test_cuda_kernels_match_the_cpu_kernels_on_the_simt_runtime():
     assert run.returncode == 0 and "PASS cuda_sim" in run.stdout, run.stdout + run.stderr[-3000:]
 
 
+def test_runs_under_xla_with_the_same_bits():
+    """jit_compile=True ({name}_xla.cc): the forward and the gradient run as XLA custom calls to
+    the same kernels, so they give the bits they give without XLA."""
+    if not opforge.build.xla_available():
+        pytest.skip("this TensorFlow lets custom ops have no XLA kernel (no libtensorflow_cc.so.2)")
+    x = tf.constant(np.random.default_rng(3).standard_normal((6, 9)).astype(np.float32))
+
+    def forward_and_gradient(v):
+        with tf.GradientTape() as tape:
+            tape.watch(v)
+            y = op.{name}(v, scale=0.75)
+        return y, tape.gradient(y, v, output_gradients=tf.ones_like(y) * 0.5)
+
+    for expected, got in zip(forward_and_gradient(x), tf.function(forward_and_gradient, jit_compile=True)(x)):
+        np.testing.assert_array_equal(got.numpy().view(np.uint32), expected.numpy().view(np.uint32))
+
+
 @pytest.mark.parametrize("dtype", [tf.float32, tf.float64], ids=lambda d: d.name)
 def test_runs_in_onnx_runtime_with_tensorflows_bits(dtype, tmp_path):
     """The same op struct in ONNX Runtime ({name}_ort.cc): a tf.function using the op, exported
@@ -612,6 +652,7 @@ until you change the maths.
 | `{name}_op.h` | the op structs every runtime runs: attributes, checks, outputs | **YOUR ATTRIBUTES** |
 | `{name}_tf.cc` | the TensorFlow binding: ops, shape functions, kernels | the op's attributes |
 | `{name}_ort.cc` | the ONNX Runtime registration: one line per op | nothing, for an element-wise op |
+| `{name}_xla.cc` | XLA (jit_compile=True): the op structs as FFI custom calls, two lines per op | nothing, for an element-wise op |
 | `{name}.cu` | CUDA kernels (built against a CUDA TensorFlow) | nothing, for an element-wise op |
 | `{name}.py` | the wrapper, the gradient, the NumPy reference | `reference`, the docstring |
 | `test_{name}.py`, `bench_{name}.py` | tests (ONNX Runtime too) and a benchmark | the benchmark's TensorFlow version |
@@ -636,6 +677,7 @@ FILES: Dict[str, str] = {
     "{name}_op.h": _OP,
     "{name}_tf.cc": _BINDING,
     "{name}_ort.cc": _ORT,
+    "{name}_xla.cc": _XLA,
     "{name}.py": _PYTHON,
     "test_{name}.py": _TEST,
     "bench_{name}.py": _BENCH,
