@@ -27,7 +27,7 @@ def _assert_project_works(root: Path, name: str, cache: Path) -> None:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     proc = _run([OPFORGE, "check", f"{name}:{name}"], root, cache)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert re.search(r"8 checks: 8 passed, 0 failed", proc.stdout), proc.stdout
+    assert re.search(r"9 checks: 9 passed, 0 failed", proc.stdout), proc.stdout
     bad_inputs = next(line for line in proc.stdout.splitlines() if line.startswith("PASS bad_inputs"))
     assert "vague" not in bad_inputs, proc.stdout  # every malformed call's error names its argument
     proc = _run([sys.executable, f"bench_{name}.py", "--size", "4096", "--repeats", "3"], root, cache)

@@ -1,11 +1,12 @@
 """XLA: tf.function(jit_compile=True) over opforge ops.
 
-LeakyReLU, ElementMul and ResizeBilinear (and their gradient ops) lower to XLA
-(cc/ops/<op>/<op>_xla.cc); the results under jit_compile=True equal the CPU kernels':
+LeakyReLU, ElementMul, Swish and ClippedIdentity (and their gradient ops) lower to XLA as HLO
+(cc/ops/<op>/<op>_xla.cc); ResizeBilinear and its gradient run as FFI custom calls to their own
+kernels (tests/test_xla_ffi.py covers every such op). The results under jit_compile=True equal
+the CPU kernels':
 - bit for bit: leaky_relu (forward, mask, gradient), element_mul (forward, and the gradient of an
-  operand that was not broadcast), the resize gradient;
-- within a few float32 ulps where XLA's CPU backend computes differently from the CPU kernel: the
-  resize forward (XLA contracts `a + (b - a) * w` into a fused multiply-add on CPUs with FMA) and
+  operand that was not broadcast), resize_bilinear (forward and gradient);
+- within a few float32 ulps where XLA's CPU backend computes differently from the CPU kernel:
   the gradient of a broadcast element_mul operand (XLA sums in its own order, with FMAs).
 The other ops run as XLA FFI custom calls (tests/test_xla_ffi.py); in a build without XLA's FFI
 they raise opforge's error naming the op and jit_compile=False. The kernels work also when the
@@ -209,16 +210,13 @@ def test_resize_bilinear_equals_cpu(convention, sizes, dtype):
     cpu = lib().opforge_resize_bilinear(x, list(size), **kwargs).numpy()
     xla = jit(lambda v: lib().opforge_resize_bilinear(v, list(size), **kwargs))(x).numpy()
     assert cpu.shape == xla.shape == (2, *size, 3) and xla.dtype == np.float32
-    # XLA contracts the lerps into fused multiply-adds: a few float32 ulps of the largest input
-    # (the outputs are convex combinations of the inputs). Measured: at most 2^-22 of it.
-    scale = float(np.max(np.abs(x.numpy().astype(np.float64))))
-    assert np.max(np.abs(cpu.astype(np.float64) - xla), initial=0) <= 4 * np.finfo(np.float32).eps * scale
+    assert_bits_equal(cpu, xla)  # an FFI custom call to the same kernel
     if not x.dtype.is_floating:
         return
     g = samples((2, *size, 3), tf.float32, seed=7)
     cpu_grad = lib().opforge_resize_bilinear_grad(g, x, **kwargs)
     xla_grad = jit(lambda u, v: lib().opforge_resize_bilinear_grad(u, v, **kwargs))(g, x)
-    assert_bits_equal(cpu_grad.numpy(), xla_grad.numpy())  # one scatter-add in TensorFlow's order
+    assert_bits_equal(cpu_grad.numpy(), xla_grad.numpy())
 
 
 @needs_xla

@@ -72,9 +72,11 @@ inline bool JitKernelsRegistered() {
       .ok();
 }
 
-// What RegisterCompilationKernels() does for one op without device or type restrictions.
+// What RegisterCompilationKernels() does for one op without type restrictions, on every JIT
+// backend or on `only_device` alone.
 inline void RegisterJitKernelsNow(const std::string& op,
-                                  tensorflow::XlaOpRegistry::Factory factory) {
+                                  tensorflow::XlaOpRegistry::Factory factory,
+                                  const char* only_device = nullptr) {
   const tensorflow::OpDef* op_def = nullptr;
   if (!tensorflow::OpRegistry::Global()->LookUpOpDef(op, &op_def).ok()) return;
   // The type lists' lengths differ between TensorFlow versions (22 in 2.16, 25 in 2.21).
@@ -91,6 +93,7 @@ inline void RegisterJitKernelsNow(const std::string& op,
   const std::string existing = tensorflow::KernelsRegisteredForOp(op);
   for (const Backend& backend : backends) {
     if (!tensorflow::XlaOpRegistry::IsBackendRegistered(backend.device)) continue;
+    if (only_device != nullptr && std::string(only_device) != backend.device) continue;
     // Registered meanwhile by TensorFlow's own pass (a compilation running in another thread).
     if (existing.find(std::string("device='") + backend.device + "'") != std::string::npos) {
       continue;
@@ -142,13 +145,14 @@ struct XlaRegistration {
   // std::unique_ptr<XlaOpRegistry::OpRegistration> (a type private to the registry).
   using Registration =
       decltype(std::declval<tensorflow::XlaOpRegistrationBuilder&>().Build(nullptr));
+  // `only_device`: the registration is for that JIT device alone (its builder says so too).
   XlaRegistration(const char* op, Registration registration,
-                  tensorflow::XlaOpRegistry::Factory factory) {
+                  tensorflow::XlaOpRegistry::Factory factory, const char* only_device = nullptr) {
     tensorflow::XlaOpRegistrar registrar(std::move(registration));
     LoweredOps().push_back(op);
     if (JitKernelsRegistered()) {
       RegisteredLate() = true;
-      RegisterJitKernelsNow(op, factory);
+      RegisterJitKernelsNow(op, factory, only_device);
     }
   }
 };

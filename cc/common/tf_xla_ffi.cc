@@ -290,10 +290,14 @@ bool RegisterXlaFfiOp(const char* op, XLA_FFI_Handler* handler, MakeFfiShapeRunn
     registry.runners[op] = make;
     registry.ops.push_back(op);
   }
+  // XLA:CPU only: the handlers are registered for the "Host" platform (an XLA:GPU compilation
+  // of the op fails with TensorFlow's "no kernel for XLA_GPU_JIT", and the layers do not claim
+  // supports_jit where a GPU is visible: opforge/ops/_xla.py).
   tensorflow::XlaOpRegistrationBuilder builder = tensorflow::XlaOpRegistrationBuilder::Name(op);
+  builder.Device(tensorflow::DEVICE_CPU_XLA_JIT);
   for (const char* input : constant_inputs) builder.CompileTimeConstantInput(input);
   XlaRegistration registration(op, builder.Build(&CreateXlaKernel<FfiCallKernel>),
-                               &CreateXlaKernel<FfiCallKernel>);
+                               &CreateXlaKernel<FfiCallKernel>, tensorflow::DEVICE_CPU_XLA_JIT);
   return true;
 }
 

@@ -81,11 +81,21 @@ def xla_path(op: str) -> str:
 def supports_jit(*ops: str) -> bool:
     """Whether every one of `ops` has an XLA kernel in the library (loading it if need be): what
     a layer built on them sets as `supports_jit`, so that Keras's jit_compile="auto" compiles a
-    model with XLA exactly where opforge can."""
+    model with XLA exactly where opforge can. The FFI custom calls run on XLA:CPU only (their
+    handlers are registered for the host; the CUDA ones are to come): where TensorFlow sees a
+    GPU, an op that runs as one does not claim XLA support, so that Keras's jit_compile="auto",
+    which compiles with XLA on a GPU, leaves the model to TensorFlow's own kernels."""
     from opforge.ops._common import lib
 
     lib()
-    return all(op in _lowered for op in ops)
+    if not all(op in _lowered for op in ops):
+        return False
+    if any(op in _ffi for op in ops):
+        import tensorflow as tf
+
+        if tf.config.list_physical_devices("GPU"):
+            return False
+    return True
 
 
 def lowered_ops() -> FrozenSet[str]:

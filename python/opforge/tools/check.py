@@ -27,8 +27,9 @@ first sample call and collecting the op types TensorFlow itself does not define 
   without XLA, outputs and the gradients of sum(output^2)/2: the same bits pass (an op run as an
   XLA FFI custom call: `OPFORGE_REGISTER_XLA_FFI_OP`, which `opforge new` scaffolds); where XLA
   rounds otherwise (an HLO lowering, or TensorFlow ops in the function or its gradient, which
-  XLA compiles itself) it passes with a warning saying by how much; an op with no
-  XLA kernel, or a compilation that fails, fails with TensorFlow's reason;
+  XLA compiles itself) it passes with a warning saying by how much; a compilation that fails
+  fails with TensorFlow's reason; an op with no XLA kernel at all is skipped, with a line saying
+  so and how to give it one;
 - bad_inputs: malformed calls in a child process (restarted after a crash): for opforge ops
   the spec's bad-input table (the error and message fragments it promises) and calls drawn by
   `opforge.tools.fuzz` (a vague error fails, see its rules); for other functions, each tensor
@@ -695,9 +696,16 @@ def _check_jit_compile(target: _Target) -> Result:
             got = tf.function(outputs_and_gradients, jit_compile=True)(*inputs)
         except (tf.errors.OpError, ValueError, TypeError) as exc:
             reason = _first_line(exc)
-            hint = (" (register the op with XLA: OPFORGE_REGISTER_XLA_FFI_OP, common/tf_xla_ffi.h; "
-                    "`opforge new` scaffolds it)" if "XLA" in reason or "jit_compile" in reason else "")
-            return Result(target.label, "jit_compile", "FAIL", f"{call!r}: {reason}{hint}")
+            if re.search(r"No registered '[^']+' OpKernel for XLA_CPU_JIT|has no XLA kernel", str(exc)):
+                # Nothing to compare: say so, and how to add one.
+                missing = re.search(r"No registered '([^']+)'|(Opforge>\w+)", str(exc))
+                op = next((g for g in (missing.groups() if missing else ()) if g), "the op")
+                return Result(target.label, "jit_compile", "SKIP",
+                              f"{op} has no XLA kernel, so the function cannot run under "
+                              "tf.function(jit_compile=True) (nor in a Keras model compiled with XLA): register "
+                              "its op struct as an XLA FFI custom call (OPFORGE_REGISTER_XLA_FFI_OP, "
+                              "common/tf_xla_ffi.h; `opforge new` scaffolds it)")
+            return Result(target.label, "jit_compile", "FAIL", f"{call!r}: {reason}")
         if len(expected) != len(got):
             return Result(target.label, "jit_compile", "FAIL",
                           f"{call!r}: {len(expected)} outputs and gradients without XLA, {len(got)} with")
