@@ -1,8 +1,8 @@
 """XLA: tf.function(jit_compile=True) over opforge ops.
 
-LeakyReLU, ElementMul, Swish and ClippedIdentity (and their gradient ops) lower to XLA as HLO
-(cc/ops/<op>/<op>_xla.cc); ResizeBilinear and its gradient run as FFI custom calls to their own
-kernels (tests/test_xla_ffi.py covers every such op). The results under jit_compile=True equal
+LeakyReLU, ElementMul and ClippedIdentity (and their gradient ops) lower to XLA as HLO
+(cc/ops/<op>/<op>_xla.cc); ResizeBilinear, Swish and their gradients run as FFI custom calls to
+their own kernels (tests/test_xla_ffi.py covers every such op). The results under jit_compile=True equal
 the CPU kernels':
 - bit for bit: leaky_relu (forward, mask, gradient), element_mul (forward, and the gradient of an
   operand that was not broadcast), resize_bilinear (forward and gradient);

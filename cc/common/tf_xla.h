@@ -45,7 +45,6 @@
 #include "xla/client/xla_builder.h"
 #endif
 
-
 namespace opforge {
 namespace xla_glue {
 
@@ -74,8 +73,7 @@ inline bool JitKernelsRegistered() {
 
 // What RegisterCompilationKernels() does for one op without type restrictions, on every JIT
 // backend or on `only_device` alone.
-inline void RegisterJitKernelsNow(const std::string& op,
-                                  tensorflow::XlaOpRegistry::Factory factory,
+inline void RegisterJitKernelsNow(const std::string& op, tensorflow::XlaOpRegistry::Factory factory,
                                   const char* only_device = nullptr) {
   const tensorflow::OpDef* op_def = nullptr;
   if (!tensorflow::OpRegistry::Global()->LookUpOpDef(op, &op_def).ok()) return;
@@ -85,11 +83,10 @@ inline void RegisterJitKernelsNow(const std::string& op,
     const tensorflow::DataType* types;
     size_t count;
   };
-  const Backend backends[] = {
-      {tensorflow::DEVICE_CPU_XLA_JIT, tensorflow::kCpuAllTypes.data(),
-       tensorflow::kCpuAllTypes.size()},
-      {tensorflow::DEVICE_GPU_XLA_JIT, tensorflow::kGpuAllTypes.data(),
-       tensorflow::kGpuAllTypes.size()}};
+  const Backend backends[] = {{tensorflow::DEVICE_CPU_XLA_JIT, tensorflow::kCpuAllTypes.data(),
+                               tensorflow::kCpuAllTypes.size()},
+                              {tensorflow::DEVICE_GPU_XLA_JIT, tensorflow::kGpuAllTypes.data(),
+                               tensorflow::kGpuAllTypes.size()}};
   const std::string existing = tensorflow::KernelsRegisteredForOp(op);
   for (const Backend& backend : backends) {
     if (!tensorflow::XlaOpRegistry::IsBackendRegistered(backend.device)) continue;
@@ -157,7 +154,6 @@ struct XlaRegistration {
   }
 };
 
-
 }  // namespace xla_glue
 }  // namespace opforge
 
@@ -182,7 +178,6 @@ extern "C" __attribute__((visibility("default"), used)) inline const char* Opfor
   }();
   return text.c_str();
 }
-
 
 #define OPFORGE_XLA_CONCAT_(a, b) a##b
 #define OPFORGE_XLA_CONCAT(a, b) OPFORGE_XLA_CONCAT_(a, b)

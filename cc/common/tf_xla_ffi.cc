@@ -90,7 +90,7 @@ std::string MlirF32Bits(float value) {
 // list(int) -> array<i64>, list(float) -> array<f32>; attrs starting with '_' (TensorFlow's
 // own) are left out. `values`, if given, becomes "opforge_values" (common/xla_ffi.h).
 absl::Status FfiAttributes(const tensorflow::NodeDef& def, const std::vector<int64_t>* values,
-                                  std::string* text) {
+                           std::string* text) {
   std::vector<std::string> names;
   for (const auto& entry : def.attr()) {
     if (!entry.first.empty() && entry.first[0] != '_') names.push_back(entry.first);
@@ -194,7 +194,8 @@ class FfiCallKernel : public tensorflow::XlaOpKernel {
 
   void Compile(tensorflow::XlaOpKernelContext* context) override {
     std::vector<int> constants;
-    OP_REQUIRES_OK(context, tensorflow::XlaOpRegistry::CompileTimeConstantInputs(*this, &constants));
+    OP_REQUIRES_OK(context,
+                   tensorflow::XlaOpRegistry::CompileTimeConstantInputs(*this, &constants));
     const int n = context->num_inputs();
     OpCall call;
     call.dtype = dtype_;
@@ -255,8 +256,7 @@ class FfiCallKernel : public tensorflow::XlaOpKernel {
 
 // Registers an FFI handler with TensorFlow's XLA for `platform`; false (and a line on stderr)
 // if XLA refuses it.
-bool RegisterFfiHandler(const char* target, XLA_FFI_Handler* handler,
-                               const char* platform) {
+bool RegisterFfiHandler(const char* target, XLA_FFI_Handler* handler, const char* platform) {
   const XLA_FFI_Api* api = ::xla::ffi::GetXlaFfiApi();
   XLA_FFI_Handler_Register_Args args{};
   args.struct_size = XLA_FFI_Handler_Register_Args_STRUCT_SIZE;

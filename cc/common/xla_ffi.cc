@@ -40,12 +40,12 @@ struct TypePair {
   XLA_FFI_DataType ffi;
 };
 constexpr TypePair kTypes[] = {
-    {DType::kHalf, XLA_FFI_DataType_F16},     {DType::kBFloat16, XLA_FFI_DataType_BF16},
-    {DType::kFloat, XLA_FFI_DataType_F32},    {DType::kDouble, XLA_FFI_DataType_F64},
-    {DType::kInt32, XLA_FFI_DataType_S32},    {DType::kInt64, XLA_FFI_DataType_S64},
-    {DType::kInt8, XLA_FFI_DataType_S8},      {DType::kUInt8, XLA_FFI_DataType_U8},
-    {DType::kInt16, XLA_FFI_DataType_S16},    {DType::kUInt16, XLA_FFI_DataType_U16},
-    {DType::kUInt32, XLA_FFI_DataType_U32},   {DType::kUInt64, XLA_FFI_DataType_U64},
+    {DType::kHalf, XLA_FFI_DataType_F16},      {DType::kBFloat16, XLA_FFI_DataType_BF16},
+    {DType::kFloat, XLA_FFI_DataType_F32},     {DType::kDouble, XLA_FFI_DataType_F64},
+    {DType::kInt32, XLA_FFI_DataType_S32},     {DType::kInt64, XLA_FFI_DataType_S64},
+    {DType::kInt8, XLA_FFI_DataType_S8},       {DType::kUInt8, XLA_FFI_DataType_U8},
+    {DType::kInt16, XLA_FFI_DataType_S16},     {DType::kUInt16, XLA_FFI_DataType_U16},
+    {DType::kUInt32, XLA_FFI_DataType_U32},    {DType::kUInt64, XLA_FFI_DataType_U64},
     {DType::kComplex64, XLA_FFI_DataType_C64}, {DType::kComplex128, XLA_FFI_DataType_C128},
 };
 
@@ -210,8 +210,8 @@ Status GetScalar(const FfiAttrSource& source, std::string_view name, const char*
       static_cast<const XLA_FFI_Scalar*>(source.Find(name, XLA_FFI_AttrType_SCALAR, kind, &status));
   if (scalar == nullptr) return status;
   if (!ScalarAs(*scalar, value)) {
-    return Status::Invalid(std::string(target) + ": attribute '" + std::string(name) + "' must be " +
-                           kind + ", got a scalar of XLA element type " +
+    return Status::Invalid(std::string(target) + ": attribute '" + std::string(name) +
+                           "' must be " + kind + ", got a scalar of XLA element type " +
                            std::to_string(static_cast<int>(scalar->dtype)));
   }
   return Status::Ok();
@@ -253,7 +253,8 @@ Status FfiAttrSource::Get(std::string_view name, std::vector<int64_t>* value) co
       default:
         return Status::Invalid(std::string(target_) + ": attribute '" + std::string(name) +
                                "' must be a list of ints (i64 or i32), got an array of XLA "
-                               "element type " + std::to_string(static_cast<int>(array->dtype)));
+                               "element type " +
+                               std::to_string(static_cast<int>(array->dtype)));
     }
   }
   return Status::Ok();
@@ -275,13 +276,15 @@ Status FfiAttrSource::Get(std::string_view name, std::vector<float>* value) cons
       default:
         return Status::Invalid(std::string(target_) + ": attribute '" + std::string(name) +
                                "' must be a list of floats (f32 or f64), got an array of XLA "
-                               "element type " + std::to_string(static_cast<int>(array->dtype)));
+                               "element type " +
+                               std::to_string(static_cast<int>(array->dtype)));
     }
   }
   return Status::Ok();
 }
 
-// --- the thread pool ------------------------------------------------------------------------------
+// --- the thread pool
+// ------------------------------------------------------------------------------
 
 namespace {
 
@@ -331,8 +334,8 @@ void FfiParallel::For(int64_t total, double cost_per_unit, const Fn& fn) const {
       threads = 0;  // no pool
     }
   }
-  const int64_t chunks = std::min<int64_t>(
-      {total, std::max<int64_t>(4 * (threads + 1), 64), static_cast<int64_t>(work_cycles / kMinChunkCycles)});
+  const int64_t chunks = std::min<int64_t>({total, std::max<int64_t>(4 * (threads + 1), 64),
+                                            static_cast<int64_t>(work_cycles / kMinChunkCycles)});
   if (threads <= 0 || chunks <= 1) {
     fn(0, total);
     return;
@@ -362,15 +365,15 @@ void FfiParallel::For(int64_t total, double cost_per_unit, const Fn& fn) const {
   while (work->done.load(std::memory_order_acquire) < chunks) std::this_thread::yield();
 }
 
-// --- buffers ---------------------------------------------------------------------------------------
+// --- buffers
+// ---------------------------------------------------------------------------------------
 
 bool AnswerMetadata(XLA_FFI_CallFrame* frame, XLA_FFI_Error** error) {
   XLA_FFI_Extension_Base* extension = frame->extension_start;
   if (extension == nullptr || extension->type != XLA_FFI_Extension_Metadata) return false;
   auto* metadata = reinterpret_cast<XLA_FFI_Metadata_Extension*>(extension);
-  metadata->metadata->api_version =
-      XLA_FFI_Api_Version{XLA_FFI_Api_Version_STRUCT_SIZE, nullptr, XLA_FFI_API_MAJOR,
-                          XLA_FFI_API_MINOR};
+  metadata->metadata->api_version = XLA_FFI_Api_Version{XLA_FFI_Api_Version_STRUCT_SIZE, nullptr,
+                                                        XLA_FFI_API_MAJOR, XLA_FFI_API_MINOR};
   metadata->metadata->traits = 0;
   metadata->metadata->state_type_id = XLA_FFI_UNKNOWN_TYPE_ID;
   *error = nullptr;
@@ -481,10 +484,11 @@ Status BindResults(const XLA_FFI_CallFrame& frame, const char* target, OpCall* c
   for (int64_t i = 0; i < n; ++i) {
     const auto* buffer = static_cast<const XLA_FFI_Buffer*>(frame.rets.rets[i]);
     if (!declared[static_cast<size_t>(i)] && ElementCount(*buffer) != 0) {
-      return Status::Invalid(std::string(target) + ": result " + std::to_string(i) +
-                             " is not an output of the op for these inputs and must be empty, got "
-                             "shape " + ShapeString(std::vector<int64_t>(buffer->dims,
-                                                                         buffer->dims + buffer->rank)));
+      return Status::Invalid(
+          std::string(target) + ": result " + std::to_string(i) +
+          " is not an output of the op for these inputs and must be empty, got "
+          "shape " +
+          ShapeString(std::vector<int64_t>(buffer->dims, buffer->dims + buffer->rank)));
     }
   }
   return Status::Ok();
@@ -508,8 +512,9 @@ XLA_FFI_Error* Dispatch(XLA_FFI_CallFrame* frame, const char* target, const Type
   DType dtype;
   if (!DTypeByName(name, &dtype)) {
     return MakeError(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
-                     std::string(target) + ": attribute 'T' must name an element type "
-                                           "(\"float32\", \"bfloat16\", ...), got \"" +
+                     std::string(target) +
+                         ": attribute 'T' must name an element type "
+                         "(\"float32\", \"bfloat16\", ...), got \"" +
                          name + "\"");
   }
   std::string supported;
@@ -521,7 +526,8 @@ XLA_FFI_Error* Dispatch(XLA_FFI_CallFrame* frame, const char* target, const Type
                    std::string(target) + ": T must be one of " + supported + ", got " + name);
 }
 
-// --- the registry ----------------------------------------------------------------------------------
+// --- the registry
+// ----------------------------------------------------------------------------------
 
 namespace {
 std::vector<Target>& MutableRegistry() {

@@ -50,7 +50,8 @@ inline constexpr char kValuesAttr[] = "opforge_values";
 inline constexpr char kTypeAttr[] = "T";
 
 // An FFI error with `message` (null for OK: what a handler returns on success).
-XLA_FFI_Error* MakeError(const XLA_FFI_Api* api, XLA_FFI_Error_Code code, const std::string& message);
+XLA_FFI_Error* MakeError(const XLA_FFI_Api* api, XLA_FFI_Error_Code code,
+                         const std::string& message);
 XLA_FFI_Error* ToFfiError(const XLA_FFI_Api* api, const Status& status);
 
 // The XLA FFI element type of a DType (XLA_FFI_DataType_INVALID for none), and back.
@@ -159,18 +160,18 @@ const std::vector<Target>& Registry();
 
 // Defines the FFI handler OpforgeFfi_ID (target NAME) of op struct OP over the element types
 // of TYPES, and registers it in the library's registry.
-#define OPFORGE_FFI_KERNELS(ID, NAME, OP, TYPES)                                               \
-  namespace {                                                                                \
-  const ::opforge::ffi::TypedExecute kFfiTypes_##ID[] = {TYPES(OPFORGE_FFI_TYPE_, OP)};      \
-  }                                                                                          \
-  extern "C" __attribute__((visibility("default"))) XLA_FFI_Error* OpforgeFfi_##ID(          \
-      XLA_FFI_CallFrame* frame) {                                                            \
-    return ::opforge::ffi::Dispatch(frame, NAME, kFfiTypes_##ID,                             \
-                                    sizeof(kFfiTypes_##ID) / sizeof(kFfiTypes_##ID[0]));     \
-  }                                                                                          \
-  namespace {                                                                                \
-  [[maybe_unused]] const bool kFfiRegistered_##ID =                                          \
-      ::opforge::ffi::Register({NAME, "OpforgeFfi_" #ID, &OpforgeFfi_##ID});                 \
+#define OPFORGE_FFI_KERNELS(ID, NAME, OP, TYPES)                                         \
+  namespace {                                                                            \
+  const ::opforge::ffi::TypedExecute kFfiTypes_##ID[] = {TYPES(OPFORGE_FFI_TYPE_, OP)};  \
+  }                                                                                      \
+  extern "C" __attribute__((visibility("default")))                                      \
+  XLA_FFI_Error* OpforgeFfi_##ID(XLA_FFI_CallFrame* frame) {                             \
+    return ::opforge::ffi::Dispatch(frame, NAME, kFfiTypes_##ID,                         \
+                                    sizeof(kFfiTypes_##ID) / sizeof(kFfiTypes_##ID[0])); \
+  }                                                                                      \
+  namespace {                                                                            \
+  [[maybe_unused]] const bool kFfiRegistered_##ID =                                      \
+      ::opforge::ffi::Register({NAME, "OpforgeFfi_" #ID, &OpforgeFfi_##ID});             \
   }
 
 #endif  // OPFORGE_COMMON_XLA_FFI_H_

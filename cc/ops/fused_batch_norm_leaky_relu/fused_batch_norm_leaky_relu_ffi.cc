@@ -1,11 +1,13 @@
-// XLA FFI handlers of the FusedBatchNormLeakyRelu, FusedBatchNormLeakyReluGrad kernels: the op structs of fused_batch_norm_leaky_relu_op.h,
-// the ones TensorFlow runs (common/xla_ffi.h).
+// XLA FFI handlers of the FusedBatchNormLeakyRelu, FusedBatchNormLeakyReluGrad kernels: the op
+// structs of fused_batch_norm_leaky_relu_op.h, the ones TensorFlow runs (common/xla_ffi.h).
 #include "common/xla_ffi.h"
 #include "ops/fused_batch_norm_leaky_relu/fused_batch_norm_leaky_relu_op.h"
 
 namespace opforge {
 
-OPFORGE_FFI_KERNELS(FusedBatchNormLeakyRelu, "Opforge>FusedBatchNormLeakyRelu", BatchNormLeakyOp, OPFORGE_FLOAT_TYPES)
-OPFORGE_FFI_KERNELS(FusedBatchNormLeakyReluGrad, "Opforge>FusedBatchNormLeakyReluGrad", BatchNormLeakyGradOp, OPFORGE_FLOAT_TYPES)
+OPFORGE_FFI_KERNELS(FusedBatchNormLeakyRelu, "Opforge>FusedBatchNormLeakyRelu", BatchNormLeakyOp,
+                    OPFORGE_FLOAT_TYPES)
+OPFORGE_FFI_KERNELS(FusedBatchNormLeakyReluGrad, "Opforge>FusedBatchNormLeakyReluGrad",
+                    BatchNormLeakyGradOp, OPFORGE_FLOAT_TYPES)
 
 }  // namespace opforge

@@ -1,11 +1,14 @@
-// FusedBatchNormLeakyRelu, FusedBatchNormLeakyReluGrad under XLA (tf.function(jit_compile=True)): custom calls to the op structs' FFI
-// handlers (fused_batch_norm_leaky_relu_ffi.cc, common/tf_xla_ffi.h), the same core as the TensorFlow kernels: the same bits.
+// FusedBatchNormLeakyRelu, FusedBatchNormLeakyReluGrad under XLA (tf.function(jit_compile=True)):
+// custom calls to the op structs' FFI handlers (fused_batch_norm_leaky_relu_ffi.cc,
+// common/tf_xla_ffi.h), the same core as the TensorFlow kernels: the same bits.
 #include "common/tf_xla_ffi.h"
 #include "ops/fused_batch_norm_leaky_relu/fused_batch_norm_leaky_relu_op.h"
 
 namespace opforge {
 
-OPFORGE_REGISTER_XLA_FFI_OP("Opforge>FusedBatchNormLeakyRelu", FusedBatchNormLeakyRelu, BatchNormLeakyOp)
-OPFORGE_REGISTER_XLA_FFI_OP("Opforge>FusedBatchNormLeakyReluGrad", FusedBatchNormLeakyReluGrad, BatchNormLeakyGradOp)
+OPFORGE_REGISTER_XLA_FFI_OP("Opforge>FusedBatchNormLeakyRelu", FusedBatchNormLeakyRelu,
+                            BatchNormLeakyOp)
+OPFORGE_REGISTER_XLA_FFI_OP("Opforge>FusedBatchNormLeakyReluGrad", FusedBatchNormLeakyReluGrad,
+                            BatchNormLeakyGradOp)
 
 }  // namespace opforge

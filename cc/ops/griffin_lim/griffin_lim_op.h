@@ -45,7 +45,7 @@ inline Status ReadAttrs(AttrReader* c, GriffinLimParams* p, Status* parsed) {
 
 // The phases input when init is not "phases": an empty tensor (the wrapper passes a [0] one).
 inline Status CheckUnusedPhases(const GriffinLimParams& p, int64_t phases_elements,
-                         const std::string& phases_text) {
+                                const std::string& phases_text) {
   if (p.init == GriffinLimInit::kPhases || phases_elements == 0) return Status::Ok();
   return InvalidArgument(kOp, "phases", "an empty tensor unless init is \"phases\"",
                          "shape " + phases_text);

@@ -1,5 +1,6 @@
 // GriffinLim under XLA (tf.function(jit_compile=True)): custom calls to the op structs' FFI
-// handlers (griffin_lim_ffi.cc, common/tf_xla_ffi.h), the same core as the TensorFlow kernels: the same bits.
+// handlers (griffin_lim_ffi.cc, common/tf_xla_ffi.h), the same core as the TensorFlow kernels: the
+// same bits.
 #include "common/tf_xla_ffi.h"
 #include "ops/griffin_lim/griffin_lim_op.h"
 

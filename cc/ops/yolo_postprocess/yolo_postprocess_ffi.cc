@@ -5,6 +5,7 @@
 
 namespace opforge {
 
-OPFORGE_FFI_KERNELS(YoloPostprocess, "Opforge>YoloPostprocess", YoloPostprocessOp, OPFORGE_YOLO_POSTPROCESS_TYPES)
+OPFORGE_FFI_KERNELS(YoloPostprocess, "Opforge>YoloPostprocess", YoloPostprocessOp,
+                    OPFORGE_YOLO_POSTPROCESS_TYPES)
 
 }  // namespace opforge

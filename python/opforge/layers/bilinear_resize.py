@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from opforge.layers._checks import check_with_op
 from opforge.ops._common import python_bool, python_int
+from opforge.ops import _xla
 from opforge.ops.resize_bilinear import resize_bilinear
 
 __all__ = ["BilinearResize"]
@@ -146,7 +147,7 @@ class BilinearResize(keras.layers.Layer):
         self.input_spec = keras.layers.InputSpec(min_ndim=3, max_ndim=4)
         # The op lowers to XLA (its size is a compile-time constant there, shapes being static),
         # and so does TensorFlow's antialiasing kernel.
-        self.supports_jit = True
+        self.supports_jit = _xla.supports_jit("Opforge>ResizeBilinear", "Opforge>ResizeBilinearGrad")
 
     @property
     def target_size(self):

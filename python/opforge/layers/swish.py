@@ -6,6 +6,7 @@ from typing import Any, Dict
 import keras
 import tensorflow as tf
 
+from opforge.ops import _xla
 from opforge.ops.swish import swish
 
 __all__ = ["Swish"]
@@ -23,8 +24,8 @@ class Swish(keras.layers.Layer):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.supports_masking = True
-        # The op lowers to XLA (cc/ops/swish/swish_xla.cc).
-        self.supports_jit = True
+        # Under XLA the op runs as an FFI custom call (cc/ops/swish/swish_xla.cc): the same bits.
+        self.supports_jit = _xla.supports_jit("Opforge>Swish", "Opforge>SwishGrad")
         self.built = True
 
     def call(self, inputs):
