@@ -357,6 +357,8 @@ def test_fused_conv_int32_equals_the_tensorflow_chain():
 
 @pytest.mark.parametrize("form", ["scale", "fixed", "crop", "channels_first"])
 def test_models_of_lowering_layers_train_with_jit_compile(form):
+    if tf.config.list_physical_devices("GPU"):
+        pytest.skip("resize_bilinear runs under XLA as an FFI custom call, XLA:CPU only")
     layers = {
         "scale": lambda: opforge.layers.BilinearResize(scale=2),
         "fixed": lambda: opforge.layers.BilinearResize(16, 16),
@@ -377,7 +379,7 @@ def test_models_of_lowering_layers_train_with_jit_compile(form):
         y = np.zeros((4, *model(x).shape[1:]), F32)
         history = model.fit(x, y, batch_size=2, epochs=1, verbose=0, shuffle=False)
         results.append((history.history["loss"][0], model.predict(x, verbose=0)))
-    # XLA's CPU backend fuses the interpolation's multiply-add (tests/test_xla.py bounds it).
+    # The resize is the same bits under XLA; XLA's convolutions round otherwise.
     np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-4)
     np.testing.assert_allclose(results[0][1], results[1][1], rtol=1e-3, atol=1e-5)
 

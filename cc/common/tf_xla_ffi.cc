@@ -4,6 +4,8 @@
 // registers an op this way (the tf2xla and XLA builder headers stay out of the ops' own files).
 #include "common/tf_xla_ffi.h"
 
+#include <cstdio>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
@@ -11,6 +13,8 @@
 
 #include "common/tf_kernel.h"
 #include "common/tf_xla.h"
+#include "tensorflow/compiler/tf2xla/type_util.h"
+#include "tensorflow/core/framework/attr_value.pb.h"
 
 // XLA's FFI API of the running process, exported by libtensorflow_cc.so.2. Its own header
 // (xla/ffi/ffi_api.h) includes XLA internals; the declaration is all a caller needs.

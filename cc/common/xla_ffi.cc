@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -236,51 +237,42 @@ Status FfiAttrSource::Get(std::string_view name, std::string* value) const {
   value->assign(span->ptr, span->len);
   return Status::Ok();
 }
-Status FfiAttrSource::Get(std::string_view name, std::vector<int64_t>* value) const {
+namespace {
+
+// The array attribute `name` as V: int64 from i64 or i32 elements, float from f32 or f64 ones.
+template <typename V>
+Status GetArray(const FfiAttrSource& source, std::string_view name, const char* kind,
+                const char* target, std::vector<V>* value) {
   Status status;
-  const auto* array = static_cast<const XLA_FFI_Array*>(
-      Find(name, XLA_FFI_AttrType_ARRAY, "a list of ints", &status));
+  const auto* array =
+      static_cast<const XLA_FFI_Array*>(source.Find(name, XLA_FFI_AttrType_ARRAY, kind, &status));
   if (array == nullptr) return status;
+  constexpr bool kInt = std::is_same_v<V, int64_t>;
+  const XLA_FFI_DataType wide = kInt ? XLA_FFI_DataType_S64 : XLA_FFI_DataType_F64;
+  const XLA_FFI_DataType narrow = kInt ? XLA_FFI_DataType_S32 : XLA_FFI_DataType_F32;
+  if (array->dtype != wide && array->dtype != narrow) {
+    return Status::Invalid(std::string(target) + ": attribute '" + std::string(name) +
+                           "' must be " + kind + (kInt ? " (i64 or i32)" : " (f32 or f64)") +
+                           ", got an array of XLA element type " +
+                           std::to_string(static_cast<int>(array->dtype)));
+  }
+  using Wide = std::conditional_t<kInt, int64_t, double>;
+  using Narrow = std::conditional_t<kInt, int32_t, float>;
   value->resize(array->size);
   for (size_t i = 0; i < array->size; ++i) {
-    switch (array->dtype) {
-      case XLA_FFI_DataType_S64:
-        (*value)[i] = static_cast<const int64_t*>(array->data)[i];
-        break;
-      case XLA_FFI_DataType_S32:
-        (*value)[i] = static_cast<const int32_t*>(array->data)[i];
-        break;
-      default:
-        return Status::Invalid(std::string(target_) + ": attribute '" + std::string(name) +
-                               "' must be a list of ints (i64 or i32), got an array of XLA "
-                               "element type " +
-                               std::to_string(static_cast<int>(array->dtype)));
-    }
+    (*value)[i] = array->dtype == wide ? static_cast<V>(static_cast<const Wide*>(array->data)[i])
+                                       : static_cast<V>(static_cast<const Narrow*>(array->data)[i]);
   }
   return Status::Ok();
 }
+
+}  // namespace
+
+Status FfiAttrSource::Get(std::string_view name, std::vector<int64_t>* value) const {
+  return GetArray(*this, name, "a list of ints", target_, value);
+}
 Status FfiAttrSource::Get(std::string_view name, std::vector<float>* value) const {
-  Status status;
-  const auto* array = static_cast<const XLA_FFI_Array*>(
-      Find(name, XLA_FFI_AttrType_ARRAY, "a list of floats", &status));
-  if (array == nullptr) return status;
-  value->resize(array->size);
-  for (size_t i = 0; i < array->size; ++i) {
-    switch (array->dtype) {
-      case XLA_FFI_DataType_F32:
-        (*value)[i] = static_cast<const float*>(array->data)[i];
-        break;
-      case XLA_FFI_DataType_F64:
-        (*value)[i] = static_cast<float>(static_cast<const double*>(array->data)[i]);
-        break;
-      default:
-        return Status::Invalid(std::string(target_) + ": attribute '" + std::string(name) +
-                               "' must be a list of floats (f32 or f64), got an array of XLA "
-                               "element type " +
-                               std::to_string(static_cast<int>(array->dtype)));
-    }
-  }
-  return Status::Ok();
+  return GetArray(*this, name, "a list of floats", target_, value);
 }
 
 // --- the thread pool

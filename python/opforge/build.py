@@ -82,12 +82,12 @@ __all__ = [
 # library, -ffp-contract=off).
 _CACHE_FORMAT = 2
 _HELPER_SOURCES = ("tf_glue.cc", "parallel.cc")
-# A module with an XLA kernel (a source that includes common/tf_xla_ffi.h or common/tf_xla.h, or
-# registers an op with OPFORGE_REGISTER_XLA_FFI_OP) also gets opforge's XLA FFI skeleton
+# A module with an XLA kernel (a source that includes common/tf_xla_ffi.h or registers an op with
+# OPFORGE_REGISTER_XLA_FFI_OP; common/tf_xla.h, the HLO side, is installed for tf_xla_ffi.cc) also gets opforge's XLA FFI skeleton
 # (xla_ffi.cc) and its tf2xla kernel (tf_xla_ffi.cc: the tf2xla and XLA builder headers, compiled
 # once per configuration like the other helpers), and links TensorFlow's XLA library.
 _XLA_HELPER_SOURCES = _HELPER_SOURCES + ("xla_ffi.cc", "tf_xla_ffi.cc")
-_XLA_SOURCE = re.compile(r'#\s*include\s*[<"](?:opforge/)?common/tf_xla(?:_ffi)?\.h[">]'
+_XLA_SOURCE = re.compile(r'#\s*include\s*[<"](?:opforge/)?common/tf_xla_ffi\.h[">]'
                          r'|\bOPFORGE_REGISTER_XLA_FFI_OP\s*\(')
 # opforge's ONNX Runtime skeleton, compiled into each user's ONNX Runtime library.
 _ORT_HELPER_SOURCES = ("ort_kernel.cc", "parallel.cc")

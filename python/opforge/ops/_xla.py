@@ -40,15 +40,20 @@ _in_xla_context = _control_flow_util.GraphOrParentsInXlaContext
 _default_graph = _ops.get_default_graph
 
 
+def _exported_text(path: Path, symbol: str) -> str:
+    """The text a `const char* symbol()` of the library at `path` returns ("" without it)."""
+    try:
+        function = getattr(ctypes.CDLL(str(path)), symbol)
+    except (OSError, AttributeError):
+        return ""
+    function.restype = ctypes.c_char_p
+    return (function() or b"").decode()
+
+
 def read_lowered_ops(path: Path) -> Tuple[FrozenSet[str], bool]:
     """The ops the library at `path` lowers to XLA, and whether they were registered after
     TensorFlow's one-time XLA kernel registration (opforge then registered them itself)."""
-    try:
-        function = ctypes.CDLL(str(path)).OpforgeXlaLoweredOps
-    except (OSError, AttributeError):
-        return frozenset(), False
-    function.restype = ctypes.c_char_p
-    text = (function() or b"").decode()
+    text = _exported_text(path, "OpforgeXlaLoweredOps")
     late = text.startswith("late:")
     if late:
         text = text[len("late:"):]
@@ -57,12 +62,7 @@ def read_lowered_ops(path: Path) -> Tuple[FrozenSet[str], bool]:
 
 def read_ffi_ops(path: Path) -> FrozenSet[str]:
     """The ops the library at `path` runs under XLA as FFI custom calls."""
-    try:
-        function = ctypes.CDLL(str(path)).OpforgeXlaFfiOps
-    except (OSError, AttributeError):
-        return frozenset()
-    function.restype = ctypes.c_char_p
-    return frozenset(name for name in (function() or b"").decode().split(",") if name)
+    return frozenset(name for name in _exported_text(path, "OpforgeXlaFfiOps").split(",") if name)
 
 
 def ffi_ops() -> FrozenSet[str]:
