@@ -367,7 +367,10 @@ bool AnswerMetadata(XLA_FFI_CallFrame* frame, XLA_FFI_Error** error) {
   metadata->metadata->api_version = XLA_FFI_Api_Version{XLA_FFI_Api_Version_STRUCT_SIZE, nullptr,
                                                         XLA_FFI_API_MAJOR, XLA_FFI_API_MINOR};
   metadata->metadata->traits = 0;
+#if XLA_FFI_API_MAJOR > 0 || XLA_FFI_API_MINOR >= 2
+  // API 0.2 (TensorFlow 2.21) added the handler's state type; 0.1 (2.19, 2.20) has none.
   metadata->metadata->state_type_id = XLA_FFI_UNKNOWN_TYPE_ID;
+#endif
   *error = nullptr;
   return true;
 }
