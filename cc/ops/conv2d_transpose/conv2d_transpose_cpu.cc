@@ -1069,12 +1069,32 @@ void Conv2DTransposeForward(const Conv2DTransposeParams& p, const T* input, cons
   }
 }
 
+// Whether x[0, n) holds no inf or NaN (bfloat16 and half by their exponent bits).
+template <typename T>
+bool AllFiniteInput(const T* x, int64_t n) {
+  if constexpr (std::is_same_v<T, Eigen::bfloat16> || std::is_same_v<T, Eigen::half>) {
+    constexpr uint16_t kExp = std::is_same_v<T, Eigen::bfloat16> ? 0x7f80 : 0x7c00;
+    // The largest magnitude's bits: inf and NaN are the patterns from kExp up (a loop the
+    // compiler vectorises).
+    const auto* bits = reinterpret_cast<const uint16_t*>(x);
+    uint16_t top = 0;
+    for (int64_t i = 0; i < n; ++i) top = std::max<uint16_t>(top, bits[i] & 0x7fff);
+    return top < kExp;
+  } else {
+    return AllFiniteValues<T>(x, n);
+  }
+}
+
 template <typename T>
 void Conv2DTransposeInputGrad(const Conv2DTransposeParams& p, const T* grad, const T* filter,
                               T* grad_input, const Parallel& parallel) {
   using C = Compute<T>;
   if (p.InputSize() == 0) return;
-  if (UseOnednn<T>(p, Pass::kInputGrad) &&
+  // oneDNN's AMX bfloat16 kernel multiplies its padding's zeros by the filter and the gradient: an
+  // inf or NaN in either gives NaN where the direct sum, as TensorFlow takes it, is finite. Such
+  // inputs take opforge's kernels.
+  if (UseOnednn<T>(p, Pass::kInputGrad) && AllFiniteInput(grad, p.OutputSize()) &&
+      AllFiniteInput(filter, p.FilterSize()) &&
       onednn::ConvForward(onednn::ShapeOf(AsConvGeometry(p), p.nchw), OnednnType<T>(), grad, filter,
                           nullptr, false, 0.f, grad_input)) {
     return;  // the convolution this op transposes
@@ -1090,22 +1110,6 @@ void Conv2DTransposeInputGrad(const Conv2DTransposeParams& p, const T* grad, con
   Scratch<C> out(static_cast<size_t>(p.InputSize()));
   InputGradNhwc<C>(p, g.data, f.data, out.data(), parallel);
   StoreNhwc<C, T>(out.data(), p.nchw, p.batch, p.in_h, p.in_w, p.in_c, grad_input, parallel);
-}
-
-// Whether x[0, n) holds no inf or NaN (bfloat16 and half by their exponent bits).
-template <typename T>
-bool AllFiniteInput(const T* x, int64_t n) {
-  if constexpr (std::is_same_v<T, Eigen::bfloat16> || std::is_same_v<T, Eigen::half>) {
-    constexpr uint16_t kExp = std::is_same_v<T, Eigen::bfloat16> ? 0x7f80 : 0x7c00;
-    // The largest magnitude's bits: inf and NaN are the patterns from kExp up (a loop the
-    // compiler vectorises).
-    const auto* bits = reinterpret_cast<const uint16_t*>(x);
-    uint16_t top = 0;
-    for (int64_t i = 0; i < n; ++i) top = std::max<uint16_t>(top, bits[i] & 0x7fff);
-    return top < kExp;
-  } else {
-    return AllFiniteValues<T>(x, n);
-  }
 }
 
 namespace {
