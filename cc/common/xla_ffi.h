@@ -82,10 +82,11 @@ class FfiAttrSource final : public AttrSource {
 };
 
 // opforge::Parallel over the FFI thread pool of the call (XLA's intra-op pool; TensorFlow's
-// when TensorFlow runs the computation): the range is cut into chunks, the calling thread and
-// the pool's threads claim them, and the caller waits only for chunks others have claimed, so
-// a pool with no free thread only makes the caller do all of them. Without a pool (a host that
-// gives none) everything runs on the calling thread.
+// when TensorFlow runs the computation): the range is cut into up to 4 chunks a pool thread (as
+// Eigen's pool cuts TensorFlow's kernels), the calling thread and threads - 1 pool tasks claim
+// them (the caller counts as a worker: the pool has a thread per core), and the caller sleeps
+// until the chunks others claimed are done, so a pool with no free thread only makes the caller
+// do all of them. Without a pool, or with a pool of one thread, everything runs on the caller.
 class FfiParallel final : public Parallel {
  public:
   FfiParallel(const XLA_FFI_Api* api, XLA_FFI_ExecutionContext* ctx) : api_(api), ctx_(ctx) {}
