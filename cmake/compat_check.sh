@@ -4,7 +4,8 @@
 # source tree (an incremental build directory per version, build/compat/<version>/build), then
 # the compat subset of the tests (`pytest -m compat`: every op spec's forward and gradient case,
 # the ops' and layers' .keras and SavedModel round trips, the XLA glue and every FFI custom call,
-# a YOLO-tiny training step; tests/conftest.py names it). Prints a table; exits non-zero if any version failed.
+# a YOLO-tiny training step; tests/conftest.py names it). Prints a table; exits non-zero if any
+# version failed.
 # librosa (the audio ops' reference) is the newest that this TensorFlow's NumPy allows: librosa 1.0
 # needs NumPy >= 2.1, which TensorFlow 2.17 and 2.18 do not take.
 #
