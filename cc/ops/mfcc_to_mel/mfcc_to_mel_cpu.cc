@@ -270,11 +270,11 @@ void MfccToMelForward(const MfccToMelParams& p, const T* mfcc, T* mel, const Par
           for (int64_t t = 0; t < len; ++t) a[t] += w * xn[t];
         }
         // Eigen's vectorised exp over the block (pow per element would be most of the op's time).
-        // Its packet exp and the scalar std::exp it uses for the elements outside whole aligned
-        // packets differ in the last bit for about one value in seven; over a buffer of the
-        // heap's, which elements were outside depended on where malloc had put it, and float64
-        // results changed from one process to the next (TensorFlow 2.20's XLA against the same
-        // kernel outside it, 2 runs in 5). Over Eigen's aligned array the split is fixed.
+        // Its packet exp and the scalar std::exp differ in the last bit for about one value in
+        // seven. Over a heap vector, float64 results changed from one process to the next
+        // (TensorFlow 2.20's XLA against the same kernel outside it: 2 runs in 5; 0 in 10 over
+        // Eigen's aligned array): which elements took the scalar path evidently followed the
+        // buffer's address. Eigen's own storage keeps the address, and the split, fixed.
         auto block = acc.head(len);
         block = (block * kDbToNeper).exp() * ref;
         T* o = out + k * n_frames;
@@ -305,7 +305,7 @@ void MfccToMelBackward(const MfccToMelParams& p, const T* grad_mel, const T* mel
   const double cost = 2.0 * static_cast<double>(n_mels * n_mfcc * kFrameBlock);
   parallel.For(blocks.count, cost, [&](int64_t begin, int64_t end) {
     std::vector<double> w(static_cast<size_t>(n_mels * kFrameBlock));
-    Eigen::ArrayXd acc(kFrameBlock);  // 64-byte aligned, whatever the heap gives (below)
+    std::vector<double> acc(static_cast<size_t>(kFrameBlock));
     for (int64_t task = begin; task < end; ++task) {
       const int64_t b = task / blocks.per_item;
       const int64_t t0 = (task - b * blocks.per_item) * kFrameBlock;
