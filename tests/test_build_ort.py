@@ -44,6 +44,9 @@ struct ShiftScaleParams {
 };
 
 struct ShiftScaleOp {
+  static constexpr opforge::OpSignature kSignature{
+      "OrtTest>ShiftScale", "x: T", "y: T",
+      "T: {half, bfloat16, float, double}; factor: float = 2.0"};
   using Params = ShiftScaleParams;
   ShiftScaleParams attrs;
   Status Init(opforge::AttrReader& reader) {
@@ -77,18 +80,14 @@ struct ShiftScaleOp {
 TF_BINDING = r"""
 #include "common/tf_kernel.h"
 
-REGISTER_OP("OrtTest>ShiftScale")
-    .Attr("T: {half, bfloat16, float, double}")
-    .Attr("factor: float = 2.0")
-    .Input("x: T")
-    .Output("y: T")
-    .SetShapeFn(tensorflow::shape_inference::UnchangedShape);
-OPFORGE_REGISTER_KERNELS(Name("OrtTest>ShiftScale"), ShiftScaleOp, OPFORGE_FLOAT_TYPES, OPFORGE_NO_TYPES)
+OPFORGE_REGISTER_OP(ShiftScaleOp).SetShapeFn(tensorflow::shape_inference::UnchangedShape);
+OPFORGE_REGISTER_KERNELS(Name(ShiftScaleOp::kSignature.name), ShiftScaleOp, OPFORGE_FLOAT_TYPES,
+                         OPFORGE_NO_TYPES)
 """
 
 ORT_REGISTRATION = r"""
 #include "common/ort_kernel.h"
-OPFORGE_ORT_KERNELS(ShiftScale, "ShiftScale", ShiftScaleOp, OPFORGE_FLOAT_TYPES, "T", "T")
+OPFORGE_ORT_KERNELS(ShiftScale, ShiftScaleOp, OPFORGE_FLOAT_TYPES)
 """
 
 WRAPPER = """#!/bin/sh

@@ -9,12 +9,13 @@
 // are made, as TfKernel does on every Compute), then internal::RunCpu<T> with T the element type
 // of input 0 (the `T` of every forward op's signature).
 //
-// One line per op in cc/ops/<op>/<op>_lite.cc registers it:
-//   OPFORGE_LITE_OP("Opforge>LeakyRelu", LeakyReluOp<false>, OPFORGE_FLOAT_TYPES)
+// One line per op in cc/ops/<op>/<op>_lite.cc registers it under the name of the op struct's
+// signature (common/op_signature.h: the custom op's name, "Opforge>LeakyRelu"):
+//   OPFORGE_LITE_OP(LeakyReluOp<false>, OPFORGE_FLOAT_TYPES)
 // with the same dtype X-macro list as its TensorFlow registration (element types LiteRT has no
 // tensor type for never match and cost nothing). An op whose Validate reads the values of inputs
 // (TensorFlow's host-memory inputs: NMS scalars, YOLO anchors) names the first of them:
-//   OPFORGE_LITE_OP_HOST("Opforge>CombinedNonMaxSuppression", CombinedNmsOp, OPFORGE_NMS_TYPES, 2)
+//   OPFORGE_LITE_OP_HOST(CombinedNmsOp, OPFORGE_NMS_TYPES, 2)
 // so that prepare runs Validate only where those inputs are constant (their values are not there
 // before the first invoke otherwise) and leaves the outputs dynamic (sized at invoke) else. An
 // op's kValuesInput (a size, an output shape) is handled the same way without saying so.
@@ -164,12 +165,12 @@ struct LiteRegistrar {
 #define OPFORGE_LITE_TYPE_(T, ...) , T
 #define OPFORGE_LITE_CONCAT_(a, b) a##b
 #define OPFORGE_LITE_NAME_(a, b) OPFORGE_LITE_CONCAT_(a, b)
-#define OPFORGE_LITE_OP_HOST(NAME, OP, TYPES, FIRST_HOST_INPUT)                           \
+#define OPFORGE_LITE_OP_HOST(OP, TYPES, FIRST_HOST_INPUT)                                 \
   static const ::opforge::lite::LiteRegistrar OPFORGE_LITE_NAME_(opforge_lite_registrar_, \
                                                                  __COUNTER__)(            \
-      NAME, FIRST_HOST_INPUT,                                                             \
+      OP::kSignature.name, FIRST_HOST_INPUT,                                              \
       &::opforge::lite::MakeLiteKernel<                                                   \
           OP, ::opforge::lite::LiteTypes<void TYPES(OPFORGE_LITE_TYPE_, unused)>>);
-#define OPFORGE_LITE_OP(NAME, OP, TYPES) OPFORGE_LITE_OP_HOST(NAME, OP, TYPES, -1)
+#define OPFORGE_LITE_OP(OP, TYPES) OPFORGE_LITE_OP_HOST(OP, TYPES, -1)
 
 #endif  // OPFORGE_COMMON_LITE_KERNEL_H_

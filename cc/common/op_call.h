@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "common/dtype.h"
+#include "common/op_signature.h"
 #include "common/parallel.h"
 #include "common/status.h"
 

@@ -31,47 +31,12 @@ std::vector<std::unique_ptr<Entry>>& MutableRegistry() {
 
 const Entry& EntryOf(const OrtCustomOp* op) { return *reinterpret_cast<const Entry*>(op); }
 
-std::string Trim(std::string s) {
-  const size_t b = s.find_first_not_of(' ');
-  const size_t e = s.find_last_not_of(' ');
-  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
-}
-
-// Parses "T, int32, T..." into types; *variadic is set by a last "T...".
-std::vector<int> ParseList(const char* text, bool* variadic) {
-  std::vector<int> types;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    item = Trim(item);
-    if (item.empty()) continue;
-    if (item == "T...") {
-      *variadic = true;
-      types.push_back(kT);
-    } else if (item == "T") {
-      types.push_back(kT);
-    } else if (item == "U") {
-      types.push_back(kU);
-    } else if (item == "int") {
-      types.push_back(kAnyInt);
-    } else if (item == "float") {
-      types.push_back(ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT);
-    } else if (item == "int32") {
-      types.push_back(ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32);
-    } else if (item == "int64") {
-      types.push_back(ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64);
-    } else {
-      types.push_back(ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED);  // a registration bug: refuses all
-    }
-  }
-  return types;
-}
-
 int Resolve(const Entry& e, int type) {
   if (type == kT) return e.element_type;
   if (type == kU) {
-    return e.element_type == ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE ? ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE
-                                                                  : ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+    return e.element_type == ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE
+               ? ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE
+               : ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
   }
   return type;
 }
@@ -141,7 +106,8 @@ ONNXTensorElementDataType ORT_API_CALL GetOutputType(const OrtCustomOp* op, size
 OrtCustomOpInputOutputCharacteristic ORT_API_CALL GetInputCharacteristic(const OrtCustomOp* op,
                                                                          size_t i) {
   const Signature& s = EntryOf(op).signature;
-  return s.variadic_input && i + 1 == s.inputs.size() ? INPUT_OUTPUT_VARIADIC : INPUT_OUTPUT_REQUIRED;
+  return s.variadic_input && i + 1 == s.inputs.size() ? INPUT_OUTPUT_VARIADIC
+                                                      : INPUT_OUTPUT_REQUIRED;
 }
 OrtCustomOpInputOutputCharacteristic ORT_API_CALL GetOutputCharacteristic(const OrtCustomOp* op,
                                                                           size_t i) {
@@ -221,11 +187,98 @@ std::string NodeName(const OrtApi* api, const OrtKernelInfo* info) {
 
 }  // namespace
 
-Signature ParseSignature(const char* inputs, const char* outputs) {
-  Signature s;
-  s.inputs = ParseList(inputs, &s.variadic_input);
-  s.outputs = ParseList(outputs, &s.variadic_output);
-  return s;
+namespace {
+
+int OnnxTypeOfArg(const signature::Arg& arg) {
+  switch (arg.rule) {
+    case signature::TypeRule::kT:
+      return kT;
+    case signature::TypeRule::kU:
+      return kU;
+    case signature::TypeRule::kAnyInt:
+      return kAnyInt;
+    case signature::TypeRule::kFixed:
+      break;
+  }
+  return OnnxType(arg.fixed);
+}
+
+// The ONNX types of args, lists last; *variadic when there is a list. Fails for lists of
+// different element types or lengths (ONNX has one variadic tail).
+Status OnnxList(const signature::Parsed& parsed, const std::vector<signature::Arg>& args,
+                const char* kind, std::vector<int>* types, bool* variadic) {
+  const signature::Arg* list = nullptr;
+  for (const signature::Arg& a : args) {
+    if (a.number_attr.empty()) {
+      types->push_back(OnnxTypeOfArg(a));
+    } else if (list == nullptr) {
+      list = &a;
+    } else if (a.number_attr != list->number_attr || a.type != list->type) {
+      return Status::Invalid(parsed.name + ": ONNX has one variadic " + kind + " tail; the " +
+                             kind + " lists " + list->name + " and " + a.name +
+                             " differ in their length or element type");
+    }
+  }
+  if (list != nullptr) {
+    types->push_back(OnnxTypeOfArg(*list));
+    *variadic = true;
+  }
+  return Status::Ok();
+}
+
+bool ListBeforeFixed(const std::vector<signature::Arg>& args) {
+  bool list = false;
+  for (const signature::Arg& a : args) {
+    if (!a.number_attr.empty()) {
+      list = true;
+    } else if (list) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+Status OnnxSignature(const OpSignature& op, std::string* op_type, Signature* out) {
+  *out = Signature();
+  signature::Parsed parsed;
+  OPFORGE_RETURN_IF_ERROR(signature::Parse(op, &parsed));
+  *op_type = parsed.op_type;
+  OPFORGE_RETURN_IF_ERROR(
+      OnnxList(parsed, parsed.inputs, "input", &out->inputs, &out->variadic_input));
+  OPFORGE_RETURN_IF_ERROR(
+      OnnxList(parsed, parsed.outputs, "output", &out->outputs, &out->variadic_output));
+  if (ListBeforeFixed(parsed.outputs)) {
+    return Status::Invalid(parsed.name + ": an output list before a fixed output has no ONNX form");
+  }
+  if (ListBeforeFixed(parsed.inputs)) out->reordered_inputs = parsed.inputs;
+  return Status::Ok();
+}
+
+std::vector<int> TfInputOrder(const Signature& sig, int n) {
+  const std::vector<signature::Arg>& args = sig.reordered_inputs;
+  std::vector<int> order(static_cast<size_t>(n > 0 ? n : 0), -1);
+  if (args.empty()) {
+    for (int i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
+    return order;
+  }
+  int fixed = 0, lists = 0;
+  for (const signature::Arg& a : args) (a.number_attr.empty() ? fixed : lists) += 1;
+  const int length = lists > 0 ? (n - fixed) / lists : 0;
+  if (length < 1 || fixed + lists * length != n) return order;  // -1: the adapter reports it
+  int tf = 0, fixed_seen = 0, lists_seen = 0;
+  for (const signature::Arg& a : args) {
+    if (a.number_attr.empty()) {
+      order[static_cast<size_t>(fixed_seen++)] = tf++;
+    } else {
+      for (int e = 0; e < length; ++e) {
+        order[static_cast<size_t>(fixed + lists_seen * length + e)] = tf++;
+      }
+      ++lists_seen;
+    }
+  }
+  return order;
 }
 
 bool Register(std::unique_ptr<Entry> entry) {
@@ -311,8 +364,8 @@ Status OrtAttrSource::Failed(std::string_view name, OrtStatus* status, const cha
   api_->ReleaseStatus(status);
   std::string node = NodeName(api_, info_);
   return Status::Invalid(op_ + (node.empty() ? "" : " (node '" + node + "')") + ": attribute '" +
-                         std::string(name) + "' (" + kind + ") is missing or of another type: " +
-                         why);
+                         std::string(name) + "' (" + kind +
+                         ") is missing or of another type: " + why);
 }
 
 Status OrtAttrSource::Get(std::string_view name, float* value) const {
@@ -430,13 +483,12 @@ OrtStatus* ReadInputs(const OrtApi* api, OrtKernelContext* context, const Entry&
   size_t count = 0;
   if (OrtStatus* s = api->KernelContext_GetInputCount(context, &count)) return s;
   const int n = static_cast<int>(count);
-  std::vector<int> order;
-  if (entry.order != nullptr) order = entry.order(n);
+  const std::vector<int> order = TfInputOrder(entry.signature, n);
   call->shapes.assign(count, {});
   call->inputs.assign(count, nullptr);
   const Signature& sig = entry.signature;
   for (int i = 0; i < n; ++i) {
-    const int tf = order.empty() ? i : order[static_cast<size_t>(i)];
+    const int tf = order[static_cast<size_t>(i)];
     if (tf < 0 || tf >= n) {
       return api->CreateStatus(ORT_INVALID_ARGUMENT,
                                (entry.name + ": " + std::to_string(n) +
@@ -444,10 +496,12 @@ OrtStatus* ReadInputs(const OrtApi* api, OrtKernelContext* context, const Entry&
                                    .c_str());
     }
     const OrtValue* value = nullptr;
-    if (OrtStatus* s = api->KernelContext_GetInput(context, static_cast<size_t>(i), &value)) return s;
+    if (OrtStatus* s = api->KernelContext_GetInput(context, static_cast<size_t>(i), &value))
+      return s;
     if (value == nullptr) {
-      return api->CreateStatus(ORT_INVALID_ARGUMENT,
-                               (entry.name + ": input " + std::to_string(i) + " is missing").c_str());
+      return api->CreateStatus(
+          ORT_INVALID_ARGUMENT,
+          (entry.name + ": input " + std::to_string(i) + " is missing").c_str());
     }
     OrtTensorTypeAndShapeInfo* info = nullptr;
     if (OrtStatus* s = api->GetTensorTypeAndShape(value, &info)) return s;
@@ -484,10 +538,9 @@ OrtStatus* ReadInputs(const OrtApi* api, OrtKernelContext* context, const Entry&
       call->values.assign(static_cast<size_t>(elements), 0);
       for (int64_t k = 0; k < elements; ++k) {
         call->values[static_cast<size_t>(k)] =
-            type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64 ? static_cast<const int64_t*>(data)[k]
-            : type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32
-                ? static_cast<const int32_t*>(data)[k]
-                : 0;
+            type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64   ? static_cast<const int64_t*>(data)[k]
+            : type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32 ? static_cast<const int32_t*>(data)[k]
+                                                          : 0;
       }
     }
   }
@@ -536,13 +589,14 @@ OrtStatus* AllocateOutputs(const OrtApi* api, OrtKernelContext* context, const E
 }  // namespace ort
 }  // namespace opforge
 
-// --- the library's entry points -------------------------------------------------------------------
+// --- the library's entry points
+// -------------------------------------------------------------------
 
 // Adds domain OPFORGE_ORT_DOMAIN ("opforge") with every registered kernel to the session options.
 // ONNX Runtime calls it from SessionOptions.register_custom_ops_library (Python) /
 // RegisterCustomOpsLibrary (C, C++, C#, Java).
 OPFORGE_ORT_EXPORT OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions* options,
-                                                            const OrtApiBase* api_base) {
+                                                             const OrtApiBase* api_base) {
   using opforge::ort::g_api;
   const OrtApi* api = api_base->GetApi(ORT_API_VERSION);
   if (api == nullptr) {
@@ -564,6 +618,10 @@ OPFORGE_ORT_EXPORT OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions* 
   std::call_once(once, [api]() {
     if ((failed = api->CreateCustomOpDomain(OPFORGE_ORT_DOMAIN, &domain))) return;
     for (const auto& entry : opforge::ort::Registry()) {
+      if (!entry->error.empty()) {
+        failed = api->CreateStatus(ORT_FAIL, ("opforge: " + entry->error).c_str());
+        return;
+      }
       if ((failed = api->CustomOpDomain_Add(domain, &entry->op))) return;
     }
   });

@@ -3,26 +3,28 @@
 // libopforge_ort.so is an ONNX Runtime custom-op library (SessionOptions.
 // register_custom_ops_library): its one entry point, RegisterCustomOps (common/ort_kernel.cc),
 // adds domain "opforge" (OPFORGE_ORT_DOMAIN: a user's library built by opforge.build has its own)
-// with every op registered here. An op joins it with one line in
-// cc/ops/<op>/<op>_ort.cc, naming the ONNX op type (TensorFlow's op name without "Opforge>"),
-// the op struct of cc/ops/<op>/<op>_op.h (the one TensorFlow runs), its element types and its
-// signature:
+// with every op registered here. An op joins it with one line in cc/ops/<op>/<op>_ort.cc, naming
+// a C identifier unique in the file, the op struct of cc/ops/<op>/<op>_op.h (the one TensorFlow
+// runs) and its element types:
 //
-//   OPFORGE_ORT_KERNELS(LeakyRelu, "LeakyRelu", LeakyReluOp<false>, OPFORGE_FLOAT_TYPES, "T", "T")
+//   OPFORGE_ORT_KERNELS(LeakyRelu, LeakyReluOp<false>, OPFORGE_FLOAT_TYPES)
 //
-// A signature lists the inputs, then the outputs, each a comma-separated list of types: "T" (the
-// kernel's element type), "U" (float, or double when T is double: batch norm's parameters),
-// "float", "int32", "int64", "int" (int32 or int64, for sizes), and a
-// last entry "T..." for a variadic tail of T (at least one). OrtKernel<Op, T> then does what
-// TfKernel does: reads the node's attributes into Init once per kernel (an ONNX int is a
-// TensorFlow int or bool), fills an OpCall from ONNX Runtime's tensors, lets the op validate and
-// declare its outputs, allocates them and runs its CPU path on ONNX Runtime's intra-op thread
-// pool (KernelContext_ParallelFor). Core errors come back as ONNX Runtime errors carrying the
-// core's message (ORT_INVALID_ARGUMENT); nothing crosses the library boundary but the C API.
+// The ONNX op type (TensorFlow's op name after "Opforge>") and each input's and output's element
+// type come from the op struct's signature (common/op_signature.h): "T" is the kernel's element
+// type, "U" float (double when T is double), an int32/int64 type attr either width, a dtype name
+// that type; an input list repeated by an int attr ("y_true: num_scales * T") is ONNX's variadic
+// tail (at least one). OrtKernel<Op, T> then does what TfKernel does: reads the node's
+// attributes into Init once per kernel (an ONNX int is a TensorFlow int or bool), fills an OpCall
+// from ONNX Runtime's tensors, lets the op validate and declare its outputs, allocates them and
+// runs its CPU path on ONNX Runtime's intra-op thread pool (KernelContext_ParallelFor). Core errors
+// come back as ONNX Runtime errors carrying the core's message (ORT_INVALID_ARGUMENT); nothing
+// crosses the library boundary but the C API. A signature ONNX cannot express fails
+// RegisterCustomOps with a message naming the op.
 //
-// ONNX has no variadic input in the middle: an op whose TensorFlow inputs have one (YoloPostprocess:
-// num_scales features, num_scales anchors, then five scalars) takes its fixed inputs first in ONNX
-// (the exporter writes them so) and names the TensorFlow order with OPFORGE_ORT_KERNELS_ORDERED.
+// ONNX has no variadic input in the middle: an op whose TensorFlow inputs have lists before fixed
+// inputs (YoloPostprocess: num_scales features, num_scales anchors, then five scalars) takes its
+// fixed inputs first in ONNX (the exporter writes them so), then the lists' tensors, list after
+// list; the lists must then share their length attr and element type.
 #ifndef OPFORGE_COMMON_ORT_KERNEL_H_
 #define OPFORGE_COMMON_ORT_KERNEL_H_
 
@@ -46,14 +48,18 @@ constexpr int kAnyInt = -2;
 constexpr int kU = -3;  // a parameter type: float, or double when T is double (batch norm's U)
 
 struct Signature {
-  std::vector<int> inputs, outputs;  // ONNXTensorElementDataType, kT, kU or kAnyInt
+  std::vector<int> inputs, outputs;  // ONNX order: ONNXTensorElementDataType, kT, kU or kAnyInt
   bool variadic_input = false;       // the last input repeats (at least once)
   bool variadic_output = false;
+  // TensorFlow's inputs, when ONNX takes them in another order (fixed ones first); else empty.
+  std::vector<signature::Arg> reordered_inputs;
 };
-Signature ParseSignature(const char* inputs, const char* outputs);
-
-// For ONNX input i (of n), the TensorFlow input index the op struct reads it as.
-using InputOrder = std::vector<int> (*)(int n);
+// ONNX's view of an op signature: its op type and its Signature, or an error where ONNX cannot
+// express it.
+Status OnnxSignature(const OpSignature& op, std::string* op_type, Signature* out);
+// For each ONNX input of n, the TensorFlow input the op struct reads it as (-1 where n does not
+// fit the signature).
+std::vector<int> TfInputOrder(const Signature& sig, int n);
 
 // The kernel objects ONNX Runtime creates and destroys through the C API.
 class KernelBase {
@@ -69,7 +75,7 @@ struct Entry {
   std::string name;
   int element_type = 0;  // T's ONNXTensorElementDataType
   Signature signature;
-  InputOrder order = nullptr;
+  std::string error;  // the signature's, reported by RegisterCustomOps
   // Creates the kernel: reads the attributes, runs Init. Sets *error on failure.
   std::unique_ptr<KernelBase> (*create)(const Entry& entry, const OrtApi* api,
                                         const OrtKernelInfo* info, OrtStatus** error) = nullptr;
@@ -165,12 +171,11 @@ class OrtKernel final : public KernelBase {
 };
 
 template <typename Op, typename T>
-bool RegisterKernel(const char* name, const char* inputs, const char* outputs, InputOrder order) {
+bool RegisterKernel() {
   auto entry = std::make_unique<Entry>();
-  entry->name = name;
   entry->element_type = OnnxType(DTypeOf<T>::value);
-  entry->signature = ParseSignature(inputs, outputs);
-  entry->order = order;
+  const Status status = OnnxSignature(Op::kSignature, &entry->name, &entry->signature);
+  if (!status.ok()) entry->error = status.message();
   entry->create = &OrtKernel<Op, T>::Create;
   return Register(std::move(entry));
 }
@@ -178,17 +183,13 @@ bool RegisterKernel(const char* name, const char* inputs, const char* outputs, I
 }  // namespace ort
 }  // namespace opforge
 
-#define OPFORGE_ORT_KERNEL_(T, ID, NAME, OP, INPUTS, OUTPUTS, ORDER) \
-  ::opforge::ort::RegisterKernel<OP, T>(NAME, INPUTS, OUTPUTS, ORDER),
+#define OPFORGE_ORT_KERNEL_(T, OP) ::opforge::ort::RegisterKernel<OP, T>(),
 
-// Registers OrtKernel<OP, T> as ONNX op type NAME (domain OPFORGE_ORT_DOMAIN) for each T of
-// TYPES; ID is a C identifier unique in the file.
-#define OPFORGE_ORT_KERNELS_ORDERED(ID, NAME, OP, TYPES, INPUTS, OUTPUTS, ORDER)  \
-  namespace {                                                                   \
-  [[maybe_unused]] const bool kOrtRegistered_##ID[] = {                         \
-      TYPES(OPFORGE_ORT_KERNEL_, ID, NAME, OP, INPUTS, OUTPUTS, ORDER) false};  \
+// Registers OrtKernel<OP, T> (domain OPFORGE_ORT_DOMAIN, the op type of OP's signature) for each T
+// of TYPES; ID is a C identifier unique in the file.
+#define OPFORGE_ORT_KERNELS(ID, OP, TYPES)                                                    \
+  namespace {                                                                                 \
+  [[maybe_unused]] const bool kOrtRegistered_##ID[] = {TYPES(OPFORGE_ORT_KERNEL_, OP) false}; \
   }
-#define OPFORGE_ORT_KERNELS(ID, NAME, OP, TYPES, INPUTS, OUTPUTS) \
-  OPFORGE_ORT_KERNELS_ORDERED(ID, NAME, OP, TYPES, INPUTS, OUTPUTS, nullptr)
 
 #endif  // OPFORGE_COMMON_ORT_KERNEL_H_

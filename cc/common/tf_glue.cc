@@ -1,6 +1,5 @@
 #include "common/tf_glue.h"
 
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -17,7 +16,6 @@
 #endif
 
 namespace opforge {
-
 
 // --- TensorFlow versions ------------------------------------------------------------------------
 // opforge builds against TensorFlow 2.16 to 2.21 (`make compat-check`). Every difference between
@@ -59,7 +57,6 @@ tensorflow::TensorShape ToTensorShape(const std::vector<int64_t>& dims) {
   for (int64_t d : dims) shape.AddDim(d);
   return shape;
 }
-
 
 std::vector<int64_t> IntValues(const tensorflow::Tensor& tensor) {
   std::vector<int64_t> values(static_cast<size_t>(tensor.NumElements()));
@@ -191,6 +188,20 @@ absl::Status ShapeFn::Broadcast(int a, const char* a_name, int b, const char* b_
   }
   *out = c_->MakeShape(dims);
   return absl::OkStatus();
+}
+
+tensorflow::register_op::OpDefBuilderWrapper OpDefBuilderOf(const OpSignature& signature) {
+  tensorflow::register_op::OpDefBuilderWrapper builder(signature.name);
+  for (std::string_view spec : signature::Split(signature.inputs, ';')) {
+    builder.Input(std::string(spec));
+  }
+  for (std::string_view spec : signature::Split(signature.outputs, ';')) {
+    builder.Output(std::string(spec));
+  }
+  for (std::string_view spec : signature::Split(signature.attrs, ';')) {
+    builder.Attr(std::string(spec));
+  }
+  return builder;
 }
 
 }  // namespace opforge

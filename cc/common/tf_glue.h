@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/dtype.h"
+#include "common/op_signature.h"
 #include "common/parallel.h"
 #include "common/status.h"
 #include "common/tf_pch.h"
@@ -52,7 +53,9 @@ tensorflow::TensorShape ToTensorShape(const std::vector<int64_t>& dims);
 // The values of an int32 or int64 tensor in host memory, flattened (empty for other dtypes).
 std::vector<int64_t> IntValues(const tensorflow::Tensor& tensor);
 
-
+// REGISTER_OP's builder holding an op struct's signature (common/op_signature.h): its name, and
+// an .Input, .Output and .Attr for each item, in order. OPFORGE_REGISTER_OP uses it.
+tensorflow::register_op::OpDefBuilderWrapper OpDefBuilderOf(const OpSignature& signature);
 
 #if GOOGLE_CUDA
 // The CUDA stream of the op's context, as the void* the core's .cu entry points take.
@@ -60,5 +63,15 @@ void* GpuStream(tensorflow::OpKernelContext* context);
 #endif
 
 }  // namespace opforge
+
+// REGISTER_OP(OPSTRUCT::kSignature.name) with the signature's inputs, outputs and attrs: the
+// binding chains the rest (the shape function, the doc, SetIsStateful):
+//   OPFORGE_REGISTER_OP(BiasLeakyReluOp).SetShapeFn(Shape).Doc("...");
+#define OPFORGE_REGISTER_OP_CONCAT_(a, b) a##b
+#define OPFORGE_REGISTER_OP_NAME_(a, b) OPFORGE_REGISTER_OP_CONCAT_(a, b)
+#define OPFORGE_REGISTER_OP(OPSTRUCT)                                                        \
+  [[maybe_unused]] static ::tensorflow::InitOnStartupMarker const OPFORGE_REGISTER_OP_NAME_( \
+      opforge_register_op_, __COUNTER__) = ::tensorflow::InitOnStartupMarker{}               \
+                                           << ::opforge::OpDefBuilderOf(OPSTRUCT::kSignature)
 
 #endif  // OPFORGE_COMMON_TF_GLUE_H_

@@ -1,8 +1,9 @@
 // The one Compute skeleton and the one registration macro of every TensorFlow binding.
 //
-// A binding (cc/ops/<op>/<op>_tf.cc) holds REGISTER_OP with its shape function and a
-// registration line per kernel; the kernel is a small op struct (cc/ops/<op>/<op>_op.h, no
-// TensorFlow header, common/op_call.h: the same struct runs in ONNX Runtime and LiteRT) that says
+// A binding (cc/ops/<op>/<op>_tf.cc) holds OPFORGE_REGISTER_OP (common/tf_glue.h: REGISTER_OP
+// from the op struct's signature) with its shape function and a registration line per kernel;
+// the kernel is a small op struct (cc/ops/<op>/<op>_op.h, no TensorFlow header, common/op_call.h:
+// the same struct runs in ONNX Runtime, LiteRT and XLA) that says
 // only what is particular to it; TfKernel<Op, Device, T> does the rest: it reads the inputs into
 // an OpCall (shapes, data pointers), lets the op
 // validate and declare its outputs, allocates them (forwarding an input's buffer where the op
@@ -10,6 +11,9 @@
 // Core errors become InvalidArgument (Internal for failed CUDA launches) with their messages.
 //
 //   struct LeakyReluOp {
+//     static constexpr OpSignature kSignature{  // name, inputs, outputs, attrs (op_signature.h)
+//         "Opforge>LeakyRelu", "features: T", "activations: T",
+//         "alpha: float = 0.2; T: {half, bfloat16, float, double} = DT_FLOAT"};
 //     using Params = LeakyReluParams;        // per-call parameters handed to Cpu/Gpu
 //     LeakyReluParams attrs;                 // read once, when the kernel is constructed
 //     Status Init(AttrReader& reader) {
@@ -30,8 +34,9 @@
 //       return LeakyReluForwardGpu(dtype, p, call.in(0), call.out(0), nullptr, stream);
 //     }
 //   };
-//   OPFORGE_REGISTER_KERNELS(Name("Opforge>LeakyRelu"), LeakyReluOp, OPFORGE_FLOAT_TYPES,
-//                            OPFORGE_FLOAT_TYPES)
+//   OPFORGE_REGISTER_OP(LeakyReluOp).SetShapeFn(shape_inference::UnchangedShape);
+//   OPFORGE_REGISTER_KERNELS(Name(LeakyReluOp::kSignature.name), LeakyReluOp,
+//                            OPFORGE_FLOAT_TYPES, OPFORGE_FLOAT_TYPES)
 //
 // An op without a GPU kernel has no Gpu and registers OPFORGE_NO_TYPES as its GPU types (the
 // GPU path of TfKernel is compiled only for the types registered on the GPU).

@@ -1,11 +1,12 @@
 // An op under TensorFlow's XLA (tf.function(jit_compile=True)) as a typed-FFI custom call to its
 // op struct's handler: the registration line, in cc/ops/<op>/<op>_xla.cc (or a user's source).
 //
-//   OPFORGE_FFI_KERNELS(YoloDecode, "Opforge>YoloDecode", YoloDecodeOp, OPFORGE_FLOAT_TYPES)  //
-//   _ffi.cc OPFORGE_REGISTER_XLA_FFI_OP("Opforge>YoloDecode", YoloDecode, YoloDecodeOp, "anchors")
+//   OPFORGE_FFI_KERNELS(YoloDecode, YoloDecodeOp, OPFORGE_FLOAT_TYPES)         // in _ffi.cc
+//   OPFORGE_REGISTER_XLA_FFI_OP(YoloDecode, YoloDecodeOp, "anchors")           // in _xla.cc
 //
-// names the op, the handler's identifier (OpforgeFfi_<ID>, defined by OPFORGE_FFI_KERNELS,
-// common/xla_ffi.h), the op struct and the inputs whose values the op struct reads (its
+// names the handler's identifier (OpforgeFfi_<ID>, defined by OPFORGE_FFI_KERNELS,
+// common/xla_ffi.h), the op struct (whose signature names the op, common/op_signature.h) and the
+// inputs whose values the op struct reads (its
 // host-memory inputs: sizes, thresholds, anchors), which must be compile-time constants under
 // XLA. One tf2xla kernel serves every such op (common/tf_xla_ffi.cc): at compile time it runs the
 // op struct's Init and Validate on the static shapes (and those constants), so bad input fails
@@ -69,12 +70,12 @@ bool RegisterXlaFfiOp(const char* op, XLA_FFI_Handler* handler, MakeFfiShapeRunn
 
 #define OPFORGE_XLA_FFI_CONCAT_(a, b) a##b
 #define OPFORGE_XLA_FFI_CONCAT(a, b) OPFORGE_XLA_FFI_CONCAT_(a, b)
-#define OPFORGE_REGISTER_XLA_FFI_OP(OP, ID, OPSTRUCT, ...)                                 \
+#define OPFORGE_REGISTER_XLA_FFI_OP(ID, OPSTRUCT, ...)                                     \
   extern "C" XLA_FFI_Error* OpforgeFfi_##ID(XLA_FFI_CallFrame* frame);                     \
   [[maybe_unused]] static const bool OPFORGE_XLA_FFI_CONCAT(opforge_xla_ffi_registration_, \
                                                             __COUNTER__) =                 \
       ::opforge::xla_glue::RegisterXlaFfiOp(                                               \
-          OP, &OpforgeFfi_##ID,                                                            \
+          OPSTRUCT::kSignature.name, &OpforgeFfi_##ID,                                     \
           []() -> std::unique_ptr<::opforge::xla_glue::FfiShapeRunner> {                   \
             return std::make_unique<::opforge::xla_glue::FfiShapeRunnerOf<OPSTRUCT>>();    \
           },                                                                               \

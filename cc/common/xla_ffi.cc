@@ -509,11 +509,109 @@ Status BindResults(const XLA_FFI_CallFrame& frame, const char* target, OpCall* c
   return Status::Ok();
 }
 
-XLA_FFI_Error* Dispatch(XLA_FFI_CallFrame* frame, const char* target, const TypedExecute* types,
-                        size_t count) {
+Handler::Handler(const OpSignature& op, const TypedExecute* types_in, size_t count_in)
+    : target(op.name), types(types_in), count(count_in) {
+  status = signature::Parse(op, &parsed);
+}
+
+namespace {
+
+// The number of tensors of each of `args` (lists: their int attr's value).
+Status Counts(const std::vector<signature::Arg>& args, const FfiAttrSource& attrs,
+              std::vector<int64_t>* counts) {
+  counts->clear();
+  for (const signature::Arg& a : args) {
+    int64_t n = 1;
+    if (!a.number_attr.empty()) {
+      OPFORGE_RETURN_IF_ERROR(attrs.Get(a.number_attr, &n));
+      if (n < 0) n = 0;
+    }
+    counts->push_back(n);
+  }
+  return Status::Ok();
+}
+
+std::string CountText(const std::vector<signature::Arg>& args, const std::vector<int64_t>& counts,
+                      int64_t* total) {
+  std::string text;
+  *total = 0;
+  for (size_t k = 0; k < args.size(); ++k) {
+    *total += counts[k];
+    text += (text.empty() ? "" : ", ") + args[k].name;
+    if (!args[k].number_attr.empty()) {
+      text += " (" + std::to_string(counts[k]) + ": " + args[k].number_attr + ")";
+    }
+  }
+  return text;
+}
+
+// Checks the element types of `count` buffers against args (expanded by counts).
+Status CheckTypes(const char* target, const char* kind, void* const* buffers,
+                  const std::vector<signature::Arg>& args, const std::vector<int64_t>& counts,
+                  DType t) {
+  int64_t i = 0;
+  for (size_t k = 0; k < args.size(); ++k) {
+    for (int64_t e = 0; e < counts[k]; ++e, ++i) {
+      const auto* buffer = static_cast<const XLA_FFI_Buffer*>(buffers[i]);
+      DType got;
+      const bool known = DTypeOfFfi(buffer->dtype, &got);
+      if (known && signature::Accepts(args[k], t, got)) continue;
+      const std::string which =
+          args[k].number_attr.empty() ? args[k].name : args[k].name + "[" + std::to_string(e) + "]";
+      return Status::Invalid(
+          std::string(target) + ": " + kind + " " + std::to_string(i) + " (" + which +
+          ") must be " + signature::ExpectedName(args[k], t) + ", got " +
+          (known ? std::string(DTypeName(got))
+                 : "XLA element type " + std::to_string(static_cast<int>(buffer->dtype))));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status CheckFrame(const XLA_FFI_CallFrame& frame, const FfiAttrSource& attrs,
+                  const signature::Parsed& parsed, DType t) {
+  const char* target = parsed.name.c_str();
+  std::vector<int64_t> in_counts, out_counts;
+  OPFORGE_RETURN_IF_ERROR(Counts(parsed.inputs, attrs, &in_counts));
+  OPFORGE_RETURN_IF_ERROR(Counts(parsed.outputs, attrs, &out_counts));
+  int64_t inputs = 0, outputs = 0;
+  const std::string in_text = CountText(parsed.inputs, in_counts, &inputs);
+  const std::string out_text = CountText(parsed.outputs, out_counts, &outputs);
+  if (frame.args.size != inputs) {
+    return Status::Invalid(std::string(target) + ": the call has " +
+                           std::to_string(frame.args.size) + " operands, the op takes " +
+                           std::to_string(inputs) + " (" + in_text + ")");
+  }
+  if (frame.rets.size != outputs) {
+    return Status::Invalid(std::string(target) + ": the call has " +
+                           std::to_string(frame.rets.size) + " results, the op gives " +
+                           std::to_string(outputs) + " (" + out_text + ")");
+  }
+  for (int64_t i = 0; i < frame.args.size; ++i) {
+    if (frame.args.types[i] != XLA_FFI_ArgType_BUFFER) {
+      return Status::Invalid(std::string(target) + ": operand " + std::to_string(i) +
+                             " is not a buffer");
+    }
+  }
+  for (int64_t i = 0; i < frame.rets.size; ++i) {
+    if (frame.rets.types[i] != XLA_FFI_RetType_BUFFER) {
+      return Status::Invalid(std::string(target) + ": result " + std::to_string(i) +
+                             " is not a buffer");
+    }
+  }
+  OPFORGE_RETURN_IF_ERROR(
+      CheckTypes(target, "operand", frame.args.args, parsed.inputs, in_counts, t));
+  return CheckTypes(target, "result", frame.rets.rets, parsed.outputs, out_counts, t);
+}
+
+XLA_FFI_Error* Dispatch(XLA_FFI_CallFrame* frame, const Handler& handler) {
   XLA_FFI_Error* error = nullptr;
   if (AnswerMetadata(frame, &error)) return error;
   const XLA_FFI_Api* api = frame->api;
+  const char* target = handler.target;
+  if (!handler.status.ok()) return ToFfiError(api, handler.status);
   if (frame->stage != XLA_FFI_ExecutionStage_EXECUTE) {
     return MakeError(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
                      std::string(target) + ": called at execution stage " +
@@ -533,9 +631,14 @@ XLA_FFI_Error* Dispatch(XLA_FFI_CallFrame* frame, const char* target, const Type
                          name + "\"");
   }
   std::string supported;
-  for (size_t i = 0; i < count; ++i) {
-    if (types[i].dtype == dtype) return types[i].execute(frame, target);
-    supported += (i ? ", " : "") + std::string(DTypeName(types[i].dtype));
+  for (size_t i = 0; i < handler.count; ++i) {
+    if (handler.types[i].dtype != dtype) {
+      supported += (i ? ", " : "") + std::string(DTypeName(handler.types[i].dtype));
+      continue;
+    }
+    s = CheckFrame(*frame, source, handler.parsed, dtype);
+    if (!s.ok()) return ToFfiError(api, s);
+    return handler.types[i].execute(frame, target);
   }
   return MakeError(api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
                    std::string(target) + ": T must be one of " + supported + ", got " + name);

@@ -11,10 +11,18 @@
 // TensorFlow runs its kernels. Core errors come back as FFI errors with the core's message
 // (INVALID_ARGUMENT), which XLA's host reports as its own error of that code.
 //
-// An op joins with one line in cc/ops/<op>/<op>_ffi.cc, naming a C identifier, the custom-call
-// target (TensorFlow's op name), the op struct and its element types:
+// An op joins with one line in cc/ops/<op>/<op>_ffi.cc, naming a C identifier, the op struct and
+// its element types:
 //
-//   OPFORGE_FFI_KERNELS(LeakyRelu, "Opforge>LeakyRelu", LeakyReluOp<false>, OPFORGE_FLOAT_TYPES)
+//   OPFORGE_FFI_KERNELS(LeakyRelu, LeakyReluOp<false>, OPFORGE_FLOAT_TYPES)
+//
+// The custom-call target is the name in the op struct's signature (common/op_signature.h:
+// TensorFlow's op name, "Opforge>LeakyRelu"), and every call frame is checked against that
+// signature before the op struct sees it: as many operands as the op has inputs (a list input,
+// "features: num_scales * T", as many as its int attr says), as many results as it has outputs,
+// and each of the element type the signature gives it, so that a host that calls the handler
+// wrongly (a hand-written jax.ffi call) gets an error naming the operand, never a kernel reading
+// the wrong bytes.
 //
 // which defines the handler `OpforgeFfi_LeakyRelu` (extern "C", what a host registers: TensorFlow's
 // XLA through common/tf_xla.h, JAX through jax.ffi.pycapsule) and lists it in the library's
@@ -40,6 +48,7 @@
 
 #include "common/dtype.h"
 #include "common/op_call.h"
+#include "common/op_signature.h"
 #include "xla/ffi/api/c_api.h"
 
 namespace opforge {
@@ -140,10 +149,24 @@ struct TypedExecute {
   XLA_FFI_Error* (*execute)(XLA_FFI_CallFrame* frame, const char* target);
 };
 
-// The body of every handler: the metadata query, the execution stage, then the element type's
-// kernel (by the "T" attribute).
-XLA_FFI_Error* Dispatch(XLA_FFI_CallFrame* frame, const char* target, const TypedExecute* types,
-                        size_t count);
+// One op's handler: its signature, parsed once (when the library loads), and its element types.
+struct Handler {
+  Handler(const OpSignature& op, const TypedExecute* types, size_t count);
+  const char* target;  // the signature's name
+  Status status;       // the signature's parse
+  signature::Parsed parsed;
+  const TypedExecute* types;
+  size_t count;
+};
+
+// The call frame against the signature: operand and result counts (lists by their int attrs)
+// and element types, in a kernel of element type `t`.
+Status CheckFrame(const XLA_FFI_CallFrame& frame, const FfiAttrSource& attrs,
+                  const signature::Parsed& parsed, DType t);
+
+// The body of every handler: the metadata query, the execution stage, the element type (the "T"
+// attribute), the frame against the signature, then the element type's kernel.
+XLA_FFI_Error* Dispatch(XLA_FFI_CallFrame* frame, const Handler& handler);
 
 // The library's handlers, for a host that enumerates them (OpforgeFfiTargets).
 struct Target {
@@ -159,20 +182,24 @@ const std::vector<Target>& Registry();
 
 #define OPFORGE_FFI_TYPE_(T, OP) {::opforge::DTypeOf<T>::value, &::opforge::ffi::ExecuteCpu<OP, T>},
 
-// Defines the FFI handler OpforgeFfi_ID (target NAME) of op struct OP over the element types
-// of TYPES, and registers it in the library's registry.
-#define OPFORGE_FFI_KERNELS(ID, NAME, OP, TYPES)                                         \
-  namespace {                                                                            \
-  const ::opforge::ffi::TypedExecute kFfiTypes_##ID[] = {TYPES(OPFORGE_FFI_TYPE_, OP)};  \
-  }                                                                                      \
-  extern "C" __attribute__((visibility("default")))                                      \
-  XLA_FFI_Error* OpforgeFfi_##ID(XLA_FFI_CallFrame* frame) {                             \
-    return ::opforge::ffi::Dispatch(frame, NAME, kFfiTypes_##ID,                         \
-                                    sizeof(kFfiTypes_##ID) / sizeof(kFfiTypes_##ID[0])); \
-  }                                                                                      \
-  namespace {                                                                            \
-  [[maybe_unused]] const bool kFfiRegistered_##ID =                                      \
-      ::opforge::ffi::Register({NAME, "OpforgeFfi_" #ID, &OpforgeFfi_##ID});             \
+// Defines the FFI handler OpforgeFfi_ID (target: OP's signature's name) of op struct OP over the
+// element types of TYPES, and registers it in the library's registry.
+#define OPFORGE_FFI_KERNELS(ID, OP, TYPES)                                                   \
+  namespace {                                                                                \
+  const ::opforge::ffi::TypedExecute kFfiTypes_##ID[] = {TYPES(OPFORGE_FFI_TYPE_, OP)};      \
+  const ::opforge::ffi::Handler& FfiHandler_##ID() {                                         \
+    static const ::opforge::ffi::Handler handler(                                            \
+        OP::kSignature, kFfiTypes_##ID, sizeof(kFfiTypes_##ID) / sizeof(kFfiTypes_##ID[0])); \
+    return handler;                                                                          \
+  }                                                                                          \
+  }                                                                                          \
+  extern "C" __attribute__((visibility("default")))                                          \
+  XLA_FFI_Error* OpforgeFfi_##ID(XLA_FFI_CallFrame* frame) {                                 \
+    return ::opforge::ffi::Dispatch(frame, FfiHandler_##ID());                               \
+  }                                                                                          \
+  namespace {                                                                                \
+  [[maybe_unused]] const bool kFfiRegistered_##ID =                                          \
+      ::opforge::ffi::Register({OP::kSignature.name, "OpforgeFfi_" #ID, &OpforgeFfi_##ID});  \
   }
 
 #endif  // OPFORGE_COMMON_XLA_FFI_H_

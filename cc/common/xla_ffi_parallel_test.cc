@@ -1,7 +1,9 @@
 // FfiParallel (common/xla_ffi.cc) against a thread pool of this test's, behind the XLA FFI C API's
 // three thread-pool entries: every unit runs exactly once, the caller is one of the pool's
 // workers (threads - 1 tasks), a pool that runs its tasks late or refuses them leaves the work to
-// the caller, and a pool of one thread (or none) runs everything on the caller.
+// the caller, and a pool of one thread (or none) runs everything on the caller. And CheckFrame:
+// a call frame against an op's signature (operand and result counts, lists by their int attr,
+// element types), before any op struct reads it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +14,7 @@
 #include <functional>
 #include <mutex>
 #include <set>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -188,6 +191,103 @@ TEST(FfiParallel, APoolThatRefusesLeavesTheWorkToTheCallerAndItsErrorIsFreed) {
   EXPECT_EQ(ran, std::set<std::thread::id>{std::this_thread::get_id()});
   EXPECT_EQ(pool.scheduled(), 1);  // the first refusal stops the scheduling
   EXPECT_EQ(pool.errors_destroyed.load(), 1);
+}
+
+// A call frame over buffers of the given element types (no data: CheckFrame reads none) and at
+// most one int attribute.
+class FakeFrame {
+ public:
+  FakeFrame(std::vector<XLA_FFI_DataType> args, std::vector<XLA_FFI_DataType> rets,
+            const char* int_attr = nullptr, int64_t int_value = 0)
+      : int_value_(int_value) {
+    Fill(args, &args_, &arg_types_, &arg_ptrs_);
+    Fill(rets, &rets_, &ret_types_, &ret_ptrs_);
+    frame_.struct_size = sizeof(frame_);
+    frame_.stage = XLA_FFI_ExecutionStage_EXECUTE;
+    frame_.args = {sizeof(XLA_FFI_Args), nullptr, static_cast<int64_t>(args.size()),
+                   arg_types_.data(), arg_ptrs_.data()};
+    frame_.rets = {sizeof(XLA_FFI_Rets), nullptr, static_cast<int64_t>(rets.size()),
+                   ret_types_.data(), ret_ptrs_.data()};
+    if (int_attr != nullptr) {
+      name_ = {int_attr, std::char_traits<char>::length(int_attr)};
+      scalar_ = {XLA_FFI_DataType_S64, &int_value_};
+      attr_type_ = XLA_FFI_AttrType_SCALAR;
+      name_ptr_ = &name_;
+      attr_ptr_ = &scalar_;
+      frame_.attrs = {sizeof(XLA_FFI_Attrs), nullptr, 1, &attr_type_, &name_ptr_, &attr_ptr_};
+    } else {
+      frame_.attrs = {sizeof(XLA_FFI_Attrs), nullptr, 0, nullptr, nullptr, nullptr};
+    }
+  }
+  const XLA_FFI_CallFrame& frame() const { return frame_; }
+
+ private:
+  template <typename Type>
+  static void Fill(const std::vector<XLA_FFI_DataType>& dtypes, std::vector<XLA_FFI_Buffer>* bufs,
+                   std::vector<Type>* types, std::vector<void*>* ptrs) {
+    bufs->resize(dtypes.size());
+    for (size_t i = 0; i < dtypes.size(); ++i) {
+      (*bufs)[i] = {sizeof(XLA_FFI_Buffer), nullptr, dtypes[i], nullptr, 0, nullptr};
+      types->push_back(static_cast<Type>(1));  // XLA_FFI_ArgType_BUFFER, XLA_FFI_RetType_BUFFER
+      ptrs->push_back(&(*bufs)[i]);
+    }
+  }
+
+  std::vector<XLA_FFI_Buffer> args_, rets_;
+  std::vector<XLA_FFI_ArgType> arg_types_;
+  std::vector<XLA_FFI_RetType> ret_types_;
+  std::vector<void*> arg_ptrs_, ret_ptrs_;
+  int64_t int_value_;
+  XLA_FFI_ByteSpan name_{};
+  XLA_FFI_Scalar scalar_{};
+  XLA_FFI_AttrType attr_type_{};
+  XLA_FFI_ByteSpan* name_ptr_ = nullptr;
+  void* attr_ptr_ = nullptr;
+  XLA_FFI_CallFrame frame_{};
+};
+
+std::string Check(const OpSignature& op, const FakeFrame& fake, DType t) {
+  signature::Parsed parsed;
+  const Status parse = signature::Parse(op, &parsed);
+  EXPECT_TRUE(parse.ok()) << parse.message();
+  const ffi::FfiAttrSource attrs(fake.frame().attrs, op.name);
+  const Status s = ffi::CheckFrame(fake.frame(), attrs, parsed, t);
+  return s.ok() ? "ok" : s.message();
+}
+
+constexpr XLA_FFI_DataType kF32 = XLA_FFI_DataType_F32;
+constexpr XLA_FFI_DataType kF64 = XLA_FFI_DataType_F64;
+constexpr XLA_FFI_DataType kS32 = XLA_FFI_DataType_S32;
+constexpr XLA_FFI_DataType kS64 = XLA_FFI_DataType_S64;
+
+TEST(CheckFrame, CountsAndElementTypesOfTheSignature) {
+  constexpr OpSignature kOp{"Test>Decode", "features: T; anchors: T; size: Tshape",
+                            "boxes: T; classes: int32",
+                            "T: {float, double}; Tshape: {int32, int64} = DT_INT32"};
+  EXPECT_EQ(Check(kOp, FakeFrame({kF32, kF32, kS64}, {kF32, kS32}), DType::kFloat), "ok");
+  EXPECT_EQ(Check(kOp, FakeFrame({kF64, kF64, kS32}, {kF64, kS32}), DType::kDouble), "ok");
+  EXPECT_EQ(Check(kOp, FakeFrame({kF32, kF32}, {kF32, kS32}), DType::kFloat),
+            "Test>Decode: the call has 2 operands, the op takes 3 (features, anchors, size)");
+  EXPECT_EQ(Check(kOp, FakeFrame({kF32, kF32, kS32}, {kF32}), DType::kFloat),
+            "Test>Decode: the call has 1 results, the op gives 2 (boxes, classes)");
+  EXPECT_EQ(Check(kOp, FakeFrame({kF32, kS32, kS32}, {kF32, kS32}), DType::kFloat),
+            "Test>Decode: operand 1 (anchors) must be float32, got int32");
+  EXPECT_EQ(Check(kOp, FakeFrame({kF32, kF32, kF32}, {kF32, kS32}), DType::kFloat),
+            "Test>Decode: operand 2 (size) must be int32 or int64, got float32");
+  EXPECT_EQ(Check(kOp, FakeFrame({kF32, kF32, kS32}, {kF32, kS64}), DType::kFloat),
+            "Test>Decode: result 1 (classes) must be int32, got int64");
+}
+
+TEST(CheckFrame, ListsCountByTheirIntAttr) {
+  constexpr OpSignature kOp{"Test>Post", "maps: n * T; limit: int32", "out: T",
+                            "n: int >= 1; T: {float}"};
+  EXPECT_EQ(Check(kOp, FakeFrame({kF32, kF32, kF32, kS32}, {kF32}, "n", 3), DType::kFloat), "ok");
+  EXPECT_EQ(Check(kOp, FakeFrame({kF32, kF32, kS32}, {kF32}, "n", 3), DType::kFloat),
+            "Test>Post: the call has 3 operands, the op takes 4 (maps (3: n), limit)");
+  EXPECT_EQ(Check(kOp, FakeFrame({kF32, kS32, kS32}, {kF32}, "n", 2), DType::kFloat),
+            "Test>Post: operand 1 (maps[1]) must be float32, got int32");
+  EXPECT_NE(Check(kOp, FakeFrame({kF32, kS32}, {kF32}), DType::kFloat).find("no attribute 'n'"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -98,6 +98,8 @@ _TF_ONLY = re.compile(r'#\s*include\s*[<"](?:tensorflow/|absl/|tsl/|xla/|third_p
                       r'|\bREGISTER_OP\s*\(|\bREGISTER_KERNEL_BUILDER\s*\(|\bOPFORGE_REGISTER_KERNELS\s*\(')
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _REGISTER_OP = re.compile(r'REGISTER_OP\s*\(\s*"([^"]+)"\s*\)')
+# An op struct's signature (common/op_signature.h), whose name OPFORGE_REGISTER_OP registers.
+_SIGNATURE_NAME = re.compile(r'\bOpSignature\s+kSignature\s*\{\s*"([^"]+)"')
 # nvcc's default targets, as opforge's own CMake build: PTX for every GPU from Turing on, native
 # code for Hopper.
 _DEFAULT_CUDA_ARCH = ("-gencode=arch=compute_75,code=compute_75", "-gencode=arch=compute_90,code=sm_90")
@@ -383,13 +385,28 @@ def _strip_comments(code: str) -> str:
 
 
 def _op_names(sources: Iterable[str]) -> List[str]:
-    """The op names the sources register with a literal REGISTER_OP("Name")."""
+    """The op names the sources register: a literal REGISTER_OP("Name"), or an op struct's
+    signature (`static constexpr OpSignature kSignature{"Name", ...}`, which OPFORGE_REGISTER_OP
+    registers)."""
     names: List[str] = []
     for code in sources:
-        for name in _REGISTER_OP.findall(_strip_comments(code)):
+        code = _strip_comments(code)
+        for name in _REGISTER_OP.findall(code) + _SIGNATURE_NAME.findall(code):
             if name not in names:
                 names.append(name)
     return names
+
+
+def _local_headers(paths: Optional[Sequence[Path]]) -> List[str]:
+    """The text of the headers beside source files (an op's <op>_op.h holds its signature)."""
+    texts: List[str] = []
+    for folder in dict.fromkeys(Path(p).parent for p in (paths or [])):
+        for header in sorted(folder.glob("*.h")):
+            try:
+                texts.append(header.read_text(errors="replace"))
+            except OSError:
+                pass
+    return texts
 
 
 def _abi_message(flag: str, abi: str) -> str:
@@ -471,7 +488,8 @@ class _Plan:
             "helpers": self.helpers,
         }
         self.config_key = _digest(self.config)
-        self.op_names = _op_names(b.decode(errors="replace") for _, b in sources)
+        self.op_names = _op_names([b.decode(errors="replace") for _, b in sources]
+                                  + _local_headers(source_paths))
         # The ONNX Runtime library: its sources, the core among `sources`, its domain.
         self.ort_sources = list(ort_sources)
         self.ort_paths = ort_paths

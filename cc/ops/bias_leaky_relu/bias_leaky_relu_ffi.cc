@@ -5,6 +5,6 @@
 
 namespace opforge {
 
-OPFORGE_FFI_KERNELS(BiasLeakyRelu, "Opforge>BiasLeakyRelu", BiasLeakyReluOp, OPFORGE_FLOAT_TYPES)
+OPFORGE_FFI_KERNELS(BiasLeakyRelu, BiasLeakyReluOp, OPFORGE_FLOAT_TYPES)
 
 }  // namespace opforge

@@ -8,6 +8,10 @@
 namespace opforge {
 
 struct BiasLeakyReluOp {
+  static constexpr OpSignature kSignature{"Opforge>BiasLeakyRelu", "features: T; bias: T",
+                                          "output: T",
+                                          "T: {half, bfloat16, float, double} = DT_FLOAT; "
+                                          "alpha: float = 0.2"};
   using Params = BiasLeakyReluParams;
   float alpha = 0.2f;
 

@@ -5,6 +5,6 @@
 
 namespace opforge {
 
-OPFORGE_ORT_KERNELS(BiasLeakyRelu, "BiasLeakyRelu", BiasLeakyReluOp, OPFORGE_FLOAT_TYPES, "T, T", "T")
+OPFORGE_ORT_KERNELS(BiasLeakyRelu, BiasLeakyReluOp, OPFORGE_FLOAT_TYPES)
 
 }  // namespace opforge

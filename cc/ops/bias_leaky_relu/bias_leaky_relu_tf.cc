@@ -40,19 +40,14 @@ absl::Status Shape(InferenceContext* c) {
 
 }  // namespace
 
-REGISTER_OP("Opforge>BiasLeakyRelu")
-    .Input("features: T")
-    .Input("bias: T")
-    .Output("output: T")
-    .Attr("T: {half, bfloat16, float, double} = DT_FLOAT")
-    .Attr("alpha: float = 0.2")
+OPFORGE_REGISTER_OP(BiasLeakyReluOp)
     .SetShapeFn(Shape)
     .Doc("leaky_relu(features + bias) over the last axis, in one pass.");
 
 namespace {
 
-OPFORGE_REGISTER_KERNELS(Name("Opforge>BiasLeakyRelu"), BiasLeakyReluOp, OPFORGE_FLOAT_TYPES,
-                         OPFORGE_FLOAT_TYPES)
+OPFORGE_REGISTER_KERNELS(Name(BiasLeakyReluOp::kSignature.name), BiasLeakyReluOp,
+                         OPFORGE_FLOAT_TYPES, OPFORGE_FLOAT_TYPES)
 
 }  // namespace
 }  // namespace opforge

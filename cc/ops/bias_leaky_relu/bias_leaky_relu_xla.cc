@@ -6,6 +6,6 @@
 
 namespace opforge {
 
-OPFORGE_REGISTER_XLA_FFI_OP("Opforge>BiasLeakyRelu", BiasLeakyRelu, BiasLeakyReluOp)
+OPFORGE_REGISTER_XLA_FFI_OP(BiasLeakyRelu, BiasLeakyReluOp)
 
 }  // namespace opforge

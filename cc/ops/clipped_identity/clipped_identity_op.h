@@ -21,6 +21,11 @@ struct ClippedIdentityAttrs {
 };
 
 struct ClippedIdentityOp : ClippedIdentityAttrs {
+  static constexpr OpSignature kSignature{"Opforge>ClippedIdentity", "x: T", "y: T",
+                                          "clip_min: float = -1.0; "
+                                          "clip_max: float = 1.0; "
+                                          "leak: float = 0.01; "
+                                          "T: {half, bfloat16, float, double} = DT_FLOAT"};
   Status Validate(OpCall& call, Params* params) const {
     *params = attrs;
     params->size = call.NumElements(0);
@@ -37,6 +42,12 @@ struct ClippedIdentityOp : ClippedIdentityAttrs {
 };
 
 struct ClippedIdentityGradOp : ClippedIdentityAttrs {
+  static constexpr OpSignature kSignature{"Opforge>ClippedIdentityGrad",
+                                          "gradients: T; features: T", "backprops: T",
+                                          "clip_min: float = -1.0; "
+                                          "clip_max: float = 1.0; "
+                                          "leak: float = 0.01; "
+                                          "T: {half, bfloat16, float, double} = DT_FLOAT"};
   Status Validate(OpCall& call, Params* params) const {
     *params = attrs;
     OPFORGE_RETURN_IF_ERROR(ValidateClippedIdentityGrad(*params, call.shape(0), call.shape(1)));

@@ -5,7 +5,7 @@
 
 namespace opforge {
 
-OPFORGE_ORT_KERNELS(ClippedIdentity, "ClippedIdentity", ClippedIdentityOp, OPFORGE_FLOAT_TYPES, "T", "T")
-OPFORGE_ORT_KERNELS(ClippedIdentityGrad, "ClippedIdentityGrad", ClippedIdentityGradOp, OPFORGE_FLOAT_TYPES, "T, T", "T")
+OPFORGE_ORT_KERNELS(ClippedIdentity, ClippedIdentityOp, OPFORGE_FLOAT_TYPES)
+OPFORGE_ORT_KERNELS(ClippedIdentityGrad, ClippedIdentityGradOp, OPFORGE_FLOAT_TYPES)
 
 }  // namespace opforge

@@ -6,26 +6,13 @@
 
 namespace opforge {
 
-REGISTER_OP("Opforge>ClippedIdentity")
-    .Input("x: T")
-    .Output("y: T")
-    .Attr("clip_min: float = -1.0")
-    .Attr("clip_max: float = 1.0")
-    .Attr("leak: float = 0.01")
-    .Attr("T: {half, bfloat16, float, double} = DT_FLOAT")
+OPFORGE_REGISTER_OP(ClippedIdentityOp)
     .SetShapeFn(shape_inference::UnchangedShape)
     .Doc(
         "y = clip(x, clip_min, clip_max) (as tf.clip_by_value); its gradient is 1 inside "
         "[clip_min, clip_max] and leak outside.");
 
-REGISTER_OP("Opforge>ClippedIdentityGrad")
-    .Input("gradients: T")
-    .Input("features: T")
-    .Output("backprops: T")
-    .Attr("clip_min: float = -1.0")
-    .Attr("clip_max: float = 1.0")
-    .Attr("leak: float = 0.01")
-    .Attr("T: {half, bfloat16, float, double} = DT_FLOAT")
+OPFORGE_REGISTER_OP(ClippedIdentityGradOp)
     .SetShapeFn([](shape_inference::InferenceContext* c) {
       shape_inference::ShapeHandle out;
       TF_RETURN_IF_ERROR(
@@ -38,9 +25,9 @@ REGISTER_OP("Opforge>ClippedIdentityGrad")
 
 namespace {
 
-OPFORGE_REGISTER_KERNELS(Name("Opforge>ClippedIdentity"), ClippedIdentityOp, OPFORGE_FLOAT_TYPES,
-                         OPFORGE_FLOAT_TYPES)
-OPFORGE_REGISTER_KERNELS(Name("Opforge>ClippedIdentityGrad"), ClippedIdentityGradOp,
+OPFORGE_REGISTER_KERNELS(Name(ClippedIdentityOp::kSignature.name), ClippedIdentityOp,
+                         OPFORGE_FLOAT_TYPES, OPFORGE_FLOAT_TYPES)
+OPFORGE_REGISTER_KERNELS(Name(ClippedIdentityGradOp::kSignature.name), ClippedIdentityGradOp,
                          OPFORGE_FLOAT_TYPES, OPFORGE_FLOAT_TYPES)
 
 }  // namespace

@@ -5,7 +5,6 @@
 
 namespace opforge {
 
-OPFORGE_FFI_KERNELS(CombinedNonMaxSuppression, "Opforge>CombinedNonMaxSuppression", CombinedNmsOp,
-                    OPFORGE_NMS_TYPES)
+OPFORGE_FFI_KERNELS(CombinedNonMaxSuppression, CombinedNmsOp, OPFORGE_NMS_TYPES)
 
 }  // namespace opforge

@@ -6,7 +6,7 @@ namespace opforge {
 namespace {
 
 // Validate reads the five scalars (inputs 2-6): constant ones give static output shapes.
-OPFORGE_LITE_OP_HOST("Opforge>CombinedNonMaxSuppression", CombinedNmsOp, OPFORGE_NMS_TYPES, 2)
+OPFORGE_LITE_OP_HOST(CombinedNmsOp, OPFORGE_NMS_TYPES, 2)
 
 }  // namespace
 }  // namespace opforge

@@ -36,6 +36,14 @@ namespace combined_non_max_suppression_op {
 
 // CPU only, so no Gpu: the binding registers no GPU types (OPFORGE_NO_TYPES).
 struct CombinedNmsOp {
+  static constexpr OpSignature kSignature{
+      "Opforge>CombinedNonMaxSuppression",
+      "boxes: T; scores: T; max_output_size_per_class: int32; max_total_size: int32; "
+      "iou_threshold: float; score_threshold: float; soft_nms_sigma: float",
+      "nmsed_boxes: T; nmsed_scores: T; nmsed_classes: float; valid_detections: int32",
+      "pad_per_class: bool = false; "
+      "clip_boxes: bool = true; "
+      "T: {half, bfloat16, float} = DT_FLOAT"};
   using Params = CombinedNmsParams;
   bool pad_per_class = false;
   bool clip_boxes = true;

@@ -5,6 +5,6 @@
 
 namespace opforge {
 
-OPFORGE_ORT_KERNELS(CombinedNonMaxSuppression, "CombinedNonMaxSuppression", CombinedNmsOp, OPFORGE_NMS_TYPES, "T, T, int32, int32, float, float, float", "T, T, float, int32")
+OPFORGE_ORT_KERNELS(CombinedNonMaxSuppression, CombinedNmsOp, OPFORGE_NMS_TYPES)
 
 }  // namespace opforge

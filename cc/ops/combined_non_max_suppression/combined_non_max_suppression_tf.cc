@@ -61,21 +61,7 @@ absl::Status NmsShape(InferenceContext* c) {
 
 }  // namespace
 
-REGISTER_OP("Opforge>CombinedNonMaxSuppression")
-    .Input("boxes: T")
-    .Input("scores: T")
-    .Input("max_output_size_per_class: int32")
-    .Input("max_total_size: int32")
-    .Input("iou_threshold: float")
-    .Input("score_threshold: float")
-    .Input("soft_nms_sigma: float")
-    .Output("nmsed_boxes: T")
-    .Output("nmsed_scores: T")
-    .Output("nmsed_classes: float")
-    .Output("valid_detections: int32")
-    .Attr("pad_per_class: bool = false")
-    .Attr("clip_boxes: bool = true")
-    .Attr("T: {half, bfloat16, float} = DT_FLOAT")
+OPFORGE_REGISTER_OP(CombinedNmsOp)
     .SetShapeFn(NmsShape)
     .Doc(
         "Per-class NMS (hard, or Gaussian soft-NMS when soft_nms_sigma > 0) over a batch, the "
@@ -83,8 +69,8 @@ REGISTER_OP("Opforge>CombinedNonMaxSuppression")
 
 namespace {
 
-OPFORGE_REGISTER_KERNELS(Name("Opforge>CombinedNonMaxSuppression"), CombinedNmsOp,
-                         OPFORGE_NMS_TYPES, OPFORGE_NO_TYPES)
+OPFORGE_REGISTER_KERNELS(Name(CombinedNmsOp::kSignature.name), CombinedNmsOp, OPFORGE_NMS_TYPES,
+                         OPFORGE_NO_TYPES)
 
 }  // namespace
 }  // namespace opforge

@@ -8,8 +8,7 @@
 
 namespace opforge {
 
-OPFORGE_REGISTER_XLA_FFI_OP("Opforge>CombinedNonMaxSuppression", CombinedNonMaxSuppression,
-                            CombinedNmsOp, "max_output_size_per_class", "max_total_size",
-                            "iou_threshold", "score_threshold", "soft_nms_sigma")
+OPFORGE_REGISTER_XLA_FFI_OP(CombinedNonMaxSuppression, CombinedNmsOp, "max_output_size_per_class",
+                            "max_total_size", "iou_threshold", "score_threshold", "soft_nms_sigma")
 
 }  // namespace opforge

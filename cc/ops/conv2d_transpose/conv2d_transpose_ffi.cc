@@ -5,11 +5,8 @@
 
 namespace opforge {
 
-OPFORGE_FFI_KERNELS(Conv2DTranspose, "Opforge>Conv2DTranspose", Conv2DTransposeOp,
-                    OPFORGE_CONV2D_TRANSPOSE_TYPES)
-OPFORGE_FFI_KERNELS(Conv2DTransposeInputGrad, "Opforge>Conv2DTransposeInputGrad",
-                    Conv2DTransposeInputGradOp, OPFORGE_FLOAT_TYPES)
-OPFORGE_FFI_KERNELS(Conv2DTransposeFilterGrad, "Opforge>Conv2DTransposeFilterGrad",
-                    Conv2DTransposeFilterGradOp, OPFORGE_FLOAT_TYPES)
+OPFORGE_FFI_KERNELS(Conv2DTranspose, Conv2DTransposeOp, OPFORGE_CONV2D_TRANSPOSE_TYPES)
+OPFORGE_FFI_KERNELS(Conv2DTransposeInputGrad, Conv2DTransposeInputGradOp, OPFORGE_FLOAT_TYPES)
+OPFORGE_FFI_KERNELS(Conv2DTransposeFilterGrad, Conv2DTransposeFilterGradOp, OPFORGE_FLOAT_TYPES)
 
 }  // namespace opforge

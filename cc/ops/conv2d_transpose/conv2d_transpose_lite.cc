@@ -5,7 +5,7 @@
 namespace opforge {
 namespace {
 
-OPFORGE_LITE_OP("Opforge>Conv2DTranspose", Conv2DTransposeOp, OPFORGE_CONV2D_TRANSPOSE_TYPES)
+OPFORGE_LITE_OP(Conv2DTransposeOp, OPFORGE_CONV2D_TRANSPOSE_TYPES)
 
 }  // namespace
 }  // namespace opforge

@@ -28,6 +28,12 @@ inline Status ReadAttrs(AttrReader* c, Conv2DTransposeAttrs* a) {
 }
 
 // The attrs of all three kernels, validated once when the kernel is built.
+// The attrs the three ops share, the tail of their signatures' attrs.
+#define OPFORGE_CONV2D_TRANSPOSE_ATTRS                                                     \
+  "strides: list(int); padding: {'SAME', 'VALID', 'EXPLICIT'}; "                           \
+  "explicit_paddings: list(int) = []; data_format: {'NHWC', 'NCHW'} = 'NHWC'; dilations: " \
+  "list(int) = [1, 1, 1, 1]"
+
 struct Conv2DTransposeAttrOp {
   using Params = Conv2DTransposeParams;
   Conv2DTransposeAttrs attrs;
@@ -40,6 +46,10 @@ struct Conv2DTransposeAttrOp {
 };
 
 struct Conv2DTransposeOp : Conv2DTransposeAttrOp {
+  static constexpr OpSignature kSignature{
+      "Opforge>Conv2DTranspose", "input: T; filter: T; output_shape: Tshape", "output: T",
+      "Tshape: {int32, int64} = DT_INT32; "
+      "T: {half, bfloat16, float, double, int32}; " OPFORGE_CONV2D_TRANSPOSE_ATTRS};
   static constexpr int kValuesInput = 2;  // output_shape, read on the host
 
   Status Validate(OpCall& call, Params* p) const {
@@ -62,6 +72,9 @@ struct Conv2DTransposeOp : Conv2DTransposeAttrOp {
 };
 
 struct Conv2DTransposeInputGradOp : Conv2DTransposeAttrOp {
+  static constexpr OpSignature kSignature{
+      "Opforge>Conv2DTransposeInputGrad", "grad: T; filter: T", "grad_input: T",
+      "T: {half, bfloat16, float, double}; " OPFORGE_CONV2D_TRANSPOSE_ATTRS};
   Status Validate(OpCall& call, Params* p) const {
     OPFORGE_RETURN_IF_ERROR(
         ValidateConv2DTransposeInputGrad(attrs, call.shape(0), call.shape(1), p));
@@ -79,6 +92,9 @@ struct Conv2DTransposeInputGradOp : Conv2DTransposeAttrOp {
 
 // The filter input gives only its shape (the gradient's).
 struct Conv2DTransposeFilterGradOp : Conv2DTransposeAttrOp {
+  static constexpr OpSignature kSignature{
+      "Opforge>Conv2DTransposeFilterGrad", "input: T; filter: T; grad: T", "grad_filter: T",
+      "T: {half, bfloat16, float, double}; " OPFORGE_CONV2D_TRANSPOSE_ATTRS};
   Status Validate(OpCall& call, Params* p) const {
     OPFORGE_RETURN_IF_ERROR(
         ValidateConv2DTransposeFilterGrad(attrs, call.shape(0), call.shape(1), call.shape(2), p));

@@ -6,11 +6,8 @@
 
 namespace opforge {
 
-OPFORGE_ORT_KERNELS(Conv2DTranspose, "Conv2DTranspose", Conv2DTransposeOp,
-                    OPFORGE_CONV2D_TRANSPOSE_TYPES, "T, T, int", "T")
-OPFORGE_ORT_KERNELS(Conv2DTransposeInputGrad, "Conv2DTransposeInputGrad",
-                    Conv2DTransposeInputGradOp, OPFORGE_FLOAT_TYPES, "T, T", "T")
-OPFORGE_ORT_KERNELS(Conv2DTransposeFilterGrad, "Conv2DTransposeFilterGrad",
-                    Conv2DTransposeFilterGradOp, OPFORGE_FLOAT_TYPES, "T, T, T", "T")
+OPFORGE_ORT_KERNELS(Conv2DTranspose, Conv2DTransposeOp, OPFORGE_CONV2D_TRANSPOSE_TYPES)
+OPFORGE_ORT_KERNELS(Conv2DTransposeInputGrad, Conv2DTransposeInputGradOp, OPFORGE_FLOAT_TYPES)
+OPFORGE_ORT_KERNELS(Conv2DTransposeFilterGrad, Conv2DTransposeFilterGradOp, OPFORGE_FLOAT_TYPES)
 
 }  // namespace opforge

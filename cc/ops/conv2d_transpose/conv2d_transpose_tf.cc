@@ -16,13 +16,6 @@ using namespace conv2d_transpose_op;  // NOLINT: the op's constants and attr rea
 
 // The attrs after T: the forward op takes int32 too (as TensorFlow's CPU kernel), the gradient
 // ops the float types (integers have no gradient).
-#define OPFORGE_CONV2D_TRANSPOSE_ATTRS                \
-  Attr("strides: list(int)")                          \
-      .Attr("padding: {'SAME', 'VALID', 'EXPLICIT'}") \
-      .Attr("explicit_paddings: list(int) = []")      \
-      .Attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'") \
-      .Attr("dilations: list(int) = [1, 1, 1, 1]")
-
 struct LayoutIndex {
   int h, w, c;
 };
@@ -148,34 +141,16 @@ absl::Status InputGradShape(InferenceContext* c) {
 
 }  // namespace
 
-REGISTER_OP("Opforge>Conv2DTranspose")
-    .Input("input: T")
-    .Input("filter: T")
-    .Input("output_shape: Tshape")
-    .Output("output: T")
-    .Attr("Tshape: {int32, int64} = DT_INT32")
-    .Attr("T: {half, bfloat16, float, double, int32}")
-    .OPFORGE_CONV2D_TRANSPOSE_ATTRS.SetShapeFn(ForwardShape)
-    .Doc(R"doc(
+OPFORGE_REGISTER_OP(Conv2DTransposeOp).SetShapeFn(ForwardShape).Doc(R"doc(
 Transposed 2-D convolution, as tf.nn.conv2d_transpose: filter [FH, FW, out_channels,
 in_channels]; output_shape has 4 values in data_format order or 2 values [height, width].
 )doc");
 
-REGISTER_OP("Opforge>Conv2DTransposeInputGrad")
-    .Input("grad: T")
-    .Input("filter: T")
-    .Output("grad_input: T")
-    .Attr("T: {half, bfloat16, float, double}")
-    .OPFORGE_CONV2D_TRANSPOSE_ATTRS.SetShapeFn(InputGradShape)
+OPFORGE_REGISTER_OP(Conv2DTransposeInputGradOp)
+    .SetShapeFn(InputGradShape)
     .Doc("Gradient of Conv2DTranspose with respect to its input: conv2d(grad, filter).");
 
-REGISTER_OP("Opforge>Conv2DTransposeFilterGrad")
-    .Input("input: T")
-    .Input("filter: T")
-    .Input("grad: T")
-    .Output("grad_filter: T")
-    .Attr("T: {half, bfloat16, float, double}")
-    .OPFORGE_CONV2D_TRANSPOSE_ATTRS
+OPFORGE_REGISTER_OP(Conv2DTransposeFilterGradOp)
     .SetShapeFn([](InferenceContext* c) {
       Conv2DTransposeAttrs a;
       TF_RETURN_IF_ERROR(ReadShapeAttrs(c, ReadAttrs, &a));
@@ -200,12 +175,12 @@ Gradient of Conv2DTranspose with respect to its filter (the filter input gives o
 namespace {
 
 // int32 runs on the CPU only (TensorFlow's GPU kernels keep int32 tensors in host memory).
-OPFORGE_REGISTER_KERNELS(Name("Opforge>Conv2DTranspose").HostMemory("output_shape"),
+OPFORGE_REGISTER_KERNELS(Name(Conv2DTransposeOp::kSignature.name).HostMemory("output_shape"),
                          Conv2DTransposeOp, OPFORGE_CONV2D_TRANSPOSE_TYPES, OPFORGE_FLOAT_TYPES)
-OPFORGE_REGISTER_KERNELS(Name("Opforge>Conv2DTransposeInputGrad"), Conv2DTransposeInputGradOp,
-                         OPFORGE_FLOAT_TYPES, OPFORGE_FLOAT_TYPES)
-OPFORGE_REGISTER_KERNELS(Name("Opforge>Conv2DTransposeFilterGrad"), Conv2DTransposeFilterGradOp,
-                         OPFORGE_FLOAT_TYPES, OPFORGE_FLOAT_TYPES)
+OPFORGE_REGISTER_KERNELS(Name(Conv2DTransposeInputGradOp::kSignature.name),
+                         Conv2DTransposeInputGradOp, OPFORGE_FLOAT_TYPES, OPFORGE_FLOAT_TYPES)
+OPFORGE_REGISTER_KERNELS(Name(Conv2DTransposeFilterGradOp::kSignature.name),
+                         Conv2DTransposeFilterGradOp, OPFORGE_FLOAT_TYPES, OPFORGE_FLOAT_TYPES)
 
 }  // namespace
 }  // namespace opforge

@@ -8,11 +8,8 @@
 
 namespace opforge {
 
-OPFORGE_REGISTER_XLA_FFI_OP("Opforge>Conv2DTranspose", Conv2DTranspose, Conv2DTransposeOp,
-                            "output_shape")
-OPFORGE_REGISTER_XLA_FFI_OP("Opforge>Conv2DTransposeInputGrad", Conv2DTransposeInputGrad,
-                            Conv2DTransposeInputGradOp)
-OPFORGE_REGISTER_XLA_FFI_OP("Opforge>Conv2DTransposeFilterGrad", Conv2DTransposeFilterGrad,
-                            Conv2DTransposeFilterGradOp)
+OPFORGE_REGISTER_XLA_FFI_OP(Conv2DTranspose, Conv2DTransposeOp, "output_shape")
+OPFORGE_REGISTER_XLA_FFI_OP(Conv2DTransposeInputGrad, Conv2DTransposeInputGradOp)
+OPFORGE_REGISTER_XLA_FFI_OP(Conv2DTransposeFilterGrad, Conv2DTransposeFilterGradOp)
 
 }  // namespace opforge

@@ -5,7 +5,7 @@
 namespace opforge {
 namespace {
 
-OPFORGE_LITE_OP("Opforge>ElementMul", ElementMulOp, OPFORGE_ELEMENT_MUL_TYPES)
+OPFORGE_LITE_OP(ElementMulOp, OPFORGE_ELEMENT_MUL_TYPES)
 
 }  // namespace
 }  // namespace opforge

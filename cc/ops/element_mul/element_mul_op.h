@@ -12,6 +12,10 @@
 namespace opforge {
 
 struct ElementMulOp {
+  static constexpr OpSignature kSignature{
+      "Opforge>ElementMul", "a: T; b: T", "product: T",
+      "T: {half, bfloat16, float, double, int8, uint8, int16, uint16, int32, uint32, int64, "
+      "uint64, complex64, complex128}"};
   using Params = BroadcastPlan;
   Status Init(AttrReader&) { return Status::Ok(); }
   Status Validate(OpCall& call, Params* plan) const {
@@ -30,6 +34,11 @@ struct ElementMulOp {
 };
 
 struct ElementMulGradOp {
+  static constexpr OpSignature kSignature{
+      "Opforge>ElementMulGrad", "grad: T; a: T; b: T", "grad_a: T; grad_b: T",
+      "T: {half, bfloat16, float, double, int32, int64, complex64, complex128}; "
+      "need_grad_a: bool = true; "
+      "need_grad_b: bool = true"};
   using Params = BroadcastPlan;
   bool need_a = true;
   bool need_b = true;

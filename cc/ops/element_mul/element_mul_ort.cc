@@ -7,9 +7,7 @@ namespace opforge {
 
 // ONNX Runtime has no complex tensors in custom ops ("tensor type 15 is not supported"): the
 // real types of the TensorFlow registrations.
-OPFORGE_ORT_KERNELS(ElementMul, "ElementMul", ElementMulOp, OPFORGE_ELEMENT_MUL_REAL_TYPES, "T, T",
-                    "T")
-OPFORGE_ORT_KERNELS(ElementMulGrad, "ElementMulGrad", ElementMulGradOp, OPFORGE_FLOAT_INT_TYPES,
-                    "T, T, T", "T, T")
+OPFORGE_ORT_KERNELS(ElementMul, ElementMulOp, OPFORGE_ELEMENT_MUL_REAL_TYPES)
+OPFORGE_ORT_KERNELS(ElementMulGrad, ElementMulGradOp, OPFORGE_FLOAT_INT_TYPES)
 
 }  // namespace opforge

@@ -7,13 +7,7 @@
 
 namespace opforge {
 
-REGISTER_OP("Opforge>ElementMul")
-    .Input("a: T")
-    .Input("b: T")
-    .Output("product: T")
-    .Attr(
-        "T: {half, bfloat16, float, double, int8, uint8, int16, uint16, int32, uint32, int64, "
-        "uint64, complex64, complex128}")
+OPFORGE_REGISTER_OP(ElementMulOp)
     // Broadcasts known dimensions, keeps unknown ones unknown, and rejects incompatible known
     // dimensions when the graph is built, with the kernel's message.
     .SetShapeFn([](shape_inference::InferenceContext* c) {
@@ -24,17 +18,7 @@ REGISTER_OP("Opforge>ElementMul")
     })
     .Doc("product = a * b with NumPy broadcasting (as tf.multiply).");
 
-REGISTER_OP("Opforge>ElementMulGrad")
-    .Input("grad: T")
-    .Input("a: T")
-    .Input("b: T")
-    .Output("grad_a: T")
-    .Output("grad_b: T")
-    .Attr("T: {half, bfloat16, float, double, int32, int64, complex64, complex128}")
-    // An operand whose gradient nobody needs (a constant, say) is not computed: its output is an
-    // empty [0] tensor. The Python gradient sets these from the tape's skip_input_indices.
-    .Attr("need_grad_a: bool = true")
-    .Attr("need_grad_b: bool = true")
+OPFORGE_REGISTER_OP(ElementMulGradOp)
     .SetShapeFn([](shape_inference::InferenceContext* c) {
       const ShapeFn fn(c, "ElementMulGrad");
       shape_inference::ShapeHandle product;
@@ -60,9 +44,9 @@ namespace {
   X(int64_t, __VA_ARGS__)
 
 // The other integers and the complex types run on the CPU only.
-OPFORGE_REGISTER_KERNELS(Name("Opforge>ElementMul"), ElementMulOp, OPFORGE_ELEMENT_MUL_TYPES,
-                         OPFORGE_ELEMENT_MUL_GPU_TYPES)
-OPFORGE_REGISTER_KERNELS(Name("Opforge>ElementMulGrad"), ElementMulGradOp,
+OPFORGE_REGISTER_KERNELS(Name(ElementMulOp::kSignature.name), ElementMulOp,
+                         OPFORGE_ELEMENT_MUL_TYPES, OPFORGE_ELEMENT_MUL_GPU_TYPES)
+OPFORGE_REGISTER_KERNELS(Name(ElementMulGradOp::kSignature.name), ElementMulGradOp,
                          OPFORGE_ELEMENT_MUL_GRAD_TYPES, OPFORGE_ELEMENT_MUL_GPU_TYPES)
 
 }  // namespace

@@ -5,9 +5,7 @@
 
 namespace opforge {
 
-OPFORGE_FFI_KERNELS(FusedBatchNormLeakyRelu, "Opforge>FusedBatchNormLeakyRelu", BatchNormLeakyOp,
-                    OPFORGE_FLOAT_TYPES)
-OPFORGE_FFI_KERNELS(FusedBatchNormLeakyReluGrad, "Opforge>FusedBatchNormLeakyReluGrad",
-                    BatchNormLeakyGradOp, OPFORGE_FLOAT_TYPES)
+OPFORGE_FFI_KERNELS(FusedBatchNormLeakyRelu, BatchNormLeakyOp, OPFORGE_FLOAT_TYPES)
+OPFORGE_FFI_KERNELS(FusedBatchNormLeakyReluGrad, BatchNormLeakyGradOp, OPFORGE_FLOAT_TYPES)
 
 }  // namespace opforge

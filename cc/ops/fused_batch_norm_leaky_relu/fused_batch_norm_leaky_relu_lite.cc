@@ -5,7 +5,7 @@
 namespace opforge {
 namespace {
 
-OPFORGE_LITE_OP("Opforge>FusedBatchNormLeakyRelu", BatchNormLeakyOp, OPFORGE_FLOAT_TYPES)
+OPFORGE_LITE_OP(BatchNormLeakyOp, OPFORGE_FLOAT_TYPES)
 
 }  // namespace
 }  // namespace opforge

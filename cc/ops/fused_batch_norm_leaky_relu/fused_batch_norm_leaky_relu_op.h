@@ -20,6 +20,13 @@ inline Status ReadAttrs(AttrReader* c, BatchNormLeakyParams* p) {
 }
 
 struct BatchNormLeakyOp {
+  static constexpr OpSignature kSignature{"Opforge>FusedBatchNormLeakyRelu",
+                                          "x: T; scale: U; offset: U",
+                                          "y: T; batch_mean: U; batch_variance: U",
+                                          "T: {half, bfloat16, float, double} = DT_FLOAT; "
+                                          "U: {float, double} = DT_FLOAT; "
+                                          "epsilon: float = 0.001; "
+                                          "alpha: float = 0.2"};
   using Params = BatchNormLeakyParams;
   BatchNormLeakyParams attrs;
 
@@ -54,6 +61,14 @@ struct BatchNormLeakyOp {
 };
 
 struct BatchNormLeakyGradOp {
+  static constexpr OpSignature kSignature{
+      "Opforge>FusedBatchNormLeakyReluGrad",
+      "grad: T; x: T; scale: U; offset: U; batch_mean: U; batch_variance: U",
+      "dx: T; dscale: U; doffset: U",
+      "T: {half, bfloat16, float, double} = DT_FLOAT; "
+      "U: {float, double} = DT_FLOAT; "
+      "epsilon: float = 0.001; "
+      "alpha: float = 0.2"};
   using Params = BatchNormLeakyParams;
   BatchNormLeakyParams attrs;
 

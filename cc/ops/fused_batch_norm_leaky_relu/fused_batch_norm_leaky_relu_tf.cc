@@ -62,48 +62,25 @@ absl::Status GradShape(InferenceContext* c) {
 
 }  // namespace
 
-REGISTER_OP("Opforge>FusedBatchNormLeakyRelu")
-    .Input("x: T")
-    .Input("scale: U")
-    .Input("offset: U")
-    .Output("y: T")
-    .Output("batch_mean: U")
-    .Output("batch_variance: U")
-    .Attr("T: {half, bfloat16, float, double} = DT_FLOAT")
-    .Attr("U: {float, double} = DT_FLOAT")
-    .Attr("epsilon: float = 0.001")
-    .Attr("alpha: float = 0.2")
+OPFORGE_REGISTER_OP(BatchNormLeakyOp)
     .SetShapeFn(ForwardShape)
     .Doc(
         "Keras BatchNormalization in training mode (batch statistics) then leaky_relu, in two "
         "passes over x; channels last.");
 
-REGISTER_OP("Opforge>FusedBatchNormLeakyReluGrad")
-    .Input("grad: T")
-    .Input("x: T")
-    .Input("scale: U")
-    .Input("offset: U")
-    .Input("batch_mean: U")
-    .Input("batch_variance: U")
-    .Output("dx: T")
-    .Output("dscale: U")
-    .Output("doffset: U")
-    .Attr("T: {half, bfloat16, float, double} = DT_FLOAT")
-    .Attr("U: {float, double} = DT_FLOAT")
-    .Attr("epsilon: float = 0.001")
-    .Attr("alpha: float = 0.2")
+OPFORGE_REGISTER_OP(BatchNormLeakyGradOp)
     .SetShapeFn(GradShape)
     .Doc("The gradient of FusedBatchNormLeakyRelu with respect to x, scale and offset.");
 
 namespace {
 
-OPFORGE_REGISTER_KERNELS(Name("Opforge>FusedBatchNormLeakyRelu").TypeConstraint<float>("U"),
+OPFORGE_REGISTER_KERNELS(Name(BatchNormLeakyOp::kSignature.name).TypeConstraint<float>("U"),
                          BatchNormLeakyOp, OPFORGE_BN_FLOAT_U_TYPES, OPFORGE_BN_FLOAT_U_TYPES)
-OPFORGE_REGISTER_KERNELS(Name("Opforge>FusedBatchNormLeakyRelu").TypeConstraint<double>("U"),
+OPFORGE_REGISTER_KERNELS(Name(BatchNormLeakyOp::kSignature.name).TypeConstraint<double>("U"),
                          BatchNormLeakyOp, OPFORGE_BN_DOUBLE_U_TYPES, OPFORGE_BN_DOUBLE_U_TYPES)
-OPFORGE_REGISTER_KERNELS(Name("Opforge>FusedBatchNormLeakyReluGrad").TypeConstraint<float>("U"),
+OPFORGE_REGISTER_KERNELS(Name(BatchNormLeakyGradOp::kSignature.name).TypeConstraint<float>("U"),
                          BatchNormLeakyGradOp, OPFORGE_BN_FLOAT_U_TYPES, OPFORGE_BN_FLOAT_U_TYPES)
-OPFORGE_REGISTER_KERNELS(Name("Opforge>FusedBatchNormLeakyReluGrad").TypeConstraint<double>("U"),
+OPFORGE_REGISTER_KERNELS(Name(BatchNormLeakyGradOp::kSignature.name).TypeConstraint<double>("U"),
                          BatchNormLeakyGradOp, OPFORGE_BN_DOUBLE_U_TYPES, OPFORGE_BN_DOUBLE_U_TYPES)
 
 }  // namespace

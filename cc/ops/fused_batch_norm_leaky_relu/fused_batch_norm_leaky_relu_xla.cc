@@ -6,9 +6,7 @@
 
 namespace opforge {
 
-OPFORGE_REGISTER_XLA_FFI_OP("Opforge>FusedBatchNormLeakyRelu", FusedBatchNormLeakyRelu,
-                            BatchNormLeakyOp)
-OPFORGE_REGISTER_XLA_FFI_OP("Opforge>FusedBatchNormLeakyReluGrad", FusedBatchNormLeakyReluGrad,
-                            BatchNormLeakyGradOp)
+OPFORGE_REGISTER_XLA_FFI_OP(FusedBatchNormLeakyRelu, BatchNormLeakyOp)
+OPFORGE_REGISTER_XLA_FFI_OP(FusedBatchNormLeakyReluGrad, BatchNormLeakyGradOp)
 
 }  // namespace opforge

@@ -5,7 +5,6 @@
 
 namespace opforge {
 
-OPFORGE_FFI_KERNELS(FusedConv2DBiasLeakyRelu, "Opforge>FusedConv2DBiasLeakyRelu", FusedConv2DOp,
-                    OPFORGE_FLOAT_TYPES)
+OPFORGE_FFI_KERNELS(FusedConv2DBiasLeakyRelu, FusedConv2DOp, OPFORGE_FLOAT_TYPES)
 
 }  // namespace opforge

@@ -5,7 +5,7 @@
 namespace opforge {
 namespace {
 
-OPFORGE_LITE_OP("Opforge>FusedConv2DBiasLeakyRelu", FusedConv2DOp, OPFORGE_FLOAT_TYPES)
+OPFORGE_LITE_OP(FusedConv2DOp, OPFORGE_FLOAT_TYPES)
 
 }  // namespace
 }  // namespace opforge

@@ -31,6 +31,14 @@ inline Status ReadAttrs(AttrReader* c, FusedConv2DParams* p) {
 // CPU only, so no Gpu: on a GPU the layers run TensorFlow's convolution (cuDNN) and opforge's
 // bias + leaky_relu kernel, and the binding registers no GPU types (OPFORGE_NO_TYPES).
 struct FusedConv2DOp {
+  static constexpr OpSignature kSignature{"Opforge>FusedConv2DBiasLeakyRelu",
+                                          "input: T; filter: T; bias: T", "output: T",
+                                          "T: {half, bfloat16, float, double} = DT_FLOAT; "
+                                          "strides: list(int); "
+                                          "padding: {'SAME', 'VALID', 'EXPLICIT'}; "
+                                          "explicit_paddings: list(int) = []; "
+                                          "dilations: list(int) = [1, 1, 1, 1]; "
+                                          "alpha: float = 0.2"};
   using Params = FusedConv2DParams;
   FusedConv2DParams attrs;
   // The transformed filter of the last call (inference calls a kernel with the same weights).

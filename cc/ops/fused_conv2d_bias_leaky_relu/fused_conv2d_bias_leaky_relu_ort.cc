@@ -5,6 +5,6 @@
 
 namespace opforge {
 
-OPFORGE_ORT_KERNELS(FusedConv2DBiasLeakyRelu, "FusedConv2DBiasLeakyRelu", FusedConv2DOp, OPFORGE_FLOAT_TYPES, "T, T, T", "T")
+OPFORGE_ORT_KERNELS(FusedConv2DBiasLeakyRelu, FusedConv2DOp, OPFORGE_FLOAT_TYPES)
 
 }  // namespace opforge

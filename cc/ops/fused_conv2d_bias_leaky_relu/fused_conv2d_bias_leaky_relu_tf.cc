@@ -67,17 +67,7 @@ absl::Status Shape(InferenceContext* c) {
 
 }  // namespace
 
-REGISTER_OP("Opforge>FusedConv2DBiasLeakyRelu")
-    .Input("input: T")
-    .Input("filter: T")
-    .Input("bias: T")
-    .Output("output: T")
-    .Attr("T: {half, bfloat16, float, double} = DT_FLOAT")
-    .Attr("strides: list(int)")
-    .Attr("padding: {'SAME', 'VALID', 'EXPLICIT'}")
-    .Attr("explicit_paddings: list(int) = []")
-    .Attr("dilations: list(int) = [1, 1, 1, 1]")
-    .Attr("alpha: float = 0.2")
+OPFORGE_REGISTER_OP(FusedConv2DOp)
     .SetShapeFn(Shape)
     .Doc(
         "leaky_relu(conv2d(input, filter) + bias), NHWC, the bias and activation applied to "
@@ -85,8 +75,8 @@ REGISTER_OP("Opforge>FusedConv2DBiasLeakyRelu")
 
 namespace {
 
-OPFORGE_REGISTER_KERNELS(Name("Opforge>FusedConv2DBiasLeakyRelu"), FusedConv2DOp,
-                         OPFORGE_FLOAT_TYPES, OPFORGE_NO_TYPES)
+OPFORGE_REGISTER_KERNELS(Name(FusedConv2DOp::kSignature.name), FusedConv2DOp, OPFORGE_FLOAT_TYPES,
+                         OPFORGE_NO_TYPES)
 
 }  // namespace
 }  // namespace opforge

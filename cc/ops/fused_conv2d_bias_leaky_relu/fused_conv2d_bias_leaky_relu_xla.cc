@@ -6,7 +6,6 @@
 
 namespace opforge {
 
-OPFORGE_REGISTER_XLA_FFI_OP("Opforge>FusedConv2DBiasLeakyRelu", FusedConv2DBiasLeakyRelu,
-                            FusedConv2DOp)
+OPFORGE_REGISTER_XLA_FFI_OP(FusedConv2DBiasLeakyRelu, FusedConv2DOp)
 
 }  // namespace opforge

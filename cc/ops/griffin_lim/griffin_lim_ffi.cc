@@ -5,6 +5,6 @@
 
 namespace opforge {
 
-OPFORGE_FFI_KERNELS(GriffinLim, "Opforge>GriffinLim", GriffinLimOp, OPFORGE_GRIFFIN_LIM_TYPES)
+OPFORGE_FFI_KERNELS(GriffinLim, GriffinLimOp, OPFORGE_GRIFFIN_LIM_TYPES)
 
 }  // namespace opforge

@@ -5,7 +5,7 @@
 namespace opforge {
 namespace {
 
-OPFORGE_LITE_OP("Opforge>GriffinLim", GriffinLimOp, OPFORGE_GRIFFIN_LIM_TYPES)
+OPFORGE_LITE_OP(GriffinLimOp, OPFORGE_GRIFFIN_LIM_TYPES)
 
 }  // namespace
 }  // namespace opforge

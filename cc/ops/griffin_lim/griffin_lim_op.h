@@ -52,6 +52,20 @@ inline Status CheckUnusedPhases(const GriffinLimParams& p, int64_t phases_elemen
 }
 
 struct GriffinLimOp {
+  static constexpr OpSignature kSignature{"Opforge>GriffinLim", "magnitude: T; phases: T",
+                                          "audio: T",
+                                          "T: {float, double}; "
+                                          "n_iter: int = 32; "
+                                          "n_fft: int; "
+                                          "hop_length: int = 0; "
+                                          "win_length: int = 0; "
+                                          "window: string = 'hann'; "
+                                          "center: bool = true; "
+                                          "pad_mode: string = 'constant'; "
+                                          "momentum: float = 0.99; "
+                                          "length: int = 0; "
+                                          "init: string = 'random'; "
+                                          "seed: int = -1"};
   using Params = GriffinLimParams;
   GriffinLimParams attrs;
 

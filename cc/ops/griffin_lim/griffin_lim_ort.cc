@@ -5,6 +5,6 @@
 
 namespace opforge {
 
-OPFORGE_ORT_KERNELS(GriffinLim, "GriffinLim", GriffinLimOp, OPFORGE_GRIFFIN_LIM_TYPES, "T, T", "T")
+OPFORGE_ORT_KERNELS(GriffinLim, GriffinLimOp, OPFORGE_GRIFFIN_LIM_TYPES)
 
 }  // namespace opforge

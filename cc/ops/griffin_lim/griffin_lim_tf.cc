@@ -95,22 +95,7 @@ absl::Status GriffinLimShape(InferenceContext* c) {
 }  // namespace
 
 // Stateful: with seed = -1 every call draws new phases, so two calls must not be merged or folded.
-REGISTER_OP("Opforge>GriffinLim")
-    .Input("magnitude: T")
-    .Input("phases: T")
-    .Output("audio: T")
-    .Attr("T: {float, double}")
-    .Attr("n_iter: int = 32")
-    .Attr("n_fft: int")
-    .Attr("hop_length: int = 0")
-    .Attr("win_length: int = 0")
-    .Attr("window: string = 'hann'")
-    .Attr("center: bool = true")
-    .Attr("pad_mode: string = 'constant'")
-    .Attr("momentum: float = 0.99")
-    .Attr("length: int = 0")
-    .Attr("init: string = 'random'")
-    .Attr("seed: int = -1")
+OPFORGE_REGISTER_OP(GriffinLimOp)
     .SetIsStateful()
     .SetShapeFn(GriffinLimShape)
     .Doc(
@@ -130,8 +115,8 @@ REGISTER_OP("Opforge>GriffinLim")
 
 namespace {
 
-OPFORGE_REGISTER_KERNELS(Name("Opforge>GriffinLim"), GriffinLimOp, OPFORGE_GRIFFIN_LIM_TYPES,
-                         OPFORGE_GRIFFIN_LIM_TYPES)
+OPFORGE_REGISTER_KERNELS(Name(GriffinLimOp::kSignature.name), GriffinLimOp,
+                         OPFORGE_GRIFFIN_LIM_TYPES, OPFORGE_GRIFFIN_LIM_TYPES)
 
 }  // namespace
 }  // namespace opforge

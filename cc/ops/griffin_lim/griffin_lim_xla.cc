@@ -6,6 +6,6 @@
 
 namespace opforge {
 
-OPFORGE_REGISTER_XLA_FFI_OP("Opforge>GriffinLim", GriffinLim, GriffinLimOp)
+OPFORGE_REGISTER_XLA_FFI_OP(GriffinLim, GriffinLimOp)
 
 }  // namespace opforge

@@ -5,8 +5,8 @@
 namespace opforge {
 namespace {
 
-OPFORGE_LITE_OP("Opforge>LeakyRelu", LeakyReluOp<false>, OPFORGE_FLOAT_TYPES)
-OPFORGE_LITE_OP("Opforge>LeakyReluWithMask", LeakyReluOp<true>, OPFORGE_FLOAT_TYPES)
+OPFORGE_LITE_OP(LeakyReluOp<false>, OPFORGE_FLOAT_TYPES)
+OPFORGE_LITE_OP(LeakyReluOp<true>, OPFORGE_FLOAT_TYPES)
 
 }  // namespace
 }  // namespace opforge

@@ -21,6 +21,10 @@ struct LeakyReluAttrs {
 
 template <bool kWithMask>
 struct LeakyReluOp : LeakyReluAttrs {
+  static constexpr OpSignature kSignature{
+      kWithMask ? "Opforge>LeakyReluWithMask" : "Opforge>LeakyRelu", "features: T",
+      kWithMask ? "activations: T; mask: T" : "activations: T",
+      "alpha: float = 0.2; T: {half, bfloat16, float, double} = DT_FLOAT"};
   Status Validate(OpCall& call, Params* params) const {
     *params = attrs;
     params->size = call.NumElements(0);
@@ -41,6 +45,10 @@ struct LeakyReluOp : LeakyReluAttrs {
 };
 
 struct LeakyReluGradOp : LeakyReluAttrs {
+  static constexpr OpSignature kSignature{"Opforge>LeakyReluGrad", "gradients: T; features: T",
+                                          "backprops: T",
+                                          "alpha: float = 0.2; "
+                                          "T: {half, bfloat16, float, double} = DT_FLOAT"};
   Status Validate(OpCall& call, Params* params) const {
     *params = attrs;
     OPFORGE_RETURN_IF_ERROR(ValidateLeakyReluGrad(*params, call.shape(0), call.shape(1)));

@@ -6,20 +6,11 @@
 
 namespace opforge {
 
-REGISTER_OP("Opforge>LeakyRelu")
-    .Input("features: T")
-    .Output("activations: T")
-    .Attr("alpha: float = 0.2")
-    .Attr("T: {half, bfloat16, float, double} = DT_FLOAT")
+OPFORGE_REGISTER_OP(LeakyReluOp<false>)
     .SetShapeFn(shape_inference::UnchangedShape)
     .Doc("activations = features > 0 ? features : alpha * features (as tf.nn.leaky_relu).");
 
-REGISTER_OP("Opforge>LeakyReluWithMask")
-    .Input("features: T")
-    .Output("activations: T")
-    .Output("mask: T")
-    .Attr("alpha: float = 0.2")
-    .Attr("T: {half, bfloat16, float, double} = DT_FLOAT")
+OPFORGE_REGISTER_OP(LeakyReluOp<true>)
     .SetShapeFn([](shape_inference::InferenceContext* c) {
       c->set_output(0, c->input(0));
       c->set_output(1, c->input(0));
@@ -27,12 +18,7 @@ REGISTER_OP("Opforge>LeakyReluWithMask")
     })
     .Doc("LeakyRelu that also returns mask = features > 0 ? 1 : alpha.");
 
-REGISTER_OP("Opforge>LeakyReluGrad")
-    .Input("gradients: T")
-    .Input("features: T")
-    .Output("backprops: T")
-    .Attr("alpha: float = 0.2")
-    .Attr("T: {half, bfloat16, float, double} = DT_FLOAT")
+OPFORGE_REGISTER_OP(LeakyReluGradOp)
     .SetShapeFn([](shape_inference::InferenceContext* c) {
       shape_inference::ShapeHandle out;
       TF_RETURN_IF_ERROR(
@@ -45,12 +31,12 @@ REGISTER_OP("Opforge>LeakyReluGrad")
 
 namespace {
 
-OPFORGE_REGISTER_KERNELS(Name("Opforge>LeakyRelu"), LeakyReluOp<false>, OPFORGE_FLOAT_TYPES,
-                         OPFORGE_FLOAT_TYPES)
-OPFORGE_REGISTER_KERNELS(Name("Opforge>LeakyReluWithMask"), LeakyReluOp<true>, OPFORGE_FLOAT_TYPES,
-                         OPFORGE_FLOAT_TYPES)
-OPFORGE_REGISTER_KERNELS(Name("Opforge>LeakyReluGrad"), LeakyReluGradOp, OPFORGE_FLOAT_TYPES,
-                         OPFORGE_FLOAT_TYPES)
+OPFORGE_REGISTER_KERNELS(Name(LeakyReluOp<false>::kSignature.name), LeakyReluOp<false>,
+                         OPFORGE_FLOAT_TYPES, OPFORGE_FLOAT_TYPES)
+OPFORGE_REGISTER_KERNELS(Name(LeakyReluOp<true>::kSignature.name), LeakyReluOp<true>,
+                         OPFORGE_FLOAT_TYPES, OPFORGE_FLOAT_TYPES)
+OPFORGE_REGISTER_KERNELS(Name(LeakyReluGradOp::kSignature.name), LeakyReluGradOp,
+                         OPFORGE_FLOAT_TYPES, OPFORGE_FLOAT_TYPES)
 
 }  // namespace
 }  // namespace opforge

@@ -5,6 +5,6 @@
 
 namespace opforge {
 
-OPFORGE_FFI_KERNELS(MelToStft, "Opforge>MelToStft", MelToStftOp, OPFORGE_MEL_TO_STFT_TYPES)
+OPFORGE_FFI_KERNELS(MelToStft, MelToStftOp, OPFORGE_MEL_TO_STFT_TYPES)
 
 }  // namespace opforge

@@ -5,7 +5,7 @@
 namespace opforge {
 namespace {
 
-OPFORGE_LITE_OP("Opforge>MelToStft", MelToStftOp, OPFORGE_MEL_TO_STFT_TYPES)
+OPFORGE_LITE_OP(MelToStftOp, OPFORGE_MEL_TO_STFT_TYPES)
 
 }  // namespace
 }  // namespace opforge

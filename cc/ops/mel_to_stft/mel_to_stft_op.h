@@ -40,6 +40,15 @@ inline Status CheckAttrs(const MelToStftParams& attrs) {
 }
 
 struct MelToStftOp {
+  static constexpr OpSignature kSignature{"Opforge>MelToStft", "mel: T; filters: T", "stft: T",
+                                          "T: {float, double}; "
+                                          "sr: float = 22050; "
+                                          "n_fft: int = 2048; "
+                                          "power: float = 2.0; "
+                                          "fmin: float = 0; "
+                                          "fmax: float = -1; "
+                                          "htk: bool = false; "
+                                          "norm: string = 'slaney'"};
   using Params = MelToStftParams;
   MelToStftParams attrs;
 

@@ -5,6 +5,6 @@
 
 namespace opforge {
 
-OPFORGE_ORT_KERNELS(MelToStft, "MelToStft", MelToStftOp, OPFORGE_MEL_TO_STFT_TYPES, "T, T", "T")
+OPFORGE_ORT_KERNELS(MelToStft, MelToStftOp, OPFORGE_MEL_TO_STFT_TYPES)
 
 }  // namespace opforge

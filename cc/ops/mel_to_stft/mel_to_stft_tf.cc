@@ -63,18 +63,7 @@ absl::Status MelToStftShape(InferenceContext* c) {
 
 }  // namespace
 
-REGISTER_OP("Opforge>MelToStft")
-    .Input("mel: T")
-    .Input("filters: T")
-    .Output("stft: T")
-    .Attr("T: {float, double}")
-    .Attr("sr: float = 22050")
-    .Attr("n_fft: int = 2048")
-    .Attr("power: float = 2.0")
-    .Attr("fmin: float = 0")
-    .Attr("fmax: float = -1")
-    .Attr("htk: bool = false")
-    .Attr("norm: string = 'slaney'")
+OPFORGE_REGISTER_OP(MelToStftOp)
     .SetShapeFn(MelToStftShape)
     .Doc(
         "The non-negative least-squares inverse of a Mel filter bank, as "
@@ -88,7 +77,7 @@ REGISTER_OP("Opforge>MelToStft")
 
 namespace {
 
-OPFORGE_REGISTER_KERNELS(Name("Opforge>MelToStft"), MelToStftOp, OPFORGE_MEL_TO_STFT_TYPES,
+OPFORGE_REGISTER_KERNELS(Name(MelToStftOp::kSignature.name), MelToStftOp, OPFORGE_MEL_TO_STFT_TYPES,
                          OPFORGE_MEL_TO_STFT_TYPES)
 
 }  // namespace

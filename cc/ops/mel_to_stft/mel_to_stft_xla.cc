@@ -6,6 +6,6 @@
 
 namespace opforge {
 
-OPFORGE_REGISTER_XLA_FFI_OP("Opforge>MelToStft", MelToStft, MelToStftOp)
+OPFORGE_REGISTER_XLA_FFI_OP(MelToStft, MelToStftOp)
 
 }  // namespace opforge

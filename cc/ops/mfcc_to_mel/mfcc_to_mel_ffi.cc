@@ -5,8 +5,7 @@
 
 namespace opforge {
 
-OPFORGE_FFI_KERNELS(MfccToMel, "Opforge>MfccToMel", MfccToMelOp, OPFORGE_MFCC_TO_MEL_TYPES)
-OPFORGE_FFI_KERNELS(MfccToMelGrad, "Opforge>MfccToMelGrad", MfccToMelGradOp,
-                    OPFORGE_MFCC_TO_MEL_TYPES)
+OPFORGE_FFI_KERNELS(MfccToMel, MfccToMelOp, OPFORGE_MFCC_TO_MEL_TYPES)
+OPFORGE_FFI_KERNELS(MfccToMelGrad, MfccToMelGradOp, OPFORGE_MFCC_TO_MEL_TYPES)
 
 }  // namespace opforge

@@ -5,7 +5,7 @@
 namespace opforge {
 namespace {
 
-OPFORGE_LITE_OP("Opforge>MfccToMel", MfccToMelOp, OPFORGE_MFCC_TO_MEL_TYPES)
+OPFORGE_LITE_OP(MfccToMelOp, OPFORGE_MFCC_TO_MEL_TYPES)
 
 }  // namespace
 }  // namespace opforge

@@ -55,6 +55,13 @@ struct MfccToMelAttrs {
 };
 
 struct MfccToMelOp : MfccToMelAttrs<kMfccToMel> {
+  static constexpr OpSignature kSignature{"Opforge>MfccToMel", "mfcc: T", "mel: T",
+                                          "T: {float, double}; "
+                                          "n_mels: int = 128; "
+                                          "dct_type: int = 2; "
+                                          "norm: string = 'ortho'; "
+                                          "ref: float = 1.0; "
+                                          "lifter: float = 0"};
   Status Validate(OpCall& call, Params* p) const {
     *p = attrs;
     OPFORGE_RETURN_IF_ERROR(ValidateMfccToMel(call.shape(0), p));
@@ -75,6 +82,14 @@ struct MfccToMelOp : MfccToMelAttrs<kMfccToMel> {
 };
 
 struct MfccToMelGradOp : MfccToMelAttrs<kMfccToMelGrad> {
+  static constexpr OpSignature kSignature{"Opforge>MfccToMelGrad", "grad: T; mel: T; mfcc: T",
+                                          "grad_mfcc: T",
+                                          "T: {float, double}; "
+                                          "n_mels: int = 128; "
+                                          "dct_type: int = 2; "
+                                          "norm: string = 'ortho'; "
+                                          "ref: float = 1.0; "
+                                          "lifter: float = 0"};
   Status Validate(OpCall& call, Params* p) const {
     *p = attrs;
     OPFORGE_RETURN_IF_ERROR(ValidateMfccToMelGrad(call.shape(0), call.shape(1), call.shape(2), p));

@@ -5,7 +5,7 @@
 
 namespace opforge {
 
-OPFORGE_ORT_KERNELS(MfccToMel, "MfccToMel", MfccToMelOp, OPFORGE_MFCC_TO_MEL_TYPES, "T", "T")
-OPFORGE_ORT_KERNELS(MfccToMelGrad, "MfccToMelGrad", MfccToMelGradOp, OPFORGE_MFCC_TO_MEL_TYPES, "T, T, T", "T")
+OPFORGE_ORT_KERNELS(MfccToMel, MfccToMelOp, OPFORGE_MFCC_TO_MEL_TYPES)
+OPFORGE_ORT_KERNELS(MfccToMelGrad, MfccToMelGradOp, OPFORGE_MFCC_TO_MEL_TYPES)
 
 }  // namespace opforge

@@ -106,15 +106,7 @@ absl::Status MfccToMelGradShape(InferenceContext* c) {
 
 }  // namespace
 
-REGISTER_OP("Opforge>MfccToMel")
-    .Input("mfcc: T")
-    .Output("mel: T")
-    .Attr("T: {float, double}")
-    .Attr("n_mels: int = 128")
-    .Attr("dct_type: int = 2")
-    .Attr("norm: string = 'ortho'")
-    .Attr("ref: float = 1.0")
-    .Attr("lifter: float = 0")
+OPFORGE_REGISTER_OP(MfccToMelOp)
     .SetShapeFn(MfccToMelShape)
     .Doc(
         "Mel-frequency cepstral coefficients mfcc [..., n_mfcc, T] back to a Mel power "
@@ -123,17 +115,7 @@ REGISTER_OP("Opforge>MfccToMel")
         "n_mfcc to n_mels, then ref * 10^(0.1 x) (librosa.db_to_power). Computed in float64 for "
         "both element types. NaN and infinity propagate.");
 
-REGISTER_OP("Opforge>MfccToMelGrad")
-    .Input("grad: T")
-    .Input("mel: T")
-    .Input("mfcc: T")
-    .Output("grad_mfcc: T")
-    .Attr("T: {float, double}")
-    .Attr("n_mels: int = 128")
-    .Attr("dct_type: int = 2")
-    .Attr("norm: string = 'ortho'")
-    .Attr("ref: float = 1.0")
-    .Attr("lifter: float = 0")
+OPFORGE_REGISTER_OP(MfccToMelGradOp)
     .SetShapeFn(MfccToMelGradShape)
     .Doc(
         "Gradient of Opforge>MfccToMel with respect to mfcc, from the upstream gradient grad and "
@@ -141,10 +123,10 @@ REGISTER_OP("Opforge>MfccToMelGrad")
 
 namespace {
 
-OPFORGE_REGISTER_KERNELS(Name("Opforge>MfccToMel"), MfccToMelOp, OPFORGE_MFCC_TO_MEL_TYPES,
+OPFORGE_REGISTER_KERNELS(Name(MfccToMelOp::kSignature.name), MfccToMelOp, OPFORGE_MFCC_TO_MEL_TYPES,
                          OPFORGE_MFCC_TO_MEL_TYPES)
-OPFORGE_REGISTER_KERNELS(Name("Opforge>MfccToMelGrad"), MfccToMelGradOp, OPFORGE_MFCC_TO_MEL_TYPES,
-                         OPFORGE_MFCC_TO_MEL_TYPES)
+OPFORGE_REGISTER_KERNELS(Name(MfccToMelGradOp::kSignature.name), MfccToMelGradOp,
+                         OPFORGE_MFCC_TO_MEL_TYPES, OPFORGE_MFCC_TO_MEL_TYPES)
 
 }  // namespace
 }  // namespace opforge

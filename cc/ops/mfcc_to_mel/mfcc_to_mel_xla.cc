@@ -6,7 +6,7 @@
 
 namespace opforge {
 
-OPFORGE_REGISTER_XLA_FFI_OP("Opforge>MfccToMel", MfccToMel, MfccToMelOp)
-OPFORGE_REGISTER_XLA_FFI_OP("Opforge>MfccToMelGrad", MfccToMelGrad, MfccToMelGradOp)
+OPFORGE_REGISTER_XLA_FFI_OP(MfccToMel, MfccToMelOp)
+OPFORGE_REGISTER_XLA_FFI_OP(MfccToMelGrad, MfccToMelGradOp)
 
 }  // namespace opforge

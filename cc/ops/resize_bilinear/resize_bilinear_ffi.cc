@@ -5,9 +5,7 @@
 
 namespace opforge {
 
-OPFORGE_FFI_KERNELS(ResizeBilinear, "Opforge>ResizeBilinear", ResizeBilinearOp,
-                    OPFORGE_RESIZE_IMAGE_TYPES)
-OPFORGE_FFI_KERNELS(ResizeBilinearGrad, "Opforge>ResizeBilinearGrad", ResizeBilinearGradOp,
-                    OPFORGE_FLOAT_TYPES)
+OPFORGE_FFI_KERNELS(ResizeBilinear, ResizeBilinearOp, OPFORGE_RESIZE_IMAGE_TYPES)
+OPFORGE_FFI_KERNELS(ResizeBilinearGrad, ResizeBilinearGradOp, OPFORGE_FLOAT_TYPES)
 
 }  // namespace opforge

@@ -5,7 +5,7 @@
 namespace opforge {
 namespace {
 
-OPFORGE_LITE_OP("Opforge>ResizeBilinear", ResizeBilinearOp, OPFORGE_RESIZE_IMAGE_TYPES)
+OPFORGE_LITE_OP(ResizeBilinearOp, OPFORGE_RESIZE_IMAGE_TYPES)
 
 }  // namespace
 }  // namespace opforge

@@ -32,6 +32,11 @@ inline constexpr char kResizeBilinear[] = "ResizeBilinear";
 inline constexpr char kResizeBilinearGrad[] = "ResizeBilinearGrad";
 
 struct ResizeBilinearOp : ResizeBilinearAttrs<kResizeBilinear> {
+  static constexpr OpSignature kSignature{
+      "Opforge>ResizeBilinear", "images: T; size: int32", "resized_images: float",
+      "T: {int8, uint8, int16, uint16, int32, int64, bfloat16, half, float, double}; "
+      "align_corners: bool = false; "
+      "half_pixel_centers: bool = false"};
   static constexpr int kValuesInput = 1;  // size, read on the host
 
   Status Validate(OpCall& call, Params* p) const {
@@ -51,6 +56,11 @@ struct ResizeBilinearOp : ResizeBilinearAttrs<kResizeBilinear> {
 };
 
 struct ResizeBilinearGradOp : ResizeBilinearAttrs<kResizeBilinearGrad> {
+  static constexpr OpSignature kSignature{"Opforge>ResizeBilinearGrad",
+                                          "grads: float; original_image: T", "output: T",
+                                          "T: {float, bfloat16, half, double}; "
+                                          "align_corners: bool = false; "
+                                          "half_pixel_centers: bool = false"};
   Status Validate(OpCall& call, Params* p) const {
     OPFORGE_RETURN_IF_ERROR(ValidateResizeBilinearGrad(call.shape(0), call.shape(1), align_corners,
                                                        half_pixel_centers, p));

@@ -5,7 +5,7 @@
 
 namespace opforge {
 
-OPFORGE_ORT_KERNELS(ResizeBilinear, "ResizeBilinear", ResizeBilinearOp, OPFORGE_RESIZE_IMAGE_TYPES, "T, int32", "float")
-OPFORGE_ORT_KERNELS(ResizeBilinearGrad, "ResizeBilinearGrad", ResizeBilinearGradOp, OPFORGE_FLOAT_TYPES, "float, T", "T")
+OPFORGE_ORT_KERNELS(ResizeBilinear, ResizeBilinearOp, OPFORGE_RESIZE_IMAGE_TYPES)
+OPFORGE_ORT_KERNELS(ResizeBilinearGrad, ResizeBilinearGradOp, OPFORGE_FLOAT_TYPES)
 
 }  // namespace opforge

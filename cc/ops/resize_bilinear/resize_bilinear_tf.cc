@@ -73,25 +73,13 @@ absl::Status ResizeGradShape(shape_inference::InferenceContext* c) {
 
 }  // namespace
 
-REGISTER_OP("Opforge>ResizeBilinear")
-    .Input("images: T")
-    .Input("size: int32")
-    .Output("resized_images: float")
-    .Attr("T: {int8, uint8, int16, uint16, int32, int64, bfloat16, half, float, double}")
-    .Attr("align_corners: bool = false")
-    .Attr("half_pixel_centers: bool = false")
+OPFORGE_REGISTER_OP(ResizeBilinearOp)
     .SetShapeFn(ResizeShape)
     .Doc(
         "Bilinear resize of NHWC images to size = [new_height, new_width], float32 output, "
         "bit-identical to tf.raw_ops.ResizeBilinear in its three coordinate conventions.");
 
-REGISTER_OP("Opforge>ResizeBilinearGrad")
-    .Input("grads: float")
-    .Input("original_image: T")
-    .Output("output: T")
-    .Attr("T: {float, bfloat16, half, double}")
-    .Attr("align_corners: bool = false")
-    .Attr("half_pixel_centers: bool = false")
+OPFORGE_REGISTER_OP(ResizeBilinearGradOp)
     .SetShapeFn(ResizeGradShape)
     .Doc(
         "Gradient of Opforge>ResizeBilinear with respect to the images, bit-identical to "
@@ -99,9 +87,10 @@ REGISTER_OP("Opforge>ResizeBilinearGrad")
 
 namespace {
 
-OPFORGE_REGISTER_KERNELS(Name("Opforge>ResizeBilinear").HostMemory("size"), ResizeBilinearOp,
-                         OPFORGE_RESIZE_IMAGE_TYPES, OPFORGE_RESIZE_IMAGE_GPU_TYPES)
-OPFORGE_REGISTER_KERNELS(Name("Opforge>ResizeBilinearGrad"), ResizeBilinearGradOp,
+OPFORGE_REGISTER_KERNELS(Name(ResizeBilinearOp::kSignature.name).HostMemory("size"),
+                         ResizeBilinearOp, OPFORGE_RESIZE_IMAGE_TYPES,
+                         OPFORGE_RESIZE_IMAGE_GPU_TYPES)
+OPFORGE_REGISTER_KERNELS(Name(ResizeBilinearGradOp::kSignature.name), ResizeBilinearGradOp,
                          OPFORGE_FLOAT_TYPES, OPFORGE_FLOAT_TYPES)
 
 }  // namespace

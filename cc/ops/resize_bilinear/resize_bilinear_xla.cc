@@ -15,7 +15,7 @@
 
 namespace opforge {
 
-OPFORGE_REGISTER_XLA_FFI_OP("Opforge>ResizeBilinear", ResizeBilinear, ResizeBilinearOp, "size")
-OPFORGE_REGISTER_XLA_FFI_OP("Opforge>ResizeBilinearGrad", ResizeBilinearGrad, ResizeBilinearGradOp)
+OPFORGE_REGISTER_XLA_FFI_OP(ResizeBilinear, ResizeBilinearOp, "size")
+OPFORGE_REGISTER_XLA_FFI_OP(ResizeBilinearGrad, ResizeBilinearGradOp)
 
 }  // namespace opforge

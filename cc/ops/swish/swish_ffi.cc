@@ -5,7 +5,7 @@
 
 namespace opforge {
 
-OPFORGE_FFI_KERNELS(Swish, "Opforge>Swish", SwishOp, OPFORGE_FLOAT_TYPES)
-OPFORGE_FFI_KERNELS(SwishGrad, "Opforge>SwishGrad", SwishGradOp, OPFORGE_FLOAT_TYPES)
+OPFORGE_FFI_KERNELS(Swish, SwishOp, OPFORGE_FLOAT_TYPES)
+OPFORGE_FFI_KERNELS(SwishGrad, SwishGradOp, OPFORGE_FLOAT_TYPES)
 
 }  // namespace opforge

@@ -5,7 +5,7 @@
 namespace opforge {
 namespace {
 
-OPFORGE_LITE_OP("Opforge>Swish", SwishOp, OPFORGE_FLOAT_TYPES)
+OPFORGE_LITE_OP(SwishOp, OPFORGE_FLOAT_TYPES)
 
 }  // namespace
 }  // namespace opforge

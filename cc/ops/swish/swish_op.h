@@ -8,6 +8,8 @@
 namespace opforge {
 
 struct SwishOp {
+  static constexpr OpSignature kSignature{"Opforge>Swish", "features: T", "activations: T",
+                                          "T: {half, bfloat16, float, double} = DT_FLOAT"};
   using Params = SwishParams;
   Status Init(AttrReader&) { return Status::Ok(); }
   Status Validate(OpCall& call, Params* params) const {
@@ -26,6 +28,9 @@ struct SwishOp {
 };
 
 struct SwishGradOp {
+  static constexpr OpSignature kSignature{"Opforge>SwishGrad", "gradients: T; features: T",
+                                          "backprops: T",
+                                          "T: {half, bfloat16, float, double} = DT_FLOAT"};
   using Params = SwishParams;
   Status Init(AttrReader&) { return Status::Ok(); }
   Status Validate(OpCall& call, Params* params) const {

@@ -5,7 +5,7 @@
 
 namespace opforge {
 
-OPFORGE_ORT_KERNELS(Swish, "Swish", SwishOp, OPFORGE_FLOAT_TYPES, "T", "T")
-OPFORGE_ORT_KERNELS(SwishGrad, "SwishGrad", SwishGradOp, OPFORGE_FLOAT_TYPES, "T, T", "T")
+OPFORGE_ORT_KERNELS(Swish, SwishOp, OPFORGE_FLOAT_TYPES)
+OPFORGE_ORT_KERNELS(SwishGrad, SwishGradOp, OPFORGE_FLOAT_TYPES)
 
 }  // namespace opforge

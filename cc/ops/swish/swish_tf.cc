@@ -6,18 +6,11 @@
 
 namespace opforge {
 
-REGISTER_OP("Opforge>Swish")
-    .Input("features: T")
-    .Output("activations: T")
-    .Attr("T: {half, bfloat16, float, double} = DT_FLOAT")
+OPFORGE_REGISTER_OP(SwishOp)
     .SetShapeFn(shape_inference::UnchangedShape)
     .Doc("activations = features * sigmoid(features) (as tf.nn.silu, tf.nn.swish).");
 
-REGISTER_OP("Opforge>SwishGrad")
-    .Input("gradients: T")
-    .Input("features: T")
-    .Output("backprops: T")
-    .Attr("T: {half, bfloat16, float, double} = DT_FLOAT")
+OPFORGE_REGISTER_OP(SwishGradOp)
     .SetShapeFn([](shape_inference::InferenceContext* c) {
       shape_inference::ShapeHandle out;
       TF_RETURN_IF_ERROR(
@@ -30,8 +23,9 @@ REGISTER_OP("Opforge>SwishGrad")
 
 namespace {
 
-OPFORGE_REGISTER_KERNELS(Name("Opforge>Swish"), SwishOp, OPFORGE_FLOAT_TYPES, OPFORGE_FLOAT_TYPES)
-OPFORGE_REGISTER_KERNELS(Name("Opforge>SwishGrad"), SwishGradOp, OPFORGE_FLOAT_TYPES,
+OPFORGE_REGISTER_KERNELS(Name(SwishOp::kSignature.name), SwishOp, OPFORGE_FLOAT_TYPES,
+                         OPFORGE_FLOAT_TYPES)
+OPFORGE_REGISTER_KERNELS(Name(SwishGradOp::kSignature.name), SwishGradOp, OPFORGE_FLOAT_TYPES,
                          OPFORGE_FLOAT_TYPES)
 
 }  // namespace

@@ -12,7 +12,7 @@
 
 namespace opforge {
 
-OPFORGE_REGISTER_XLA_FFI_OP("Opforge>Swish", Swish, SwishOp)
-OPFORGE_REGISTER_XLA_FFI_OP("Opforge>SwishGrad", SwishGrad, SwishGradOp)
+OPFORGE_REGISTER_XLA_FFI_OP(Swish, SwishOp)
+OPFORGE_REGISTER_XLA_FFI_OP(SwishGrad, SwishGradOp)
 
 }  // namespace opforge

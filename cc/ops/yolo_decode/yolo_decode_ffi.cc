@@ -5,7 +5,7 @@
 
 namespace opforge {
 
-OPFORGE_FFI_KERNELS(YoloDecode, "Opforge>YoloDecode", YoloDecodeOp, OPFORGE_FLOAT_TYPES)
-OPFORGE_FFI_KERNELS(YoloDecodeGrad, "Opforge>YoloDecodeGrad", YoloDecodeGradOp, OPFORGE_FLOAT_TYPES)
+OPFORGE_FFI_KERNELS(YoloDecode, YoloDecodeOp, OPFORGE_FLOAT_TYPES)
+OPFORGE_FFI_KERNELS(YoloDecodeGrad, YoloDecodeGradOp, OPFORGE_FLOAT_TYPES)
 
 }  // namespace opforge

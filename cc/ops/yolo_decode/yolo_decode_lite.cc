@@ -6,7 +6,7 @@ namespace opforge {
 namespace {
 
 // Validate checks the anchors' values (input 1): constant anchors give static output shapes.
-OPFORGE_LITE_OP_HOST("Opforge>YoloDecode", YoloDecodeOp, OPFORGE_FLOAT_TYPES, 1)
+OPFORGE_LITE_OP_HOST(YoloDecodeOp, OPFORGE_FLOAT_TYPES, 1)
 
 }  // namespace
 }  // namespace opforge

@@ -48,7 +48,16 @@ struct YoloDecodeAttrs {
   }
 };
 
+// The attrs of YoloDecode and its gradient.
+#define OPFORGE_YOLO_DECODE_ATTRS                                                             \
+  "num_classes: int; input_size: list(int); box_format: string = 'xyxy'; normalized: bool = " \
+  "false; scale_x_y: float = 1.0; max_log_scale: float = inf; T: {half, bfloat16, float, "    \
+  "double} = DT_FLOAT"
+
 struct YoloDecodeOp : YoloDecodeAttrs {
+  static constexpr OpSignature kSignature{
+      "Opforge>YoloDecode", "features: T; anchors: T",
+      "boxes: T; scores: T; class_indices: int32; class_scores: T", OPFORGE_YOLO_DECODE_ATTRS};
   Status Validate(OpCall& call, Params* p) const {
     *p = attrs;
     OPFORGE_RETURN_IF_ERROR(ValidateYoloDecode(call.shape(0), call.shape(1), p));
@@ -73,6 +82,10 @@ struct YoloDecodeOp : YoloDecodeAttrs {
 };
 
 struct YoloDecodeGradOp : YoloDecodeAttrs {
+  static constexpr OpSignature kSignature{
+      "Opforge>YoloDecodeGrad",
+      "grad_boxes: T; grad_scores: T; grad_class_scores: T; features: T; anchors: T",
+      "grad_features: T", OPFORGE_YOLO_DECODE_ATTRS};
   // The attrs' messages under this op's name (the core names YoloDecode, whose attrs they are).
   Status Init(AttrReader& reader) {
     const Status s = YoloDecodeAttrs::Init(reader);

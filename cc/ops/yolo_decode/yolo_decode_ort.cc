@@ -5,7 +5,7 @@
 
 namespace opforge {
 
-OPFORGE_ORT_KERNELS(YoloDecode, "YoloDecode", YoloDecodeOp, OPFORGE_FLOAT_TYPES, "T, T", "T, T, int32, T")
-OPFORGE_ORT_KERNELS(YoloDecodeGrad, "YoloDecodeGrad", YoloDecodeGradOp, OPFORGE_FLOAT_TYPES, "T, T, T, T, T", "T")
+OPFORGE_ORT_KERNELS(YoloDecode, YoloDecodeOp, OPFORGE_FLOAT_TYPES)
+OPFORGE_ORT_KERNELS(YoloDecodeGrad, YoloDecodeGradOp, OPFORGE_FLOAT_TYPES)
 
 }  // namespace opforge

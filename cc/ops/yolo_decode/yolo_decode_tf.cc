@@ -87,45 +87,24 @@ absl::Status DecodeGradShape(InferenceContext* c) {
 
 }  // namespace
 
-#define OPFORGE_YOLO_DECODE_ATTRS_         \
-  Attr("num_classes: int")                 \
-      .Attr("input_size: list(int)")       \
-      .Attr("box_format: string = 'xyxy'") \
-      .Attr("normalized: bool = false")    \
-      .Attr("scale_x_y: float = 1.0")      \
-      .Attr("max_log_scale: float = inf")  \
-      .Attr("T: {half, bfloat16, float, double} = DT_FLOAT")
-
-REGISTER_OP("Opforge>YoloDecode")
-    .Input("features: T")
-    .Input("anchors: T")
-    .Output("boxes: T")
-    .Output("scores: T")
-    .Output("class_indices: int32")
-    .Output("class_scores: T")
-    .OPFORGE_YOLO_DECODE_ATTRS_.SetShapeFn(DecodeShape)
+OPFORGE_REGISTER_OP(YoloDecodeOp)
+    .SetShapeFn(DecodeShape)
     .Doc(
         "YOLO-v3 head features [B, H, W, A*(5+C)] to boxes [B, N, 4], scores [B, N], "
         "class_indices [B, N] and class_scores [B, N, C], N = H*W*A; bw = exp(min(tw, "
         "max_log_scale)) * anchor_w (max_log_scale +inf: exp(tw) * anchor_w), box coordinates "
         "saturated at T's largest finite value.");
 
-REGISTER_OP("Opforge>YoloDecodeGrad")
-    .Input("grad_boxes: T")
-    .Input("grad_scores: T")
-    .Input("grad_class_scores: T")
-    .Input("features: T")
-    .Input("anchors: T")
-    .Output("grad_features: T")
-    .OPFORGE_YOLO_DECODE_ATTRS_.SetShapeFn(DecodeGradShape)
+OPFORGE_REGISTER_OP(YoloDecodeGradOp)
+    .SetShapeFn(DecodeGradShape)
     .Doc("Gradient of Opforge>YoloDecode with respect to features.");
 
 namespace {
 
-OPFORGE_REGISTER_KERNELS(Name("Opforge>YoloDecode").HostMemory("anchors"), YoloDecodeOp,
+OPFORGE_REGISTER_KERNELS(Name(YoloDecodeOp::kSignature.name).HostMemory("anchors"), YoloDecodeOp,
                          OPFORGE_FLOAT_TYPES, OPFORGE_FLOAT_TYPES)
-OPFORGE_REGISTER_KERNELS(Name("Opforge>YoloDecodeGrad").HostMemory("anchors"), YoloDecodeGradOp,
-                         OPFORGE_FLOAT_TYPES, OPFORGE_FLOAT_TYPES)
+OPFORGE_REGISTER_KERNELS(Name(YoloDecodeGradOp::kSignature.name).HostMemory("anchors"),
+                         YoloDecodeGradOp, OPFORGE_FLOAT_TYPES, OPFORGE_FLOAT_TYPES)
 
 }  // namespace
 }  // namespace opforge

@@ -7,7 +7,7 @@
 
 namespace opforge {
 
-OPFORGE_REGISTER_XLA_FFI_OP("Opforge>YoloDecode", YoloDecode, YoloDecodeOp, "anchors")
-OPFORGE_REGISTER_XLA_FFI_OP("Opforge>YoloDecodeGrad", YoloDecodeGrad, YoloDecodeGradOp, "anchors")
+OPFORGE_REGISTER_XLA_FFI_OP(YoloDecode, YoloDecodeOp, "anchors")
+OPFORGE_REGISTER_XLA_FFI_OP(YoloDecodeGrad, YoloDecodeGradOp, "anchors")
 
 }  // namespace opforge

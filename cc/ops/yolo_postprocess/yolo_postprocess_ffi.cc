@@ -5,7 +5,6 @@
 
 namespace opforge {
 
-OPFORGE_FFI_KERNELS(YoloPostprocess, "Opforge>YoloPostprocess", YoloPostprocessOp,
-                    OPFORGE_YOLO_POSTPROCESS_TYPES)
+OPFORGE_FFI_KERNELS(YoloPostprocess, YoloPostprocessOp, OPFORGE_YOLO_POSTPROCESS_TYPES)
 
 }  // namespace opforge

@@ -7,8 +7,7 @@ namespace {
 
 // Validate reads the anchors and the five scalars: the outputs are sized at invoke unless every
 // input is constant (the features never are; it is a model's last op).
-OPFORGE_LITE_OP_HOST("Opforge>YoloPostprocess", YoloPostprocessOp, OPFORGE_YOLO_POSTPROCESS_TYPES,
-                     0)
+OPFORGE_LITE_OP_HOST(YoloPostprocessOp, OPFORGE_YOLO_POSTPROCESS_TYPES, 0)
 
 }  // namespace
 }  // namespace opforge

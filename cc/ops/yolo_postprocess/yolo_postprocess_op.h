@@ -34,6 +34,19 @@ inline Status ReadAttrs(AttrReader* c, YoloPostprocessParams* p, int64_t* num_sc
 
 // CPU only, so no Gpu: the binding registers no GPU types (OPFORGE_NO_TYPES).
 struct YoloPostprocessOp {
+  static constexpr OpSignature kSignature{
+      "Opforge>YoloPostprocess",
+      "features: num_scales * T; anchors: num_scales * T; max_detections_per_class: int32; "
+      "max_detections: int32; iou_threshold: float; score_threshold: float; soft_nms_sigma: float",
+      "nmsed_boxes: T; nmsed_scores: T; nmsed_classes: float; valid_detections: int32",
+      "num_scales: int >= 1; "
+      "num_classes: int; "
+      "input_size: list(int); "
+      "scale_x_y: float = 1.0; "
+      "max_log_scale: float = inf; "
+      "pad_per_class: bool = false; "
+      "clip_boxes: bool = true; "
+      "T: {half, bfloat16, float} = DT_FLOAT"};
   using Params = YoloPostprocessParams;
   YoloPostprocessParams attrs;
   int64_t num_scales = 0;

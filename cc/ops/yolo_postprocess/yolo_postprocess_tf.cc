@@ -72,26 +72,7 @@ absl::Status PostprocessShape(InferenceContext* c) {
 
 }  // namespace
 
-REGISTER_OP("Opforge>YoloPostprocess")
-    .Input("features: num_scales * T")
-    .Input("anchors: num_scales * T")
-    .Input("max_detections_per_class: int32")
-    .Input("max_detections: int32")
-    .Input("iou_threshold: float")
-    .Input("score_threshold: float")
-    .Input("soft_nms_sigma: float")
-    .Output("nmsed_boxes: T")
-    .Output("nmsed_scores: T")
-    .Output("nmsed_classes: float")
-    .Output("valid_detections: int32")
-    .Attr("num_scales: int >= 1")
-    .Attr("num_classes: int")
-    .Attr("input_size: list(int)")
-    .Attr("scale_x_y: float = 1.0")
-    .Attr("max_log_scale: float = inf")
-    .Attr("pad_per_class: bool = false")
-    .Attr("clip_boxes: bool = true")
-    .Attr("T: {half, bfloat16, float} = DT_FLOAT")
+OPFORGE_REGISTER_OP(YoloPostprocessOp)
     .SetShapeFn(PostprocessShape)
     .Doc(
         "A YOLO head's raw maps to detections: YoloDecode of every scale (normalised xyxy) and "
@@ -100,7 +81,7 @@ REGISTER_OP("Opforge>YoloPostprocess")
 
 namespace {
 
-OPFORGE_REGISTER_KERNELS(Name("Opforge>YoloPostprocess"), YoloPostprocessOp,
+OPFORGE_REGISTER_KERNELS(Name(YoloPostprocessOp::kSignature.name), YoloPostprocessOp,
                          OPFORGE_YOLO_POSTPROCESS_TYPES, OPFORGE_NO_TYPES)
 
 }  // namespace

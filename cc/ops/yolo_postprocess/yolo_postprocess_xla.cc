@@ -8,8 +8,8 @@
 
 namespace opforge {
 
-OPFORGE_REGISTER_XLA_FFI_OP("Opforge>YoloPostprocess", YoloPostprocess, YoloPostprocessOp,
-                            "anchors", "max_detections_per_class", "max_detections",
-                            "iou_threshold", "score_threshold", "soft_nms_sigma")
+OPFORGE_REGISTER_XLA_FFI_OP(YoloPostprocess, YoloPostprocessOp, "anchors",
+                            "max_detections_per_class", "max_detections", "iou_threshold",
+                            "score_threshold", "soft_nms_sigma")
 
 }  // namespace opforge

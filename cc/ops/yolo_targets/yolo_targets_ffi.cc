@@ -5,6 +5,6 @@
 
 namespace opforge {
 
-OPFORGE_FFI_KERNELS(YoloTargets, "Opforge>YoloTargets", YoloTargetsOp, OPFORGE_YOLO_TARGETS_TYPES)
+OPFORGE_FFI_KERNELS(YoloTargets, YoloTargetsOp, OPFORGE_YOLO_TARGETS_TYPES)
 
 }  // namespace opforge

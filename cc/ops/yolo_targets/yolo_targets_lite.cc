@@ -5,7 +5,7 @@
 namespace opforge {
 namespace {
 
-OPFORGE_LITE_OP("Opforge>YoloTargets", YoloTargetsOp, OPFORGE_YOLO_TARGETS_TYPES)
+OPFORGE_LITE_OP(YoloTargetsOp, OPFORGE_YOLO_TARGETS_TYPES)
 
 }  // namespace
 }  // namespace opforge

@@ -22,6 +22,14 @@ inline Status ReadAttrs(AttrReader* c, YoloTargetsParams* p) {
 }
 
 struct YoloTargetsOp {
+  static constexpr OpSignature kSignature{
+      "Opforge>YoloTargets", "boxes: T; classes: int32; anchors: T", "y_true: num_scales * T",
+      "anchor_masks: list(int); "
+      "anchors_per_scale: list(int); "
+      "grid_sizes: list(int); "
+      "num_classes: int = -1; "
+      "num_scales: int >= 1; "
+      "T: {float, double} = DT_FLOAT"};
   using Params = YoloTargetsParams;
   YoloTargetsParams attrs;
 

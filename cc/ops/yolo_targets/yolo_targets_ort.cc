@@ -5,6 +5,6 @@
 
 namespace opforge {
 
-OPFORGE_ORT_KERNELS(YoloTargets, "YoloTargets", YoloTargetsOp, OPFORGE_YOLO_TARGETS_TYPES, "T, int32, T", "T...")
+OPFORGE_ORT_KERNELS(YoloTargets, YoloTargetsOp, OPFORGE_YOLO_TARGETS_TYPES)
 
 }  // namespace opforge

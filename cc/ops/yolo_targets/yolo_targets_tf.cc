@@ -55,17 +55,7 @@ absl::Status TargetsShape(InferenceContext* c) {
 
 }  // namespace
 
-REGISTER_OP("Opforge>YoloTargets")
-    .Input("boxes: T")
-    .Input("classes: int32")
-    .Input("anchors: T")
-    .Output("y_true: num_scales * T")
-    .Attr("anchor_masks: list(int)")
-    .Attr("anchors_per_scale: list(int)")
-    .Attr("grid_sizes: list(int)")
-    .Attr("num_classes: int = -1")
-    .Attr("num_scales: int >= 1")
-    .Attr("T: {float, double} = DT_FLOAT")
+OPFORGE_REGISTER_OP(YoloTargetsOp)
     .SetShapeFn(TargetsShape)
     .Doc(
         "Ground-truth boxes [B, M, 4] and classes [B, M] to one YOLO-v3 y_true "
@@ -73,8 +63,8 @@ REGISTER_OP("Opforge>YoloTargets")
 
 namespace {
 
-OPFORGE_REGISTER_KERNELS(Name("Opforge>YoloTargets"), YoloTargetsOp, OPFORGE_YOLO_TARGETS_TYPES,
-                         OPFORGE_YOLO_TARGETS_TYPES)
+OPFORGE_REGISTER_KERNELS(Name(YoloTargetsOp::kSignature.name), YoloTargetsOp,
+                         OPFORGE_YOLO_TARGETS_TYPES, OPFORGE_YOLO_TARGETS_TYPES)
 
 }  // namespace
 }  // namespace opforge

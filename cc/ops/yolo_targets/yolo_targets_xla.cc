@@ -6,6 +6,6 @@
 
 namespace opforge {
 
-OPFORGE_REGISTER_XLA_FFI_OP("Opforge>YoloTargets", YoloTargets, YoloTargetsOp)
+OPFORGE_REGISTER_XLA_FFI_OP(YoloTargets, YoloTargetsOp)
 
 }  // namespace opforge

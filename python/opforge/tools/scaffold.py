@@ -254,9 +254,12 @@ opforge::Status BackwardGpu(opforge::DType dtype, const Params& p, const void* g
 '''
 
 _OP = '''\
-// {Name}'s op structs: what every runtime's skeleton runs (common/op_call.h): the attributes, the
-// validation and the outputs of one call, and the core calls. No TensorFlow header: the same
-// structs run in TensorFlow ({name}_tf.cc) and in ONNX Runtime ({name}_ort.cc).
+// {Name}'s op structs: what every runtime's skeleton runs (common/op_call.h): the signature, the
+// attributes, the validation and the outputs of one call, and the core calls. No TensorFlow
+// header: the same structs run in TensorFlow ({name}_tf.cc), in ONNX Runtime ({name}_ort.cc) and
+// under XLA ({name}_xla.cc). Each struct's kSignature (common/op_signature.h) is the op's one
+// description: its name, inputs, outputs and attrs in REGISTER_OP's syntax, ';' between items;
+// every runtime's registration reads it.
 #ifndef {GUARD}_OP_H_
 #define {GUARD}_OP_H_
 
@@ -267,6 +270,9 @@ namespace {name} {{
 
 struct Attrs {{
   using Params = {name}::Params;
+  // YOUR ATTRIBUTES (REGISTER_OP's attr syntax), the same for both ops.
+  static constexpr char kAttrs[] =
+      "scale: float = 1.0; T: {{half, bfloat16, float, double}} = DT_FLOAT";
   Params attrs;
   opforge::Status Init(opforge::AttrReader& reader) {{
     reader.Read("scale", &attrs.scale);  // YOUR ATTRIBUTES
@@ -275,6 +281,7 @@ struct Attrs {{
 }};
 
 struct ForwardOp : Attrs {{
+  static constexpr opforge::OpSignature kSignature{{"{op}", "x: T", "y: T", kAttrs}};
   opforge::Status Validate(opforge::OpCall& call, Params* params) const {{
     *params = attrs;
     params->size = call.NumElements(0);
@@ -292,6 +299,8 @@ struct ForwardOp : Attrs {{
 }};
 
 struct BackwardOp : Attrs {{
+  static constexpr opforge::OpSignature kSignature{{"{op}Grad", "gradients: T; x: T",
+                                                    "backprops: T", kAttrs}};
   opforge::Status Validate(opforge::OpCall& call, Params* params) const {{
     *params = attrs;
     OPFORGE_RETURN_IF_ERROR(ValidateGrad(*params, call.shape(0), call.shape(1)));
@@ -315,28 +324,20 @@ struct BackwardOp : Attrs {{
 '''
 
 _BINDING = '''\
-// {Name}'s TensorFlow binding: the ops (inputs, outputs, attributes, shape functions) and one
-// registration line per op for the structs of {name}_op.h, which opforge's TfKernel runs.
+// {Name}'s TensorFlow binding: the ops (their signatures are the op structs' kSignature in
+// {name}_op.h; the shape functions and docs are here) and one registration line per op for the
+// structs of {name}_op.h, which opforge's TfKernel runs.
 #include "common/tf_kernel.h"
 #include "{name}_op.h"
 
 namespace {name} {{
 namespace {{
 
-REGISTER_OP("{op}")
-    .Input("x: T")
-    .Output("y: T")
-    .Attr("scale: float = 1.0")  // YOUR ATTRIBUTES
-    .Attr("T: {{half, bfloat16, float, double}} = DT_FLOAT")
+OPFORGE_REGISTER_OP(ForwardOp)
     .SetShapeFn(tensorflow::shape_inference::UnchangedShape)
     .Doc("y = scale * x * x, element-wise.");  // YOUR MATHS (the op's one-line description)
 
-REGISTER_OP("{op}Grad")
-    .Input("gradients: T")
-    .Input("x: T")
-    .Output("backprops: T")
-    .Attr("scale: float = 1.0")  // YOUR ATTRIBUTES (the same as the forward op's)
-    .Attr("T: {{half, bfloat16, float, double}} = DT_FLOAT")
+OPFORGE_REGISTER_OP(BackwardOp)
     .SetShapeFn([](tensorflow::shape_inference::InferenceContext* c) {{
       tensorflow::shape_inference::ShapeHandle out;
       TF_RETURN_IF_ERROR(opforge::ShapeFn(c, "{Name}Grad")
@@ -346,8 +347,10 @@ REGISTER_OP("{op}Grad")
     }})
     .Doc("backprops = gradients * d{Name}/dx.");
 
-OPFORGE_REGISTER_KERNELS(Name("{op}"), ForwardOp, OPFORGE_FLOAT_TYPES, OPFORGE_FLOAT_TYPES)
-OPFORGE_REGISTER_KERNELS(Name("{op}Grad"), BackwardOp, OPFORGE_FLOAT_TYPES, OPFORGE_FLOAT_TYPES)
+OPFORGE_REGISTER_KERNELS(Name(ForwardOp::kSignature.name), ForwardOp, OPFORGE_FLOAT_TYPES,
+                         OPFORGE_FLOAT_TYPES)
+OPFORGE_REGISTER_KERNELS(Name(BackwardOp::kSignature.name), BackwardOp, OPFORGE_FLOAT_TYPES,
+                         OPFORGE_FLOAT_TYPES)
 
 }}  // namespace
 }}  // namespace {name}
@@ -357,15 +360,16 @@ _ORT = '''\
 // {Name} in ONNX Runtime: the op structs of {name}_op.h, the ones TensorFlow runs, registered as
 // ONNX op types of the domain "{domain}" (common/ort_kernel.h). opforge.build compiles this, the
 // core ({name}_cpu.cc) and opforge's ONNX Runtime skeleton into lib{name}_ort_<key>.so, without
-// TensorFlow. Each line: an identifier, the ONNX op type (the TensorFlow op's name without
-// "{namespace}>"), the struct, its element types, its inputs' and outputs' types.
+// TensorFlow. Each line: an identifier, the struct and its element types; the ONNX op type (the
+// TensorFlow op's name without "{namespace}>") and the inputs' and outputs' types come from the
+// struct's kSignature.
 #include "common/ort_kernel.h"
 #include "{name}_op.h"
 
 namespace {name} {{
 
-OPFORGE_ORT_KERNELS({Name}, "{Name}", ForwardOp, OPFORGE_FLOAT_TYPES, "T", "T")
-OPFORGE_ORT_KERNELS({Name}Grad, "{Name}Grad", BackwardOp, OPFORGE_FLOAT_TYPES, "T, T", "T")
+OPFORGE_ORT_KERNELS({Name}, ForwardOp, OPFORGE_FLOAT_TYPES)
+OPFORGE_ORT_KERNELS({Name}Grad, BackwardOp, OPFORGE_FLOAT_TYPES)
 
 }}  // namespace {name}
 '''
@@ -374,19 +378,20 @@ _XLA = '''\
 // {Name} under XLA (tf.function(jit_compile=True), Keras's jit_compile): the op structs of
 // {name}_op.h, the ones TensorFlow runs, as XLA FFI custom calls (common/tf_xla_ffi.h). Each
 // OPFORGE_FFI_KERNELS line defines a handler (a C function XLA calls: no TensorFlow in it, so
-// any XLA host can call it); each OPFORGE_REGISTER_XLA_FFI_OP line makes TensorFlow's XLA
-// compile the op into a call to it, after checking the call with the op struct's Validate
-// (after the struct, name the inputs whose values Validate reads: they must be compile-time
-// constants under XLA). The same kernels as without XLA: the same bits.
+// any XLA host can call it; the custom-call target is the struct's kSignature name, and each
+// call is checked against that signature); each OPFORGE_REGISTER_XLA_FFI_OP line makes
+// TensorFlow's XLA compile the op into a call to it, after checking the call with the op
+// struct's Validate (after the struct, name the inputs whose values Validate reads: they must
+// be compile-time constants under XLA). The same kernels as without XLA: the same bits.
 #include "common/tf_xla_ffi.h"
 #include "{name}_op.h"
 
 namespace {name} {{
 
-OPFORGE_FFI_KERNELS({namespace}{Name}, "{op}", ForwardOp, OPFORGE_FLOAT_TYPES)
-OPFORGE_FFI_KERNELS({namespace}{Name}Grad, "{op}Grad", BackwardOp, OPFORGE_FLOAT_TYPES)
-OPFORGE_REGISTER_XLA_FFI_OP("{op}", {namespace}{Name}, ForwardOp)
-OPFORGE_REGISTER_XLA_FFI_OP("{op}Grad", {namespace}{Name}Grad, BackwardOp)
+OPFORGE_FFI_KERNELS({namespace}{Name}, ForwardOp, OPFORGE_FLOAT_TYPES)
+OPFORGE_FFI_KERNELS({namespace}{Name}Grad, BackwardOp, OPFORGE_FLOAT_TYPES)
+OPFORGE_REGISTER_XLA_FFI_OP({namespace}{Name}, ForwardOp)
+OPFORGE_REGISTER_XLA_FFI_OP({namespace}{Name}Grad, BackwardOp)
 
 }}  // namespace {name}
 '''
