@@ -231,6 +231,15 @@ struct HasGpu<Op, std::void_t<decltype(std::declval<const Op&>().Gpu(
                       DType::kFloat, std::declval<const typename Op::Params&>(),
                       std::declval<const OpCall&>(), std::declval<void*>()))>> : std::true_type {};
 
+// Whether an op struct's GPU path asks for device scratch memory (int64_t GpuScratchBytes(DType,
+// const Params&) const; tf_kernel.h says how it is held).
+template <typename Op, typename = void>
+struct HasGpuScratch : std::false_type {};
+template <typename Op>
+struct HasGpuScratch<Op, std::void_t<decltype(std::declval<const Op&>().GpuScratchBytes(
+                             DType::kFloat, std::declval<const typename Op::Params&>()))>>
+    : std::true_type {};
+
 // Runs the op's CPU path, whether it returns void or a Status (an op whose CPU path checks input
 // values, which Validate cannot read on a GPU, returns one).
 template <typename T, typename Op>

@@ -120,13 +120,6 @@ absl::Status ReadShapeAttrs(InferenceContext* c, Status (*read)(AttrReader*, Out
 
 namespace internal {
 
-template <typename Op, typename = void>
-struct HasGpuScratch : std::false_type {};
-template <typename Op>
-struct HasGpuScratch<Op, std::void_t<decltype(std::declval<const Op&>().GpuScratchBytes(
-                             DType::kFloat, std::declval<const typename Op::Params&>()))>>
-    : std::true_type {};
-
 #if OPFORGE_CUDA_SIM && !GOOGLE_CUDA
 // One for the whole library (an inline function's static is one object across its files).
 inline std::mutex& SimulatedKernelMutex() {

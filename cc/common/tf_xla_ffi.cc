@@ -166,6 +166,7 @@ struct FfiRegistry {
   std::mutex mu;
   std::map<std::string, MakeFfiShapeRunner> runners;
   std::vector<std::string> ops;
+  std::vector<std::string> gpu_ops;  // those with a CUDA handler too
 };
 FfiRegistry& Registry() {
   static auto* registry = new FfiRegistry;
@@ -285,38 +286,75 @@ bool RegisterFfiHandler(const char* target, XLA_FFI_Handler* handler, const char
 
 }  // namespace
 
-bool RegisterXlaFfiOp(const char* op, XLA_FFI_Handler* handler, MakeFfiShapeRunner make,
-                      std::initializer_list<const char*> constant_inputs) {
+bool RegisterXlaFfiOp(const char* op, XLA_FFI_Handler* handler, XLA_FFI_Handler* gpu_handler,
+                      MakeFfiShapeRunner make, std::initializer_list<const char*> constant_inputs) {
   if (!RegisterFfiHandler(op, handler, "Host")) return false;
+  bool gpu = false;
+#if GOOGLE_CUDA
+  // The GPU handler reads a kValuesInput's values from the attribute the kernel above writes;
+  // any other constant input's values would be in device memory, out of the op struct's reach.
+  if (gpu_handler != nullptr) {
+    // (From the op struct's signature: the OpDef may not be registered yet at static
+    // initialisation.)
+    const std::unique_ptr<FfiShapeRunner> runner = make();
+    const int values_input = runner->values_input();
+    signature::Parsed parsed;
+    gpu = signature::Parse(runner->signature(), &parsed).ok();
+    for (const signature::Arg& arg : parsed.inputs) gpu = gpu && arg.number_attr.empty();
+    for (const char* input : constant_inputs) {
+      gpu = gpu && values_input >= 0 && static_cast<size_t>(values_input) < parsed.inputs.size() &&
+            parsed.inputs[static_cast<size_t>(values_input)].name == input;
+    }
+    gpu = gpu && RegisterFfiHandler(op, gpu_handler, "CUDA");
+  }
+#else
+  (void)gpu_handler;
+#endif
   FfiRegistry& registry = Registry();
   {
     std::lock_guard<std::mutex> lock(registry.mu);
     registry.runners[op] = make;
     registry.ops.push_back(op);
+    if (gpu) registry.gpu_ops.push_back(op);
   }
-  // XLA:CPU only: the handlers are registered for the "Host" platform (an XLA:GPU compilation
+  // XLA:CPU, and XLA:GPU where the CUDA handler is registered (elsewhere an XLA:GPU compilation
   // of the op fails with TensorFlow's "no kernel for XLA_GPU_JIT", and the layers do not claim
   // supports_jit where a GPU is visible: opforge/ops/_xla.py).
-  tensorflow::XlaOpRegistrationBuilder builder = tensorflow::XlaOpRegistrationBuilder::Name(op);
-  builder.Device(tensorflow::DEVICE_CPU_XLA_JIT);
-  for (const char* input : constant_inputs) builder.CompileTimeConstantInput(input);
-  XlaRegistration registration(op, builder.Build(&CreateXlaKernel<FfiCallKernel>),
-                               &CreateXlaKernel<FfiCallKernel>, tensorflow::DEVICE_CPU_XLA_JIT);
+  for (const char* device : {tensorflow::DEVICE_CPU_XLA_JIT, tensorflow::DEVICE_GPU_XLA_JIT}) {
+    if (std::strcmp(device, tensorflow::DEVICE_GPU_XLA_JIT) == 0 && !gpu) continue;
+    tensorflow::XlaOpRegistrationBuilder builder = tensorflow::XlaOpRegistrationBuilder::Name(op);
+    builder.Device(device);
+    for (const char* input : constant_inputs) builder.CompileTimeConstantInput(input);
+    XlaRegistration registration(op, builder.Build(&CreateXlaKernel<FfiCallKernel>),
+                                 &CreateXlaKernel<FfiCallKernel>, device);
+  }
   return true;
 }
 
 }  // namespace xla_glue
 }  // namespace opforge
 
+namespace {
+std::string JoinedFfiOps(bool gpu) {
+  opforge::xla_glue::FfiRegistry& registry = opforge::xla_glue::Registry();
+  std::lock_guard<std::mutex> lock(registry.mu);
+  std::string joined;
+  for (const std::string& op : gpu ? registry.gpu_ops : registry.ops) {
+    joined += (joined.empty() ? "" : ",") + op;
+  }
+  return joined;
+}
+}  // namespace
+
 // The ops that run under XLA as FFI custom calls (a subset of OpforgeXlaLoweredOps), comma-
 // separated. Built once, by the first call, after every static registration has run.
 extern "C" __attribute__((visibility("default"))) const char* OpforgeXlaFfiOps() {
-  static const std::string text = [] {
-    opforge::xla_glue::FfiRegistry& registry = opforge::xla_glue::Registry();
-    std::lock_guard<std::mutex> lock(registry.mu);
-    std::string joined;
-    for (const std::string& op : registry.ops) joined += (joined.empty() ? "" : ",") + op;
-    return joined;
-  }();
+  static const std::string text = JoinedFfiOps(false);
+  return text.c_str();
+}
+
+// Those of them whose custom call runs on XLA:GPU too (a CUDA build): comma-separated.
+extern "C" __attribute__((visibility("default"))) const char* OpforgeXlaFfiGpuOps() {
+  static const std::string text = JoinedFfiOps(true);
   return text.c_str();
 }

@@ -40,6 +40,7 @@ class FfiShapeRunner {
   virtual Status Validate(OpCall& call) = 0;
   // The op struct's kValuesInput (its values go to the handler as "opforge_values"), or -1.
   virtual int values_input() const = 0;
+  virtual const OpSignature& signature() const = 0;
 };
 
 template <typename Op>
@@ -51,6 +52,7 @@ class FfiShapeRunnerOf final : public FfiShapeRunner {
     return op_.Validate(call, &params);
   }
   int values_input() const override { return internal::ValuesInputOf<Op>::value; }
+  const OpSignature& signature() const override { return Op::kSignature; }
 
  private:
   Op op_;
@@ -60,22 +62,30 @@ using MakeFfiShapeRunner = std::unique_ptr<FfiShapeRunner> (*)();
 
 // Registers op `op` with TensorFlow's XLA as a custom call to `handler` (platform "Host"); if
 // XLA takes the handler, also the tf2xla kernel that emits the call (else the op keeps
-// opforge's "no XLA kernel" error). `constant_inputs`: the names of the inputs whose values the
-// op struct reads. Returns whether the op now has an XLA kernel.
-bool RegisterXlaFfiOp(const char* op, XLA_FFI_Handler* handler, MakeFfiShapeRunner make,
-                      std::initializer_list<const char*> constant_inputs);
+// opforge's "no XLA kernel" error). In a CUDA build, `gpu_handler` (null where the op has none)
+// is registered for the "CUDA" platform and the tf2xla kernel for XLA_GPU_JIT too, where the
+// only input whose values the op struct reads is its kValuesInput (those come as an attribute;
+// an op that reads others', such as YoloDecode's anchors, stays on XLA:CPU). `constant_inputs`:
+// the names of the inputs whose values the op struct reads. Returns whether the op now has an
+// XLA kernel.
+bool RegisterXlaFfiOp(const char* op, XLA_FFI_Handler* handler, XLA_FFI_Handler* gpu_handler,
+                      MakeFfiShapeRunner make, std::initializer_list<const char*> constant_inputs);
 
 }  // namespace xla_glue
 }  // namespace opforge
 
 #define OPFORGE_XLA_FFI_CONCAT_(a, b) a##b
 #define OPFORGE_XLA_FFI_CONCAT(a, b) OPFORGE_XLA_FFI_CONCAT_(a, b)
+// OpforgeFfiGpu_<ID> is weak: defined only where OPFORGE_FFI_GPU_KERNELS made it (a CUDA build
+// of an op with GPU kernels), else null.
 #define OPFORGE_REGISTER_XLA_FFI_OP(ID, OPSTRUCT, ...)                                     \
   extern "C" XLA_FFI_Error* OpforgeFfi_##ID(XLA_FFI_CallFrame* frame);                     \
+  extern "C" __attribute__((weak, visibility("hidden"))) XLA_FFI_Error* OpforgeFfiGpu_##ID( \
+      XLA_FFI_CallFrame* frame);                                                           \
   [[maybe_unused]] static const bool OPFORGE_XLA_FFI_CONCAT(opforge_xla_ffi_registration_, \
                                                             __COUNTER__) =                 \
       ::opforge::xla_glue::RegisterXlaFfiOp(                                               \
-          OPSTRUCT::kSignature.name, &OpforgeFfi_##ID,                                     \
+          OPSTRUCT::kSignature.name, &OpforgeFfi_##ID, &OpforgeFfiGpu_##ID,                \
           []() -> std::unique_ptr<::opforge::xla_glue::FfiShapeRunner> {                   \
             return std::make_unique<::opforge::xla_glue::FfiShapeRunnerOf<OPSTRUCT>>();    \
           },                                                                               \

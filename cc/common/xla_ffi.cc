@@ -26,6 +26,24 @@ XLA_FFI_Error* MakeError(const XLA_FFI_Api* api, XLA_FFI_Error_Code code,
   return api->XLA_FFI_Error_Create(&args);
 }
 
+namespace {
+
+// An FFI error's message; the error is destroyed.
+std::string TakeMessage(const XLA_FFI_Api* api, XLA_FFI_Error* error) {
+  XLA_FFI_Error_GetMessage_Args message{};
+  message.struct_size = XLA_FFI_Error_GetMessage_Args_STRUCT_SIZE;
+  message.error = error;
+  api->XLA_FFI_Error_GetMessage(&message);
+  std::string text = message.message != nullptr ? message.message : "no message";
+  XLA_FFI_Error_Destroy_Args destroy{};
+  destroy.struct_size = XLA_FFI_Error_Destroy_Args_STRUCT_SIZE;
+  destroy.error = error;
+  api->XLA_FFI_Error_Destroy(&destroy);
+  return text;
+}
+
+}  // namespace
+
 XLA_FFI_Error* ToFfiError(const XLA_FFI_Api* api, const Status& status) {
   if (status.ok()) return nullptr;
   return MakeError(api,
@@ -433,7 +451,7 @@ size_t ElementBytes(XLA_FFI_DataType type) {
 }  // namespace
 
 Status ReadOperands(const XLA_FFI_CallFrame& frame, const FfiAttrSource& attrs, DType dtype,
-                    int values_input, const char* target, OpCall* call) {
+                    int values_input, const char* target, OpCall* call, bool device) {
   call->dtype = dtype;
   const int64_t n = frame.args.size;
   call->shapes.reserve(static_cast<size_t>(n));
@@ -450,6 +468,10 @@ Status ReadOperands(const XLA_FFI_CallFrame& frame, const FfiAttrSource& attrs, 
   if (values_input >= 0 && values_input < n) {
     if (attrs.Has(kValuesAttr)) {
       OPFORGE_RETURN_IF_ERROR(attrs.Get(kValuesAttr, &call->values));
+    } else if (device) {
+      return Status::Invalid(std::string(target) + ": on the GPU the values of operand " +
+                             std::to_string(values_input) + " must come as the attribute '" +
+                             kValuesAttr + "' (an i64 array; a compile-time constant)");
     } else {
       const auto* buffer = static_cast<const XLA_FFI_Buffer*>(frame.args.args[values_input]);
       const int64_t count = ElementCount(*buffer);
@@ -506,6 +528,45 @@ Status BindResults(const XLA_FFI_CallFrame& frame, const char* target, OpCall* c
           ShapeString(std::vector<int64_t>(buffer->dims, buffer->dims + buffer->rank)));
     }
   }
+  return Status::Ok();
+}
+
+Status FfiStream(const XLA_FFI_Api* api, XLA_FFI_ExecutionContext* ctx, const char* target,
+                 void** stream) {
+  XLA_FFI_Stream_Get_Args args{};
+  args.struct_size = XLA_FFI_Stream_Get_Args_STRUCT_SIZE;
+  args.ctx = ctx;
+  if (XLA_FFI_Error* error = api->XLA_FFI_Stream_Get(&args)) {
+    return Status::Internal(std::string(target) + ": no stream from XLA: " +
+                            TakeMessage(api, error));
+  }
+  *stream = args.stream;
+  return Status::Ok();
+}
+
+FfiDeviceScratch::~FfiDeviceScratch() {
+  if (data_ == nullptr) return;
+  XLA_FFI_DeviceMemory_Free_Args args{};
+  args.struct_size = XLA_FFI_DeviceMemory_Free_Args_STRUCT_SIZE;
+  args.ctx = ctx_;
+  args.size = bytes_;
+  args.data = data_;
+  if (XLA_FFI_Error* error = api_->XLA_FFI_DeviceMemory_Free(&args)) TakeMessage(api_, error);
+}
+
+Status FfiDeviceScratch::Allocate(size_t bytes, const char* target) {
+  XLA_FFI_DeviceMemory_Allocate_Args args{};
+  args.struct_size = XLA_FFI_DeviceMemory_Allocate_Args_STRUCT_SIZE;
+  args.ctx = ctx_;
+  args.size = bytes;
+  args.alignment = 256;  // cudaMalloc's
+  if (XLA_FFI_Error* error = api_->XLA_FFI_DeviceMemory_Allocate(&args)) {
+    return Status::Internal(std::string(target) + ": XLA could not allocate " +
+                            std::to_string(bytes) + " bytes of device scratch: " +
+                            TakeMessage(api_, error));
+  }
+  data_ = args.data;
+  bytes_ = bytes;
   return Status::Ok();
 }
 

@@ -34,6 +34,15 @@
 // host-memory inputs in Validate (NMS's sizes and thresholds) reads them from their buffers, so
 // its handler runs on the CPU ("Host") only, as its TensorFlow kernel does.
 //
+// On the CUDA platform (a CUDA build of the binding, where XLA:GPU runs the call; and the SIMT
+// runtime's test of it, common/xla_ffi_gpu_test.cc: OPFORGE_FFI_GPU), OPFORGE_FFI_GPU_KERNELS
+// defines a second handler, OpforgeFfiGpu_<ID>, that runs the op struct's Gpu path with XLA's
+// stream (XLA_FFI_Stream_Get) and its scratch from XLA's device allocator
+// (XLA_FFI_DeviceMemory_Allocate, freed when the handler returns: XLA's allocator reuses it only
+// in the order of that stream, as TensorFlow's does). The operands are in device memory there, so
+// a kValuesInput's values must come as the "opforge_values" attribute (TensorFlow's tf2xla kernel
+// always writes it), and an op whose Validate reads other inputs' values has no GPU handler.
+//
 // Nothing here includes a framework's header: the handlers live in the TensorFlow binding (whose
 // XLA registers them) and in libopforge_ffi.so, which any XLA host can load.
 #ifndef OPFORGE_COMMON_XLA_FFI_H_
@@ -112,8 +121,9 @@ bool AnswerMetadata(XLA_FFI_CallFrame* frame, XLA_FFI_Error** error);
 
 // The input side of a call: shapes and data of every operand (data null for empty ones), the
 // element type, and for an op with a values input its values (the attribute, else the buffer).
+// On the device (`device`), the buffers are not readable here: a values input needs the attribute.
 Status ReadOperands(const XLA_FFI_CallFrame& frame, const FfiAttrSource& attrs, DType dtype,
-                    int values_input, const char* target, OpCall* call);
+                    int values_input, const char* target, OpCall* call, bool device = false);
 // Binds the result buffers to the outputs the op declared, checking their shapes against the
 // declaration (the host fixed them at compile time from the same Validate). Results the op does
 // not declare must be empty. Sets *any when some output is not empty.
@@ -141,6 +151,64 @@ XLA_FFI_Error* ExecuteCpu(XLA_FFI_CallFrame* frame, const char* target) {
   if (!any) return nullptr;
   const ScopedFlushDenormals flush;  // TensorFlow's bits (op_call.h)
   return ToFfiError(api, internal::RunCpu<T>(op, params, call, FfiParallel(api, frame->ctx)));
+}
+
+// The stream of a call on the CUDA platform (a cudaStream_t), and device scratch memory from
+// XLA's allocator, freed when the object goes.
+Status FfiStream(const XLA_FFI_Api* api, XLA_FFI_ExecutionContext* ctx, const char* target,
+                 void** stream);
+class FfiDeviceScratch {
+ public:
+  FfiDeviceScratch(const XLA_FFI_Api* api, XLA_FFI_ExecutionContext* ctx) : api_(api), ctx_(ctx) {}
+  ~FfiDeviceScratch();
+  FfiDeviceScratch(const FfiDeviceScratch&) = delete;
+  FfiDeviceScratch& operator=(const FfiDeviceScratch&) = delete;
+  Status Allocate(size_t bytes, const char* target);
+  void* data() const { return data_; }
+
+ private:
+  const XLA_FFI_Api* api_;
+  XLA_FFI_ExecutionContext* ctx_;
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+template <typename Op, typename T>
+XLA_FFI_Error* ExecuteGpu(XLA_FFI_CallFrame* frame, const char* target) {
+  static_assert(internal::HasGpu<Op>::value, "OPFORGE_FFI_GPU_KERNELS of an op without Gpu");
+  const XLA_FFI_Api* api = frame->api;
+  FfiAttrSource source(frame->attrs, target);
+  AttrReader reader(source);
+  Op op;
+  const Status init = op.Init(reader);
+  if (!reader.status().ok()) return ToFfiError(api, reader.status());
+  if (!init.ok()) return ToFfiError(api, init);
+  OpCall call;
+  constexpr int kValuesInput = internal::ValuesInputOf<Op>::value;
+  Status s = ReadOperands(*frame, source, DTypeOf<T>::value, kValuesInput, target, &call,
+                          /*device=*/true);
+  if (!s.ok()) return ToFfiError(api, s);
+  typename Op::Params params;
+  s = op.Validate(call, &params);
+  if (!s.ok()) return ToFfiError(api, s);
+  bool any = false;
+  s = BindResults(*frame, target, &call, &any);
+  if (!s.ok()) return ToFfiError(api, s);
+  if (!any) return nullptr;
+  void* stream = nullptr;
+  s = FfiStream(api, frame->ctx, target, &stream);
+  if (!s.ok()) return ToFfiError(api, s);
+  FfiDeviceScratch scratch(api, frame->ctx);
+  if constexpr (internal::HasGpuScratch<Op>::value) {
+    const int64_t bytes = op.GpuScratchBytes(DTypeOf<T>::value, params);
+    if (bytes > 0) {
+      s = scratch.Allocate(static_cast<size_t>(bytes), target);
+      if (!s.ok()) return ToFfiError(api, s);
+      call.scratch = scratch.data();
+      call.scratch_bytes = bytes;
+    }
+  }
+  return ToFfiError(api, op.Gpu(DTypeOf<T>::value, params, call, stream));
 }
 
 // One element type's entry of a handler.
@@ -181,6 +249,8 @@ const std::vector<Target>& Registry();
 }  // namespace opforge
 
 #define OPFORGE_FFI_TYPE_(T, OP) {::opforge::DTypeOf<T>::value, &::opforge::ffi::ExecuteCpu<OP, T>},
+#define OPFORGE_FFI_GPU_TYPE_(T, OP) \
+  {::opforge::DTypeOf<T>::value, &::opforge::ffi::ExecuteGpu<OP, T>},
 
 // Defines the FFI handler OpforgeFfi_ID (target: OP's signature's name) of op struct OP over the
 // element types of TYPES, and registers it in the library's registry.
@@ -201,5 +271,28 @@ const std::vector<Target>& Registry();
   [[maybe_unused]] const bool kFfiRegistered_##ID =                                          \
       ::opforge::ffi::Register({OP::kSignature.name, "OpforgeFfi_" #ID, &OpforgeFfi_##ID});  \
   }
+
+// Defines OpforgeFfiGpu_ID, the CUDA platform's handler of op struct OP over the element types
+// of GPU_TYPES (its TensorFlow GPU kernels' list), in a build that links the ops' CUDA kernels
+// (GOOGLE_CUDA, or OPFORGE_FFI_GPU for the SIMT runtime's test); elsewhere nothing. tf_xla_ffi.h
+// registers it for TensorFlow's XLA:GPU where it is defined.
+#if GOOGLE_CUDA || OPFORGE_FFI_GPU
+#define OPFORGE_FFI_GPU_KERNELS(ID, OP, GPU_TYPES)                                              \
+  namespace {                                                                                   \
+  const ::opforge::ffi::TypedExecute kFfiGpuTypes_##ID[] = {GPU_TYPES(OPFORGE_FFI_GPU_TYPE_, OP)}; \
+  const ::opforge::ffi::Handler& FfiGpuHandler_##ID() {                                         \
+    static const ::opforge::ffi::Handler handler(                                               \
+        OP::kSignature, kFfiGpuTypes_##ID,                                                      \
+        sizeof(kFfiGpuTypes_##ID) / sizeof(kFfiGpuTypes_##ID[0]));                              \
+    return handler;                                                                             \
+  }                                                                                             \
+  }                                                                                             \
+  extern "C" __attribute__((visibility("default")))                                             \
+  XLA_FFI_Error* OpforgeFfiGpu_##ID(XLA_FFI_CallFrame* frame) {                                 \
+    return ::opforge::ffi::Dispatch(frame, FfiGpuHandler_##ID());                               \
+  }
+#else
+#define OPFORGE_FFI_GPU_KERNELS(ID, OP, GPU_TYPES)
+#endif
 
 #endif  // OPFORGE_COMMON_XLA_FFI_H_

@@ -7,4 +7,7 @@ namespace opforge {
 
 OPFORGE_FFI_KERNELS(BiasLeakyRelu, BiasLeakyReluOp, OPFORGE_FLOAT_TYPES)
 
+// The CUDA platform's handlers (XLA:GPU; common/xla_ffi.h), over the GPU kernels' types.
+OPFORGE_FFI_GPU_KERNELS(BiasLeakyRelu, BiasLeakyReluOp, OPFORGE_FLOAT_TYPES)
+
 }  // namespace opforge

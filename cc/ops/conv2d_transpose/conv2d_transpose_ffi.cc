@@ -9,4 +9,9 @@ OPFORGE_FFI_KERNELS(Conv2DTranspose, Conv2DTransposeOp, OPFORGE_CONV2D_TRANSPOSE
 OPFORGE_FFI_KERNELS(Conv2DTransposeInputGrad, Conv2DTransposeInputGradOp, OPFORGE_FLOAT_TYPES)
 OPFORGE_FFI_KERNELS(Conv2DTransposeFilterGrad, Conv2DTransposeFilterGradOp, OPFORGE_FLOAT_TYPES)
 
+// The CUDA platform's handlers (XLA:GPU; common/xla_ffi.h), over the GPU kernels' types.
+OPFORGE_FFI_GPU_KERNELS(Conv2DTranspose, Conv2DTransposeOp, OPFORGE_FLOAT_TYPES)
+OPFORGE_FFI_GPU_KERNELS(Conv2DTransposeInputGrad, Conv2DTransposeInputGradOp, OPFORGE_FLOAT_TYPES)
+OPFORGE_FFI_GPU_KERNELS(Conv2DTransposeFilterGrad, Conv2DTransposeFilterGradOp, OPFORGE_FLOAT_TYPES)
+
 }  // namespace opforge

@@ -8,4 +8,8 @@ namespace opforge {
 OPFORGE_FFI_KERNELS(MfccToMel, MfccToMelOp, OPFORGE_MFCC_TO_MEL_TYPES)
 OPFORGE_FFI_KERNELS(MfccToMelGrad, MfccToMelGradOp, OPFORGE_MFCC_TO_MEL_TYPES)
 
+// The CUDA platform's handlers (XLA:GPU; common/xla_ffi.h), over the GPU kernels' types.
+OPFORGE_FFI_GPU_KERNELS(MfccToMel, MfccToMelOp, OPFORGE_MFCC_TO_MEL_TYPES)
+OPFORGE_FFI_GPU_KERNELS(MfccToMelGrad, MfccToMelGradOp, OPFORGE_MFCC_TO_MEL_TYPES)
+
 }  // namespace opforge

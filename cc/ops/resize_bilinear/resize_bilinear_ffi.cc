@@ -8,4 +8,8 @@ namespace opforge {
 OPFORGE_FFI_KERNELS(ResizeBilinear, ResizeBilinearOp, OPFORGE_RESIZE_IMAGE_TYPES)
 OPFORGE_FFI_KERNELS(ResizeBilinearGrad, ResizeBilinearGradOp, OPFORGE_FLOAT_TYPES)
 
+// The CUDA platform's handlers (XLA:GPU; common/xla_ffi.h), over the GPU kernels' types.
+OPFORGE_FFI_GPU_KERNELS(ResizeBilinear, ResizeBilinearOp, OPFORGE_RESIZE_IMAGE_GPU_TYPES)
+OPFORGE_FFI_GPU_KERNELS(ResizeBilinearGrad, ResizeBilinearGradOp, OPFORGE_FLOAT_TYPES)
+
 }  // namespace opforge

@@ -8,4 +8,8 @@ namespace opforge {
 OPFORGE_FFI_KERNELS(Swish, SwishOp, OPFORGE_FLOAT_TYPES)
 OPFORGE_FFI_KERNELS(SwishGrad, SwishGradOp, OPFORGE_FLOAT_TYPES)
 
+// The CUDA platform's handlers (XLA:GPU; common/xla_ffi.h), over the GPU kernels' types.
+OPFORGE_FFI_GPU_KERNELS(Swish, SwishOp, OPFORGE_FLOAT_TYPES)
+OPFORGE_FFI_GPU_KERNELS(SwishGrad, SwishGradOp, OPFORGE_FLOAT_TYPES)
+
 }  // namespace opforge

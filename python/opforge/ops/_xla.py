@@ -27,11 +27,12 @@ from tensorflow.python.eager import context as _context
 from tensorflow.python.framework import ops as _ops
 from tensorflow.python.ops import control_flow_util as _control_flow_util
 
-__all__ = ["lowered_ops", "ffi_ops", "xla_path", "supports_jit", "registered_late",
+__all__ = ["lowered_ops", "ffi_ops", "ffi_gpu_ops", "xla_path", "supports_jit", "registered_late",
            "unsupported_message", "in_xla_trace"]
 
 _lowered: FrozenSet[str] = frozenset()
 _ffi: FrozenSet[str] = frozenset()
+_ffi_gpu: FrozenSet[str] = frozenset()
 _late = False
 # Op name -> the name of its Python function without the prefix ("conv2d_transpose").
 _snake_names: Dict[str, str] = {}
@@ -65,14 +66,28 @@ def read_ffi_ops(path: Path) -> FrozenSet[str]:
     return frozenset(name for name in _exported_text(path, "OpforgeXlaFfiOps").split(",") if name)
 
 
+def read_ffi_gpu_ops(path: Path) -> FrozenSet[str]:
+    """The ops whose FFI custom call the library at `path` also runs on XLA:GPU (a CUDA build)."""
+    return frozenset(name for name in _exported_text(path, "OpforgeXlaFfiGpuOps").split(",") if name)
+
+
+def ffi_gpu_ops() -> FrozenSet[str]:
+    """The FFI custom-call ops that run on XLA:GPU too (their CUDA handlers are registered: a CUDA
+    build of the library, for the ops with GPU kernels that read no input's values but a size)."""
+    return _ffi_gpu
+
+
 def ffi_ops() -> FrozenSet[str]:
     """The C++ ops that run under XLA as FFI custom calls (a subset of `lowered_ops()`)."""
     return _ffi
 
 
 def xla_path(op: str) -> str:
-    """How op `op` (`Opforge>YoloDecode`) runs under XLA: "FFI custom call", "HLO lowering", or
+    """How op `op` (`Opforge>YoloDecode`) runs under XLA: "FFI custom call" (on XLA:CPU; "FFI
+    custom call, CPU and GPU" where its CUDA handler is registered too), "HLO lowering", or
     "none" (the loaded library has no XLA kernel for it)."""
+    if op in _ffi_gpu:
+        return "FFI custom call, CPU and GPU"
     if op in _ffi:
         return "FFI custom call"
     return "HLO lowering" if op in _lowered else "none"
@@ -81,16 +96,16 @@ def xla_path(op: str) -> str:
 def supports_jit(*ops: str) -> bool:
     """Whether every one of `ops` has an XLA kernel in the library (loading it if need be): what
     a layer built on them sets as `supports_jit`, so that Keras's jit_compile="auto" compiles a
-    model with XLA exactly where opforge can. The FFI custom calls run on XLA:CPU only (their
-    handlers are registered for the host; the CUDA ones are to come): where TensorFlow sees a
-    GPU, an op that runs as one does not claim XLA support, so that Keras's jit_compile="auto",
-    which compiles with XLA on a GPU, leaves the model to TensorFlow's own kernels."""
+    model with XLA exactly where opforge can. Where TensorFlow sees a GPU, an op that runs as an
+    FFI custom call claims XLA support only if its CUDA handler is registered (`ffi_gpu_ops()`),
+    so that Keras's jit_compile="auto", which compiles with XLA on a GPU, leaves a model with any
+    other one to TensorFlow's own kernels."""
     from opforge.ops._common import lib
 
     lib()
     if not all(op in _lowered for op in ops):
         return False
-    if any(op in _ffi for op in ops):
+    if any(op in _ffi and op not in _ffi_gpu for op in ops):
         import tensorflow as tf
 
         if tf.config.list_physical_devices("GPU"):
@@ -139,9 +154,10 @@ def guard_ops(module: ModuleType, path: Path) -> None:
     op has no XLA kernel so that adding the op to a graph traced for XLA raises opforge's error.
     Ops that lower are left untouched (no per-call cost); for the others the eager fast path
     pays one `executing_eagerly()` check."""
-    global _lowered, _late, _ffi
+    global _lowered, _late, _ffi, _ffi_gpu
     _lowered, _late = read_lowered_ops(path)
     _ffi = read_ffi_ops(path) & _lowered
+    _ffi_gpu = read_ffi_gpu_ops(path) & _ffi
     # The raw op functions are copies of the generated snake_case ones and keep their __name__.
     ops_by_function = {}
     for attr in dir(module):
