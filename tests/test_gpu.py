@@ -1379,3 +1379,35 @@ def test_gpu_benchmark_runs(gpu_device, tmp_path):
     assert copied and all(r["opforge_GBps"] > 0 and r["copy_GBps"] > 0 for r in copied), rows
     assert {r["dtype"] for r in rows} >= {"float32", "float16"}
     assert result["machine"]["device"] == gpu_device
+
+
+def test_xla_gpu_custom_calls_same_bits_as_the_gpu_kernels(gpu_device):
+    """Under tf.function(jit_compile=True) on the GPU, the ops whose CUDA FFI handlers are
+    registered (a CUDA build: `_xla.ffi_gpu_ops()`, common/xla_ffi.h) run those handlers, which
+    run the same CUDA kernels as TensorFlow's GPU kernels: the same bits over every case of their
+    specs (forward; the gradient ops' handlers are the same skeleton)."""
+    from opforge.ops import _xla
+    from opforge.ops.spec import bits_equal
+
+    if _device_type(gpu_device) != "GPU":
+        pytest.skip("the CUDA handlers run on a GPU only (this is the dry run on the CPU)")
+    lib()
+    expected_ops = {"Opforge>BiasLeakyRelu", "Opforge>Conv2DTranspose", "Opforge>Swish",
+                    "Opforge>ResizeBilinear", "Opforge>FusedBatchNormLeakyRelu", "Opforge>MfccToMel"}
+    assert expected_ops <= _xla.ffi_gpu_ops(), sorted(expected_ops - _xla.ffi_gpu_ops())
+    groups = {_xla._snake_names.get(op, "") for op in _xla.ffi_gpu_ops()}
+    failures = []
+    for spec in (s for s in ops.SPECS if s.group in groups):
+        for dtype in _device_dtypes(spec, gpu_device):
+            for case in spec.cases:
+                if case.dtypes is not None and dtype not in case.dtypes:
+                    continue
+                with tf.device(gpu_device):
+                    tensors = [tf.identity(t) for t in case.tensors(dtype)]
+                    want = spec.call(spec.op, case, tensors)
+                    got = tf.function(lambda *t: spec.call(spec.op, case, t),
+                                      jit_compile=True)(*tensors)
+                for i, (w, g) in enumerate(zip(want, got)):
+                    if not bits_equal(np.asarray(w), np.asarray(g)):
+                        failures.append(f"{spec.name} {dtype.name} {case.name} output {i}")
+    assert not failures, failures

@@ -56,7 +56,7 @@ def test_every_op_without_hlo_lowering_is_a_custom_call():
     assert ops <= _xla.lowered_ops(), sorted(ops - _xla.lowered_ops())
     for op in ("Opforge>YoloDecode", "Opforge>YoloDecodeGrad", "Opforge>CombinedNonMaxSuppression",
                "Opforge>GriffinLim", "Opforge>Conv2DTransposeFilterGrad"):
-        assert _xla.xla_path(op) == "FFI custom call"
+        assert _xla.xla_path(op).startswith("FFI custom call")
     assert _xla.xla_path("Opforge>LeakyRelu") == "HLO lowering"
     assert len(FFI_SPECS) >= 11
 
@@ -179,10 +179,14 @@ def test_size_computed_at_run_time_gets_xlas_compile_time_constant_error():
 
 
 def test_every_layer_supports_jit():
-    """Where TensorFlow sees a GPU, layers on FFI ops do not claim XLA (the handlers are XLA:CPU's),
-    and the HLO ones still do."""
+    """Where TensorFlow sees a GPU, layers on FFI ops claim XLA only where every op's CUDA handler
+    is registered (a CUDA build; not YoloDecode's, whose anchors Validate reads, nor the CPU-only
+    ops'), and the HLO ones still do."""
     gpu = bool(tf.config.list_physical_devices("GPU"))
     hlo = (opforge.layers.LeakyReLU, opforge.layers.ClippedIdentity)
+    if _xla.ffi_gpu_ops():
+        hlo += (opforge.layers.Conv2DTranspose, opforge.layers.Swish, opforge.layers.BilinearResize,
+                opforge.layers.InverseMfcc)
     layers = [
         opforge.layers.ConvBNLeaky(4, 3),
         opforge.layers.Conv2DTranspose(4, 3),
@@ -196,6 +200,23 @@ def test_every_layer_supports_jit():
     wrong = [type(layer).__name__ for layer in layers
              if layer.supports_jit != (isinstance(layer, hlo) or not gpu)]
     assert not wrong, wrong
+
+
+def test_supports_jit_on_a_gpu_needs_each_ops_cuda_handler(monkeypatch):
+    """The rule itself, with a GPU faked: an FFI op claims XLA on a GPU only with its CUDA handler
+    registered; a CPU build of the library registers none."""
+    ffi_op, hlo_op = "Opforge>BiasLeakyRelu", "Opforge>LeakyRelu"
+    if not tf.test.is_built_with_cuda():
+        assert _xla.ffi_gpu_ops() == frozenset()
+    monkeypatch.setattr(tf.config, "list_physical_devices",
+                        lambda kind=None: ["/physical_device:GPU:0"] if kind == "GPU" else [])
+    monkeypatch.setattr(_xla, "_ffi_gpu", frozenset())
+    assert _xla.supports_jit(hlo_op)
+    assert not _xla.supports_jit(ffi_op) and not _xla.supports_jit(hlo_op, ffi_op)
+    assert _xla.xla_path(ffi_op) == "FFI custom call"
+    monkeypatch.setattr(_xla, "_ffi_gpu", frozenset({ffi_op}))
+    assert _xla.supports_jit(ffi_op) and _xla.supports_jit(hlo_op, ffi_op)
+    assert _xla.xla_path(ffi_op) == "FFI custom call, CPU and GPU"
 
 
 def test_ffi_library_needs_no_tensorflow_and_lists_every_custom_call():

@@ -137,8 +137,8 @@ class Attrs {
       }
     }
     for (XLA_FFI_ByteSpan& s : spans_) names_.push_back(&s);
-    *attrs = {sizeof(XLA_FFI_Attrs), nullptr, static_cast<int64_t>(entries_.size()),
-              types_.data(), names_.data(), values_.data()};
+    *attrs = {sizeof(XLA_FFI_Attrs), nullptr,       static_cast<int64_t>(entries_.size()),
+              types_.data(),         names_.data(), values_.data()};
   }
 
  private:
@@ -190,8 +190,8 @@ std::vector<float> Normal(size_t n, uint32_t seed) {
 
 // Runs `handler` on the operands and results (their dims and types), in device memory
 // (`device`) or host memory; returns the handler's error message ("" for none) and the results.
-std::string Run(XLA_FFI_Handler* handler, Attrs* attrs, const std::vector<Tensor>& operands,
-                std::vector<Tensor>* results, bool device) {
+std::string RunHandler(XLA_FFI_Handler* handler, Attrs* attrs, const std::vector<Tensor>& operands,
+                       std::vector<Tensor>* results, bool device) {
   XLA_FFI_Api api = FakeApi();
   std::vector<XLA_FFI_Buffer> args(operands.size()), rets(results->size());
   std::vector<XLA_FFI_ArgType> arg_types(operands.size(), XLA_FFI_ArgType_BUFFER);
@@ -207,24 +207,31 @@ std::string Run(XLA_FFI_Handler* handler, Attrs* attrs, const std::vector<Tensor
     }
     EXPECT_EQ(buffers[slot].Allocate(t.bytes.size()), cudaSuccess);
     if (copy && !t.bytes.empty()) {
-      EXPECT_EQ(cudaMemcpy(buffers[slot].get(), t.bytes.data(), t.bytes.size(),
-                           cudaMemcpyHostToDevice),
-                cudaSuccess);
+      EXPECT_EQ(
+          cudaMemcpy(buffers[slot].get(), t.bytes.data(), t.bytes.size(), cudaMemcpyHostToDevice),
+          cudaSuccess);
     }
     return buffers[slot].get();
   };
   dims.reserve(operands.size() + results->size());
   for (size_t i = 0; i < operands.size(); ++i) {
     dims.push_back(operands[i].dims);
-    args[i] = {sizeof(XLA_FFI_Buffer), nullptr, operands[i].dtype, place(i, operands[i], true),
-               static_cast<int64_t>(dims.back().size()), dims.back().data()};
+    args[i] = {sizeof(XLA_FFI_Buffer),
+               nullptr,
+               operands[i].dtype,
+               place(i, operands[i], true),
+               static_cast<int64_t>(dims.back().size()),
+               dims.back().data()};
     arg_ptrs.push_back(&args[i]);
   }
   for (size_t i = 0; i < results->size(); ++i) {
     const size_t slot = operands.size() + i;
     dims.push_back((*results)[i].dims);
-    rets[i] = {sizeof(XLA_FFI_Buffer), nullptr, (*results)[i].dtype,
-               place(slot, (*results)[i], false), static_cast<int64_t>(dims.back().size()),
+    rets[i] = {sizeof(XLA_FFI_Buffer),
+               nullptr,
+               (*results)[i].dtype,
+               place(slot, (*results)[i], false),
+               static_cast<int64_t>(dims.back().size()),
                dims.back().data()};
     ret_ptrs.push_back(&rets[i]);
   }
@@ -232,10 +239,10 @@ std::string Run(XLA_FFI_Handler* handler, Attrs* attrs, const std::vector<Tensor
   frame.struct_size = sizeof(frame);
   frame.api = &api;
   frame.stage = XLA_FFI_ExecutionStage_EXECUTE;
-  frame.args = {sizeof(XLA_FFI_Args), nullptr, static_cast<int64_t>(args.size()),
-                arg_types.data(), arg_ptrs.data()};
-  frame.rets = {sizeof(XLA_FFI_Rets), nullptr, static_cast<int64_t>(rets.size()),
-                ret_types.data(), ret_ptrs.data()};
+  frame.args = {sizeof(XLA_FFI_Args), nullptr, static_cast<int64_t>(args.size()), arg_types.data(),
+                arg_ptrs.data()};
+  frame.rets = {sizeof(XLA_FFI_Rets), nullptr, static_cast<int64_t>(rets.size()), ret_types.data(),
+                ret_ptrs.data()};
   attrs->Bind(&frame.attrs);
   std::string message;
   if (XLA_FFI_Error* error = handler(&frame)) {
@@ -267,8 +274,8 @@ void ExpectGpuMatchesCpu(XLA_FFI_Handler* cpu, XLA_FFI_Handler* gpu, Attrs* attr
                          float tolerance) {
   std::vector<Tensor> on_cpu = results, on_gpu = results;
   for (Tensor& t : on_gpu) std::fill(t.bytes.begin(), t.bytes.end(), char(0x7f));
-  ASSERT_EQ(Run(cpu, attrs, operands, &on_cpu, /*device=*/false), "");
-  ASSERT_EQ(Run(gpu, attrs, operands, &on_gpu, /*device=*/true), "");
+  ASSERT_EQ(RunHandler(cpu, attrs, operands, &on_cpu, /*device=*/false), "");
+  ASSERT_EQ(RunHandler(gpu, attrs, operands, &on_gpu, /*device=*/true), "");
   for (size_t r = 0; r < results.size(); ++r) {
     const std::vector<float> want = Floats(on_cpu[r]), got = Floats(on_gpu[r]);
     ASSERT_EQ(want.size(), got.size());
@@ -337,9 +344,10 @@ TEST(FfiGpuHandler, Conv2DTransposeTakesItsOutputShapeFromTheAttribute) {
   // Without it, the device buffer of output_shape is not read: an error that says why.
   Attrs bare = Conv2DTransposeAttrs(false);
   std::vector<Tensor> results = out;
-  EXPECT_EQ(Run(&OpforgeFfiGpu_Conv2DTranspose, &bare, Conv2DTransposeInputs(), &results, true),
-            "Opforge>Conv2DTranspose: on the GPU the values of operand 2 must come as the "
-            "attribute 'opforge_values' (an i64 array; a compile-time constant)");
+  EXPECT_EQ(
+      RunHandler(&OpforgeFfiGpu_Conv2DTranspose, &bare, Conv2DTransposeInputs(), &results, true),
+      "Opforge>Conv2DTranspose: on the GPU the values of operand 2 must come as the "
+      "attribute 'opforge_values' (an i64 array; a compile-time constant)");
 }
 
 TEST(FfiGpuHandler, AFrameThatDoesNotFitTheSignatureIsRefusedBeforeAnyKernel) {
@@ -348,14 +356,14 @@ TEST(FfiGpuHandler, AFrameThatDoesNotFitTheSignatureIsRefusedBeforeAnyKernel) {
   std::vector<Tensor> in = {MakeTensor(XLA_FFI_DataType_F32, {4, 8}, Normal(32, 8)),
                             MakeTensor(XLA_FFI_DataType_F64, {8}, std::vector<double>(8))};
   std::vector<Tensor> out = {MakeTensor(XLA_FFI_DataType_F32, {4, 8}, std::vector<float>(32))};
-  EXPECT_EQ(Run(&OpforgeFfiGpu_BiasLeakyRelu, &attrs, in, &out, true),
+  EXPECT_EQ(RunHandler(&OpforgeFfiGpu_BiasLeakyRelu, &attrs, in, &out, true),
             "Opforge>BiasLeakyRelu: operand 1 (bias) must be float32, got float64");
   in.pop_back();
-  EXPECT_EQ(Run(&OpforgeFfiGpu_BiasLeakyRelu, &attrs, in, &out, true),
+  EXPECT_EQ(RunHandler(&OpforgeFfiGpu_BiasLeakyRelu, &attrs, in, &out, true),
             "Opforge>BiasLeakyRelu: the call has 1 operands, the op takes 2 (features, bias)");
   Attrs half;
   half.String("T", "int32").Float("alpha", 0.1f);
-  EXPECT_EQ(Run(&OpforgeFfiGpu_BiasLeakyRelu, &half, in, &out, true),
+  EXPECT_EQ(RunHandler(&OpforgeFfiGpu_BiasLeakyRelu, &half, in, &out, true),
             "Opforge>BiasLeakyRelu: T must be one of half, bfloat16, float32, float64, got int32");
 }
 
