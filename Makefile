@@ -263,6 +263,11 @@ gpu-build-check:
 	  f = tf.function(lambda x: lib.opforge_leaky_relu(x, alpha=0.5), jit_compile=True); \
 	  y = f(tf.constant([-2.0, 3.0])).numpy().tolist(); assert y == [-1.0, 3.0], y; \
 	  print('XLA (jit_compile=True) on the CUDA wheel build: leaky_relu lowers')"
+	PYTHONPATH=python .venv-gpu/bin/python -W ignore::RuntimeWarning -c "import os, tensorflow as tf; \
+	  path = os.path.abspath('build/gpu/_opforge_ops.so'); tf.load_op_library(path); \
+	  from opforge.ops import _xla; gpu = _xla.read_ffi_gpu_ops(path); print('XLA:GPU custom calls:', sorted(gpu)); \
+	  need = {'Opforge>BiasLeakyRelu', 'Opforge>Conv2DTranspose', 'Opforge>FusedBatchNormLeakyRelu', 'Opforge>Swish'}; \
+	  assert need <= gpu and 'Opforge>YoloDecode' not in gpu, sorted(gpu)"
 
 # The GPU path on a machine with an NVIDIA GPU (cmake/gpu_check.sh): installs TensorFlow's GPU
 # wheel, builds and runs the CUDA tests, builds opforge against the wheel, runs `opforge doctor`,

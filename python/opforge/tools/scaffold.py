@@ -390,6 +390,9 @@ namespace {name} {{
 
 OPFORGE_FFI_KERNELS({namespace}{Name}, ForwardOp, OPFORGE_FLOAT_TYPES)
 OPFORGE_FFI_KERNELS({namespace}{Name}Grad, BackwardOp, OPFORGE_FLOAT_TYPES)
+// XLA:GPU's handlers, in a build against TensorFlow's CUDA wheel (elsewhere these lines are empty)
+OPFORGE_FFI_GPU_KERNELS({namespace}{Name}, ForwardOp, OPFORGE_FLOAT_TYPES)
+OPFORGE_FFI_GPU_KERNELS({namespace}{Name}Grad, BackwardOp, OPFORGE_FLOAT_TYPES)
 OPFORGE_REGISTER_XLA_FFI_OP({namespace}{Name}, ForwardOp)
 OPFORGE_REGISTER_XLA_FFI_OP({namespace}{Name}Grad, BackwardOp)
 
