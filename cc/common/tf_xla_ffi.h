@@ -80,8 +80,8 @@ bool RegisterXlaFfiOp(const char* op, XLA_FFI_Handler* handler, XLA_FFI_Handler*
 // of an op with GPU kernels), else null.
 #define OPFORGE_REGISTER_XLA_FFI_OP(ID, OPSTRUCT, ...)                                     \
   extern "C" XLA_FFI_Error* OpforgeFfi_##ID(XLA_FFI_CallFrame* frame);                     \
-  extern "C" __attribute__((weak, visibility("hidden"))) XLA_FFI_Error* OpforgeFfiGpu_##ID( \
-      XLA_FFI_CallFrame* frame);                                                           \
+  extern "C" __attribute__((weak, visibility("hidden")))                                   \
+  XLA_FFI_Error* OpforgeFfiGpu_##ID(XLA_FFI_CallFrame* frame);                             \
   [[maybe_unused]] static const bool OPFORGE_XLA_FFI_CONCAT(opforge_xla_ffi_registration_, \
                                                             __COUNTER__) =                 \
       ::opforge::xla_glue::RegisterXlaFfiOp(                                               \

@@ -537,8 +537,8 @@ Status FfiStream(const XLA_FFI_Api* api, XLA_FFI_ExecutionContext* ctx, const ch
   args.struct_size = XLA_FFI_Stream_Get_Args_STRUCT_SIZE;
   args.ctx = ctx;
   if (XLA_FFI_Error* error = api->XLA_FFI_Stream_Get(&args)) {
-    return Status::Internal(std::string(target) + ": no stream from XLA: " +
-                            TakeMessage(api, error));
+    return Status::Internal(std::string(target) +
+                            ": no stream from XLA: " + TakeMessage(api, error));
   }
   *stream = args.stream;
   return Status::Ok();
@@ -562,8 +562,8 @@ Status FfiDeviceScratch::Allocate(size_t bytes, const char* target) {
   args.alignment = 256;  // cudaMalloc's
   if (XLA_FFI_Error* error = api_->XLA_FFI_DeviceMemory_Allocate(&args)) {
     return Status::Internal(std::string(target) + ": XLA could not allocate " +
-                            std::to_string(bytes) + " bytes of device scratch: " +
-                            TakeMessage(api_, error));
+                            std::to_string(bytes) +
+                            " bytes of device scratch: " + TakeMessage(api_, error));
   }
   data_ = args.data;
   bytes_ = bytes;

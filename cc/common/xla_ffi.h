@@ -277,19 +277,19 @@ const std::vector<Target>& Registry();
 // (GOOGLE_CUDA, or OPFORGE_FFI_GPU for the SIMT runtime's test); elsewhere nothing. tf_xla_ffi.h
 // registers it for TensorFlow's XLA:GPU where it is defined.
 #if GOOGLE_CUDA || OPFORGE_FFI_GPU
-#define OPFORGE_FFI_GPU_KERNELS(ID, OP, GPU_TYPES)                                              \
-  namespace {                                                                                   \
+#define OPFORGE_FFI_GPU_KERNELS(ID, OP, GPU_TYPES)                                                 \
+  namespace {                                                                                      \
   const ::opforge::ffi::TypedExecute kFfiGpuTypes_##ID[] = {GPU_TYPES(OPFORGE_FFI_GPU_TYPE_, OP)}; \
-  const ::opforge::ffi::Handler& FfiGpuHandler_##ID() {                                         \
-    static const ::opforge::ffi::Handler handler(                                               \
-        OP::kSignature, kFfiGpuTypes_##ID,                                                      \
-        sizeof(kFfiGpuTypes_##ID) / sizeof(kFfiGpuTypes_##ID[0]));                              \
-    return handler;                                                                             \
-  }                                                                                             \
-  }                                                                                             \
-  extern "C" __attribute__((visibility("default")))                                             \
-  XLA_FFI_Error* OpforgeFfiGpu_##ID(XLA_FFI_CallFrame* frame) {                                 \
-    return ::opforge::ffi::Dispatch(frame, FfiGpuHandler_##ID());                               \
+  const ::opforge::ffi::Handler& FfiGpuHandler_##ID() {                                            \
+    static const ::opforge::ffi::Handler handler(                                                  \
+        OP::kSignature, kFfiGpuTypes_##ID,                                                         \
+        sizeof(kFfiGpuTypes_##ID) / sizeof(kFfiGpuTypes_##ID[0]));                                 \
+    return handler;                                                                                \
+  }                                                                                                \
+  }                                                                                                \
+  extern "C" __attribute__((visibility("default")))                                                \
+  XLA_FFI_Error* OpforgeFfiGpu_##ID(XLA_FFI_CallFrame* frame) {                                    \
+    return ::opforge::ffi::Dispatch(frame, FfiGpuHandler_##ID());                                  \
   }
 #else
 #define OPFORGE_FFI_GPU_KERNELS(ID, OP, GPU_TYPES)
