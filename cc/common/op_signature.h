@@ -164,18 +164,24 @@ inline Status SignatureError(std::string_view op, const std::string& what) {
   return Status::Invalid("the signature of " + std::string(op) + ": " + what);
 }
 
+// "name: rest" into the name (an identifier) and the rest, trimmed.
+inline Status SplitSpec(std::string_view op, std::string_view spec, std::string* name,
+                        std::string_view* rest) {
+  const size_t colon = spec.find(':');
+  if (colon == std::string_view::npos) {
+    return SignatureError(op, "\"" + std::string(spec) + "\" is not \"name: type\"");
+  }
+  *name = std::string(Trim(spec.substr(0, colon)));
+  if (!IsIdentifier(*name)) return SignatureError(op, "\"" + *name + "\" is not an identifier");
+  *rest = Trim(spec.substr(colon + 1));
+  return Status::Ok();
+}
+
 // "alpha: float = 0.2", "T: {half, float} = DT_FLOAT", "num_scales: int >= 1",
 // "padding: {'SAME', 'VALID'}".
 inline Status ParseAttr(std::string_view op, std::string_view spec, Attr* attr) {
-  const size_t colon = spec.find(':');
-  if (colon == std::string_view::npos) {
-    return SignatureError(op, "attr \"" + std::string(spec) + "\" has no ':'");
-  }
-  attr->name = std::string(Trim(spec.substr(0, colon)));
-  if (!IsIdentifier(attr->name)) {
-    return SignatureError(op, "attr name \"" + attr->name + "\" is not an identifier");
-  }
-  std::string_view rest = Trim(spec.substr(colon + 1));
+  std::string_view rest;
+  OPFORGE_RETURN_IF_ERROR(SplitSpec(op, spec, &attr->name, &rest));
   if (!rest.empty() && rest.front() == '{') {
     const size_t close = rest.find('}');
     if (close == std::string_view::npos) {
@@ -216,15 +222,8 @@ inline Status ParseAttr(std::string_view op, std::string_view spec, Attr* attr) 
 // "features: T", "output_shape: Tshape", "y_true: num_scales * T".
 inline Status ParseArg(std::string_view op, std::string_view spec, const std::vector<Attr>& attrs,
                        Arg* arg) {
-  const size_t colon = spec.find(':');
-  if (colon == std::string_view::npos) {
-    return SignatureError(op, "\"" + std::string(spec) + "\" is not \"name: type\"");
-  }
-  arg->name = std::string(Trim(spec.substr(0, colon)));
-  if (!IsIdentifier(arg->name)) {
-    return SignatureError(op, "\"" + arg->name + "\" is not an identifier");
-  }
-  std::string_view type = Trim(spec.substr(colon + 1));
+  std::string_view type;
+  OPFORGE_RETURN_IF_ERROR(SplitSpec(op, spec, &arg->name, &type));
   const size_t star = type.find('*');
   auto find = [&](std::string_view name) -> const Attr* {
     for (const Attr& a : attrs) {

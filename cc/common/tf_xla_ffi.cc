@@ -271,16 +271,8 @@ bool RegisterFfiHandler(const char* target, XLA_FFI_Handler* handler, const char
   args.traits = 0;
   XLA_FFI_Error* error = api->XLA_FFI_Handler_Register(&args);
   if (error == nullptr) return true;
-  XLA_FFI_Error_GetMessage_Args message{};
-  message.struct_size = XLA_FFI_Error_GetMessage_Args_STRUCT_SIZE;
-  message.error = error;
-  api->XLA_FFI_Error_GetMessage(&message);
   std::fprintf(stderr, "opforge: XLA refused the FFI handler of %s (%s): %s\n", target, platform,
-               message.message ? message.message : "no message");
-  XLA_FFI_Error_Destroy_Args destroy{};
-  destroy.struct_size = XLA_FFI_Error_Destroy_Args_STRUCT_SIZE;
-  destroy.error = error;
-  api->XLA_FFI_Error_Destroy(&destroy);
+               ffi::TakeMessage(api, error).c_str());
   return false;
 }
 

@@ -26,9 +26,6 @@ XLA_FFI_Error* MakeError(const XLA_FFI_Api* api, XLA_FFI_Error_Code code,
   return api->XLA_FFI_Error_Create(&args);
 }
 
-namespace {
-
-// An FFI error's message; the error is destroyed.
 std::string TakeMessage(const XLA_FFI_Api* api, XLA_FFI_Error* error) {
   XLA_FFI_Error_GetMessage_Args message{};
   message.struct_size = XLA_FFI_Error_GetMessage_Args_STRUCT_SIZE;
@@ -41,8 +38,6 @@ std::string TakeMessage(const XLA_FFI_Api* api, XLA_FFI_Error* error) {
   api->XLA_FFI_Error_Destroy(&destroy);
   return text;
 }
-
-}  // namespace
 
 XLA_FFI_Error* ToFfiError(const XLA_FFI_Api* api, const Status& status) {
   if (status.ok()) return nullptr;

@@ -71,6 +71,8 @@ inline constexpr char kTypeAttr[] = "T";
 XLA_FFI_Error* MakeError(const XLA_FFI_Api* api, XLA_FFI_Error_Code code,
                          const std::string& message);
 XLA_FFI_Error* ToFfiError(const XLA_FFI_Api* api, const Status& status);
+// An FFI error's message ("no message" without one); the error is destroyed.
+std::string TakeMessage(const XLA_FFI_Api* api, XLA_FFI_Error* error);
 
 // The XLA FFI element type of a DType (XLA_FFI_DataType_INVALID for none), and back.
 XLA_FFI_DataType FfiType(DType dtype);
@@ -129,28 +131,35 @@ Status ReadOperands(const XLA_FFI_CallFrame& frame, const FfiAttrSource& attrs, 
 // not declare must be empty. Sets *any when some output is not empty.
 Status BindResults(const XLA_FFI_CallFrame& frame, const char* target, OpCall* call, bool* any);
 
+// What both platforms do before the kernel: Init from the attributes, the operands (on the
+// device: `device`), Validate, the results bound. Returns a Status; *run is false when every
+// output is empty (nothing to compute).
+template <typename Op, typename T>
+Status PrepareCall(const XLA_FFI_CallFrame& frame, const char* target, bool device, Op* op,
+                   OpCall* call, typename Op::Params* params, bool* run) {
+  FfiAttrSource source(frame.attrs, target);
+  AttrReader reader(source);
+  const Status init = op->Init(reader);
+  OPFORGE_RETURN_IF_ERROR(reader.status());
+  OPFORGE_RETURN_IF_ERROR(init);
+  constexpr int kValuesInput = internal::ValuesInputOf<Op>::value;
+  OPFORGE_RETURN_IF_ERROR(
+      ReadOperands(frame, source, DTypeOf<T>::value, kValuesInput, target, call, device));
+  OPFORGE_RETURN_IF_ERROR(op->Validate(*call, params));
+  return BindResults(frame, target, call, run);
+}
+
 template <typename Op, typename T>
 XLA_FFI_Error* ExecuteCpu(XLA_FFI_CallFrame* frame, const char* target) {
-  const XLA_FFI_Api* api = frame->api;
-  FfiAttrSource source(frame->attrs, target);
-  AttrReader reader(source);
   Op op;
-  const Status init = op.Init(reader);
-  if (!reader.status().ok()) return ToFfiError(api, reader.status());
-  if (!init.ok()) return ToFfiError(api, init);
   OpCall call;
-  constexpr int kValuesInput = internal::ValuesInputOf<Op>::value;
-  Status s = ReadOperands(*frame, source, DTypeOf<T>::value, kValuesInput, target, &call);
-  if (!s.ok()) return ToFfiError(api, s);
   typename Op::Params params;
-  s = op.Validate(call, &params);
-  if (!s.ok()) return ToFfiError(api, s);
-  bool any = false;
-  s = BindResults(*frame, target, &call, &any);
-  if (!s.ok()) return ToFfiError(api, s);
-  if (!any) return nullptr;
+  bool run = false;
+  const Status s = PrepareCall<Op, T>(*frame, target, /*device=*/false, &op, &call, &params, &run);
+  if (!s.ok() || !run) return ToFfiError(frame->api, s);
   const ScopedFlushDenormals flush;  // TensorFlow's bits (op_call.h)
-  return ToFfiError(api, internal::RunCpu<T>(op, params, call, FfiParallel(api, frame->ctx)));
+  return ToFfiError(frame->api,
+                    internal::RunCpu<T>(op, params, call, FfiParallel(frame->api, frame->ctx)));
 }
 
 // The stream of a call on the CUDA platform (a cudaStream_t), and device scratch memory from
@@ -177,24 +186,12 @@ template <typename Op, typename T>
 XLA_FFI_Error* ExecuteGpu(XLA_FFI_CallFrame* frame, const char* target) {
   static_assert(internal::HasGpu<Op>::value, "OPFORGE_FFI_GPU_KERNELS of an op without Gpu");
   const XLA_FFI_Api* api = frame->api;
-  FfiAttrSource source(frame->attrs, target);
-  AttrReader reader(source);
   Op op;
-  const Status init = op.Init(reader);
-  if (!reader.status().ok()) return ToFfiError(api, reader.status());
-  if (!init.ok()) return ToFfiError(api, init);
   OpCall call;
-  constexpr int kValuesInput = internal::ValuesInputOf<Op>::value;
-  Status s = ReadOperands(*frame, source, DTypeOf<T>::value, kValuesInput, target, &call,
-                          /*device=*/true);
-  if (!s.ok()) return ToFfiError(api, s);
   typename Op::Params params;
-  s = op.Validate(call, &params);
-  if (!s.ok()) return ToFfiError(api, s);
-  bool any = false;
-  s = BindResults(*frame, target, &call, &any);
-  if (!s.ok()) return ToFfiError(api, s);
-  if (!any) return nullptr;
+  bool run = false;
+  Status s = PrepareCall<Op, T>(*frame, target, /*device=*/true, &op, &call, &params, &run);
+  if (!s.ok() || !run) return ToFfiError(api, s);
   void* stream = nullptr;
   s = FfiStream(api, frame->ctx, target, &stream);
   if (!s.ok()) return ToFfiError(api, s);
@@ -252,24 +249,29 @@ const std::vector<Target>& Registry();
 #define OPFORGE_FFI_GPU_TYPE_(T, OP) \
   {::opforge::DTypeOf<T>::value, &::opforge::ffi::ExecuteGpu<OP, T>},
 
+// Defines the handler SYMBOL (extern "C") of op struct OP over the element types of TYPES, each
+// run by EXECUTE (OPFORGE_FFI_TYPE_ or OPFORGE_FFI_GPU_TYPE_); its Handler is built on first use.
+#define OPFORGE_FFI_HANDLER_(SYMBOL, OP, TYPES, EXECUTE)                                        \
+  namespace {                                                                                   \
+  const ::opforge::ffi::TypedExecute kTypes_##SYMBOL[] = {TYPES(EXECUTE, OP)};                  \
+  const ::opforge::ffi::Handler& Handler_##SYMBOL() {                                           \
+    static const ::opforge::ffi::Handler handler(                                               \
+        OP::kSignature, kTypes_##SYMBOL, sizeof(kTypes_##SYMBOL) / sizeof(kTypes_##SYMBOL[0])); \
+    return handler;                                                                             \
+  }                                                                                             \
+  }                                                                                             \
+  extern "C" __attribute__((visibility("default"))) XLA_FFI_Error* SYMBOL(                      \
+      XLA_FFI_CallFrame* frame) {                                                               \
+    return ::opforge::ffi::Dispatch(frame, Handler_##SYMBOL());                                 \
+  }
+
 // Defines the FFI handler OpforgeFfi_ID (target: OP's signature's name) of op struct OP over the
 // element types of TYPES, and registers it in the library's registry.
-#define OPFORGE_FFI_KERNELS(ID, OP, TYPES)                                                   \
-  namespace {                                                                                \
-  const ::opforge::ffi::TypedExecute kFfiTypes_##ID[] = {TYPES(OPFORGE_FFI_TYPE_, OP)};      \
-  const ::opforge::ffi::Handler& FfiHandler_##ID() {                                         \
-    static const ::opforge::ffi::Handler handler(                                            \
-        OP::kSignature, kFfiTypes_##ID, sizeof(kFfiTypes_##ID) / sizeof(kFfiTypes_##ID[0])); \
-    return handler;                                                                          \
-  }                                                                                          \
-  }                                                                                          \
-  extern "C" __attribute__((visibility("default")))                                          \
-  XLA_FFI_Error* OpforgeFfi_##ID(XLA_FFI_CallFrame* frame) {                                 \
-    return ::opforge::ffi::Dispatch(frame, FfiHandler_##ID());                               \
-  }                                                                                          \
-  namespace {                                                                                \
-  [[maybe_unused]] const bool kFfiRegistered_##ID =                                          \
-      ::opforge::ffi::Register({OP::kSignature.name, "OpforgeFfi_" #ID, &OpforgeFfi_##ID});  \
+#define OPFORGE_FFI_KERNELS(ID, OP, TYPES)                                                  \
+  OPFORGE_FFI_HANDLER_(OpforgeFfi_##ID, OP, TYPES, OPFORGE_FFI_TYPE_)                       \
+  namespace {                                                                               \
+  [[maybe_unused]] const bool kFfiRegistered_##ID =                                         \
+      ::opforge::ffi::Register({OP::kSignature.name, "OpforgeFfi_" #ID, &OpforgeFfi_##ID}); \
   }
 
 // Defines OpforgeFfiGpu_ID, the CUDA platform's handler of op struct OP over the element types
@@ -277,20 +279,8 @@ const std::vector<Target>& Registry();
 // (GOOGLE_CUDA, or OPFORGE_FFI_GPU for the SIMT runtime's test); elsewhere nothing. tf_xla_ffi.h
 // registers it for TensorFlow's XLA:GPU where it is defined.
 #if GOOGLE_CUDA || OPFORGE_FFI_GPU
-#define OPFORGE_FFI_GPU_KERNELS(ID, OP, GPU_TYPES)                                                 \
-  namespace {                                                                                      \
-  const ::opforge::ffi::TypedExecute kFfiGpuTypes_##ID[] = {GPU_TYPES(OPFORGE_FFI_GPU_TYPE_, OP)}; \
-  const ::opforge::ffi::Handler& FfiGpuHandler_##ID() {                                            \
-    static const ::opforge::ffi::Handler handler(                                                  \
-        OP::kSignature, kFfiGpuTypes_##ID,                                                         \
-        sizeof(kFfiGpuTypes_##ID) / sizeof(kFfiGpuTypes_##ID[0]));                                 \
-    return handler;                                                                                \
-  }                                                                                                \
-  }                                                                                                \
-  extern "C" __attribute__((visibility("default")))                                                \
-  XLA_FFI_Error* OpforgeFfiGpu_##ID(XLA_FFI_CallFrame* frame) {                                    \
-    return ::opforge::ffi::Dispatch(frame, FfiGpuHandler_##ID());                                  \
-  }
+#define OPFORGE_FFI_GPU_KERNELS(ID, OP, GPU_TYPES) \
+  OPFORGE_FFI_HANDLER_(OpforgeFfiGpu_##ID, OP, GPU_TYPES, OPFORGE_FFI_GPU_TYPE_)
 #else
 #define OPFORGE_FFI_GPU_KERNELS(ID, OP, GPU_TYPES)
 #endif

@@ -9,6 +9,10 @@ namespace opforge {
 
 // The attrs of both kernels, validated once when the kernel is built.
 struct ClippedIdentityAttrs {
+  // Both ops' attrs, for their signatures (common/op_signature.h).
+  static constexpr char kAttrs[] =
+      "clip_min: float = -1.0; clip_max: float = 1.0; leak: float = 0.01; "
+      "T: {half, bfloat16, float, double} = DT_FLOAT";
   using Params = ClippedIdentityParams;
   ClippedIdentityParams attrs;
 
@@ -21,11 +25,7 @@ struct ClippedIdentityAttrs {
 };
 
 struct ClippedIdentityOp : ClippedIdentityAttrs {
-  static constexpr OpSignature kSignature{"Opforge>ClippedIdentity", "x: T", "y: T",
-                                          "clip_min: float = -1.0; "
-                                          "clip_max: float = 1.0; "
-                                          "leak: float = 0.01; "
-                                          "T: {half, bfloat16, float, double} = DT_FLOAT"};
+  static constexpr OpSignature kSignature{"Opforge>ClippedIdentity", "x: T", "y: T", kAttrs};
   Status Validate(OpCall& call, Params* params) const {
     *params = attrs;
     params->size = call.NumElements(0);
@@ -43,11 +43,7 @@ struct ClippedIdentityOp : ClippedIdentityAttrs {
 
 struct ClippedIdentityGradOp : ClippedIdentityAttrs {
   static constexpr OpSignature kSignature{"Opforge>ClippedIdentityGrad",
-                                          "gradients: T; features: T", "backprops: T",
-                                          "clip_min: float = -1.0; "
-                                          "clip_max: float = 1.0; "
-                                          "leak: float = 0.01; "
-                                          "T: {half, bfloat16, float, double} = DT_FLOAT"};
+                                          "gradients: T; features: T", "backprops: T", kAttrs};
   Status Validate(OpCall& call, Params* params) const {
     *params = attrs;
     OPFORGE_RETURN_IF_ERROR(ValidateClippedIdentityGrad(*params, call.shape(0), call.shape(1)));

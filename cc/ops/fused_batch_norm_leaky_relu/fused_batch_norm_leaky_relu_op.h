@@ -19,14 +19,15 @@ inline Status ReadAttrs(AttrReader* c, BatchNormLeakyParams* p) {
   return Status::Ok();
 }
 
+// Both ops' attrs, for their signatures (common/op_signature.h).
+inline constexpr char kBatchNormLeakyAttrs[] =
+    "T: {half, bfloat16, float, double} = DT_FLOAT; U: {float, double} = DT_FLOAT; "
+    "epsilon: float = 0.001; alpha: float = 0.2";
+
 struct BatchNormLeakyOp {
-  static constexpr OpSignature kSignature{"Opforge>FusedBatchNormLeakyRelu",
-                                          "x: T; scale: U; offset: U",
-                                          "y: T; batch_mean: U; batch_variance: U",
-                                          "T: {half, bfloat16, float, double} = DT_FLOAT; "
-                                          "U: {float, double} = DT_FLOAT; "
-                                          "epsilon: float = 0.001; "
-                                          "alpha: float = 0.2"};
+  static constexpr OpSignature kSignature{
+      "Opforge>FusedBatchNormLeakyRelu", "x: T; scale: U; offset: U",
+      "y: T; batch_mean: U; batch_variance: U", kBatchNormLeakyAttrs};
   using Params = BatchNormLeakyParams;
   BatchNormLeakyParams attrs;
 
@@ -64,11 +65,7 @@ struct BatchNormLeakyGradOp {
   static constexpr OpSignature kSignature{
       "Opforge>FusedBatchNormLeakyReluGrad",
       "grad: T; x: T; scale: U; offset: U; batch_mean: U; batch_variance: U",
-      "dx: T; dscale: U; doffset: U",
-      "T: {half, bfloat16, float, double} = DT_FLOAT; "
-      "U: {float, double} = DT_FLOAT; "
-      "epsilon: float = 0.001; "
-      "alpha: float = 0.2"};
+      "dx: T; dscale: U; doffset: U", kBatchNormLeakyAttrs};
   using Params = BatchNormLeakyParams;
   BatchNormLeakyParams attrs;
 

@@ -10,6 +10,9 @@ namespace opforge {
 
 // The attrs of all three kernels: alpha, validated once when the kernel is built.
 struct LeakyReluAttrs {
+  // The three ops' attrs, for their signatures (common/op_signature.h).
+  static constexpr char kAttrs[] =
+      "alpha: float = 0.2; T: {half, bfloat16, float, double} = DT_FLOAT";
   using Params = LeakyReluParams;
   LeakyReluParams attrs;
 
@@ -23,8 +26,7 @@ template <bool kWithMask>
 struct LeakyReluOp : LeakyReluAttrs {
   static constexpr OpSignature kSignature{
       kWithMask ? "Opforge>LeakyReluWithMask" : "Opforge>LeakyRelu", "features: T",
-      kWithMask ? "activations: T; mask: T" : "activations: T",
-      "alpha: float = 0.2; T: {half, bfloat16, float, double} = DT_FLOAT"};
+      kWithMask ? "activations: T; mask: T" : "activations: T", kAttrs};
   Status Validate(OpCall& call, Params* params) const {
     *params = attrs;
     params->size = call.NumElements(0);
@@ -46,9 +48,7 @@ struct LeakyReluOp : LeakyReluAttrs {
 
 struct LeakyReluGradOp : LeakyReluAttrs {
   static constexpr OpSignature kSignature{"Opforge>LeakyReluGrad", "gradients: T; features: T",
-                                          "backprops: T",
-                                          "alpha: float = 0.2; "
-                                          "T: {half, bfloat16, float, double} = DT_FLOAT"};
+                                          "backprops: T", kAttrs};
   Status Validate(OpCall& call, Params* params) const {
     *params = attrs;
     OPFORGE_RETURN_IF_ERROR(ValidateLeakyReluGrad(*params, call.shape(0), call.shape(1)));

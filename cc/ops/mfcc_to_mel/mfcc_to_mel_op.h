@@ -42,6 +42,10 @@ inline constexpr char kMfccToMelGrad[] = "MfccToMelGrad";
 
 template <const char* kOp>
 struct MfccToMelAttrs {
+  // Both ops' attrs, for their signatures (common/op_signature.h).
+  static constexpr char kAttrs[] =
+      "T: {float, double}; n_mels: int = 128; dct_type: int = 2; norm: string = 'ortho'; "
+      "ref: float = 1.0; lifter: float = 0";
   using Params = MfccToMelParams;
   MfccToMelParams attrs;
 
@@ -55,13 +59,7 @@ struct MfccToMelAttrs {
 };
 
 struct MfccToMelOp : MfccToMelAttrs<kMfccToMel> {
-  static constexpr OpSignature kSignature{"Opforge>MfccToMel", "mfcc: T", "mel: T",
-                                          "T: {float, double}; "
-                                          "n_mels: int = 128; "
-                                          "dct_type: int = 2; "
-                                          "norm: string = 'ortho'; "
-                                          "ref: float = 1.0; "
-                                          "lifter: float = 0"};
+  static constexpr OpSignature kSignature{"Opforge>MfccToMel", "mfcc: T", "mel: T", kAttrs};
   Status Validate(OpCall& call, Params* p) const {
     *p = attrs;
     OPFORGE_RETURN_IF_ERROR(ValidateMfccToMel(call.shape(0), p));
@@ -83,13 +81,7 @@ struct MfccToMelOp : MfccToMelAttrs<kMfccToMel> {
 
 struct MfccToMelGradOp : MfccToMelAttrs<kMfccToMelGrad> {
   static constexpr OpSignature kSignature{"Opforge>MfccToMelGrad", "grad: T; mel: T; mfcc: T",
-                                          "grad_mfcc: T",
-                                          "T: {float, double}; "
-                                          "n_mels: int = 128; "
-                                          "dct_type: int = 2; "
-                                          "norm: string = 'ortho'; "
-                                          "ref: float = 1.0; "
-                                          "lifter: float = 0"};
+                                          "grad_mfcc: T", kAttrs};
   Status Validate(OpCall& call, Params* p) const {
     *p = attrs;
     OPFORGE_RETURN_IF_ERROR(ValidateMfccToMelGrad(call.shape(0), call.shape(1), call.shape(2), p));
