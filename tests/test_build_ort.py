@@ -264,6 +264,41 @@ def test_a_tensorflow_header_in_the_ort_library_fails_with_the_reason(env):
     assert "tensorflow/core/framework/op.h" in info.value.first_error
 
 
+BAD_SIGNATURE = r"""
+#include <Eigen/Core>
+#include "common/op_call.h"
+
+// A signature TensorFlow takes and ONNX cannot express: an output list before a fixed output.
+struct ListsFirstOp {
+  static constexpr opforge::OpSignature kSignature{"OrtBad>ListsFirst", "x: T", "y: n * T; z: T",
+                                                   "T: {float}; n: int >= 1"};
+  using Params = int;
+  opforge::Status Init(opforge::AttrReader&) { return opforge::Status::Ok(); }
+  opforge::Status Validate(opforge::OpCall&, Params*) const {
+    return opforge::Status::Invalid("ListsFirst has no kernel: its signature is what is tested");
+  }
+  template <typename T>
+  void Cpu(const Params&, const opforge::OpCall&, const opforge::Parallel&) const {}
+};
+"""
+
+
+def test_a_signature_onnx_cannot_express_fails_registration_naming_the_op(env, lib):
+    """The ONNX Runtime skeleton reads each op's signature when the library registers: one it
+    cannot express fails RegisterCustomOps with the op and the reason, never a wrong kernel."""
+    import onnxruntime as ort
+
+    path = opforge.build.build_library(
+        "lists_first", cpp_source=[BAD_SIGNATURE, '#include "common/tf_kernel.h"\n'
+                                   "OPFORGE_REGISTER_OP(ListsFirstOp);\n"],
+        ort_source=[BAD_SIGNATURE, '#include "common/ort_kernel.h"\n'
+                    "OPFORGE_ORT_KERNELS(ListsFirst, ListsFirstOp, OPFORGE_FLOAT_TYPES)\n"])
+    options = ort.SessionOptions()
+    with pytest.raises(Exception, match="opforge: OrtBad>ListsFirst: an output list before a fixed "
+                                        "output has no ONNX form"):
+        options.register_custom_ops_library(str(opforge.build.ort_library_path(path)))
+
+
 def test_domains_and_argument_errors():
     assert opforge.build.ort_domain(["Custom>A", "Custom>AGrad"], "m") == "custom"
     assert opforge.build.ort_domain(["AddOne"], "add_one") == "add_one"
