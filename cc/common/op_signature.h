@@ -72,30 +72,21 @@ struct Attr {
   std::vector<std::string> allowed;  // a type attr's dtype names, or a string attr's values
 };
 
+// The attr `name` of `attrs`, or null.
+inline const Attr* FindAttr(const std::vector<Attr>& attrs, std::string_view name) {
+  for (const Attr& a : attrs) {
+    if (a.name == name) return &a;
+  }
+  return nullptr;
+}
+
 struct Parsed {
   std::string name;     // "Opforge>BiasLeakyRelu"
   std::string op_type;  // "BiasLeakyRelu": the name after the last '>'
   std::vector<Arg> inputs, outputs;
   std::vector<Attr> attrs;
 
-  const Attr* FindAttr(std::string_view attr) const {
-    for (const Attr& a : attrs) {
-      if (a.name == attr) return &a;
-    }
-    return nullptr;
-  }
-  // The number of tensors when every list has `list_length` of them.
-  static size_t Count(const std::vector<Arg>& args, size_t list_length) {
-    size_t n = 0;
-    for (const Arg& a : args) n += a.number_attr.empty() ? 1 : list_length;
-    return n;
-  }
-  // "features, bias": the names, for messages.
-  static std::string Names(const std::vector<Arg>& args) {
-    std::string names;
-    for (const Arg& a : args) names += (names.empty() ? "" : ", ") + a.name;
-    return names;
-  }
+  const Attr* FindAttr(std::string_view attr) const { return signature::FindAttr(attrs, attr); }
 };
 
 inline std::string_view Trim(std::string_view s) {
@@ -225,16 +216,10 @@ inline Status ParseArg(std::string_view op, std::string_view spec, const std::ve
   std::string_view type;
   OPFORGE_RETURN_IF_ERROR(SplitSpec(op, spec, &arg->name, &type));
   const size_t star = type.find('*');
-  auto find = [&](std::string_view name) -> const Attr* {
-    for (const Attr& a : attrs) {
-      if (a.name == name) return &a;
-    }
-    return nullptr;
-  };
   if (star != std::string_view::npos) {
     arg->number_attr = std::string(Trim(type.substr(0, star)));
     type = Trim(type.substr(star + 1));
-    const Attr* number = find(arg->number_attr);
+    const Attr* number = FindAttr(attrs, arg->number_attr);
     if (number == nullptr || number->type != "int") {
       return SignatureError(
           op, arg->name + "'s length \"" + arg->number_attr + "\" is not an int attr of the op");
@@ -245,7 +230,7 @@ inline Status ParseArg(std::string_view op, std::string_view spec, const std::ve
     arg->rule = TypeRule::kFixed;
     return Status::Ok();
   }
-  const Attr* attr = find(type);
+  const Attr* attr = FindAttr(attrs, type);
   if (attr == nullptr || attr->type != "type") {
     return SignatureError(op, arg->name + "'s type \"" + arg->type +
                                   "\" is neither an element type nor a type attr of the op");

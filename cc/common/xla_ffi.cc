@@ -451,11 +451,7 @@ Status ReadOperands(const XLA_FFI_CallFrame& frame, const FfiAttrSource& attrs, 
   const int64_t n = frame.args.size;
   call->shapes.reserve(static_cast<size_t>(n));
   call->inputs.reserve(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    if (frame.args.types[i] != XLA_FFI_ArgType_BUFFER) {
-      return Status::Invalid(std::string(target) + ": operand " + std::to_string(i) +
-                             " is not a buffer");
-    }
+  for (int64_t i = 0; i < n; ++i) {  // buffers of the signature's types (CheckFrame)
     const auto* buffer = static_cast<const XLA_FFI_Buffer*>(frame.args.args[i]);
     call->shapes.emplace_back(buffer->dims, buffer->dims + buffer->rank);
     call->inputs.push_back(ElementCount(*buffer) == 0 ? nullptr : buffer->data);
@@ -587,12 +583,16 @@ Status Counts(const std::vector<signature::Arg>& args, const FfiAttrSource& attr
   return Status::Ok();
 }
 
-std::string CountText(const std::vector<signature::Arg>& args, const std::vector<int64_t>& counts,
-                      int64_t* total) {
+int64_t Total(const std::vector<int64_t>& counts) {
+  int64_t total = 0;
+  for (int64_t n : counts) total += n;
+  return total;
+}
+
+// "features, anchors (3: num_scales)": the args and their counts, for messages.
+std::string CountText(const std::vector<signature::Arg>& args, const std::vector<int64_t>& counts) {
   std::string text;
-  *total = 0;
   for (size_t k = 0; k < args.size(); ++k) {
-    *total += counts[k];
     text += (text.empty() ? "" : ", ") + args[k].name;
     if (!args[k].number_attr.empty()) {
       text += " (" + std::to_string(counts[k]) + ": " + args[k].number_attr + ")";
@@ -632,18 +632,18 @@ Status CheckFrame(const XLA_FFI_CallFrame& frame, const FfiAttrSource& attrs,
   std::vector<int64_t> in_counts, out_counts;
   OPFORGE_RETURN_IF_ERROR(Counts(parsed.inputs, attrs, &in_counts));
   OPFORGE_RETURN_IF_ERROR(Counts(parsed.outputs, attrs, &out_counts));
-  int64_t inputs = 0, outputs = 0;
-  const std::string in_text = CountText(parsed.inputs, in_counts, &inputs);
-  const std::string out_text = CountText(parsed.outputs, out_counts, &outputs);
+  const int64_t inputs = Total(in_counts), outputs = Total(out_counts);
   if (frame.args.size != inputs) {
     return Status::Invalid(std::string(target) + ": the call has " +
                            std::to_string(frame.args.size) + " operands, the op takes " +
-                           std::to_string(inputs) + " (" + in_text + ")");
+                           std::to_string(inputs) + " (" + CountText(parsed.inputs, in_counts) +
+                           ")");
   }
   if (frame.rets.size != outputs) {
     return Status::Invalid(std::string(target) + ": the call has " +
                            std::to_string(frame.rets.size) + " results, the op gives " +
-                           std::to_string(outputs) + " (" + out_text + ")");
+                           std::to_string(outputs) + " (" + CountText(parsed.outputs, out_counts) +
+                           ")");
   }
   for (int64_t i = 0; i < frame.args.size; ++i) {
     if (frame.args.types[i] != XLA_FFI_ArgType_BUFFER) {

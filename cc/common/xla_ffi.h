@@ -121,8 +121,9 @@ class FfiParallel final : public Parallel {
 // frame is one. Returns true with *error set (null for success) if it was.
 bool AnswerMetadata(XLA_FFI_CallFrame* frame, XLA_FFI_Error** error);
 
-// The input side of a call: shapes and data of every operand (data null for empty ones), the
-// element type, and for an op with a values input its values (the attribute, else the buffer).
+// The input side of a call, after CheckFrame: shapes and data of every operand (data null for
+// empty ones), the element type, and for an op with a values input its values (the attribute,
+// else the buffer).
 // On the device (`device`), the buffers are not readable here: a values input needs the attribute.
 Status ReadOperands(const XLA_FFI_CallFrame& frame, const FfiAttrSource& attrs, DType dtype,
                     int values_input, const char* target, OpCall* call, bool device = false);
@@ -214,7 +215,8 @@ struct TypedExecute {
   XLA_FFI_Error* (*execute)(XLA_FFI_CallFrame* frame, const char* target);
 };
 
-// One op's handler: its signature, parsed once (when the library loads), and its element types.
+// One op's handler: its signature, parsed once (at the handler's first call), and its element
+// types.
 struct Handler {
   Handler(const OpSignature& op, const TypedExecute* types, size_t count);
   const char* target;  // the signature's name

@@ -61,14 +61,19 @@ def read_lowered_ops(path: Path) -> Tuple[FrozenSet[str], bool]:
     return frozenset(name for name in text.split(",") if name), late
 
 
+def _exported_ops(path: Path, symbol: str) -> FrozenSet[str]:
+    """The comma-separated op names a `const char* symbol()` of the library at `path` returns."""
+    return frozenset(name for name in _exported_text(path, symbol).split(",") if name)
+
+
 def read_ffi_ops(path: Path) -> FrozenSet[str]:
     """The ops the library at `path` runs under XLA as FFI custom calls."""
-    return frozenset(name for name in _exported_text(path, "OpforgeXlaFfiOps").split(",") if name)
+    return _exported_ops(path, "OpforgeXlaFfiOps")
 
 
 def read_ffi_gpu_ops(path: Path) -> FrozenSet[str]:
     """The ops whose FFI custom call the library at `path` also runs on XLA:GPU (a CUDA build)."""
-    return frozenset(name for name in _exported_text(path, "OpforgeXlaFfiGpuOps").split(",") if name)
+    return _exported_ops(path, "OpforgeXlaFfiGpuOps")
 
 
 def ffi_gpu_ops() -> FrozenSet[str]:
