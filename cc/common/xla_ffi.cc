@@ -731,3 +731,179 @@ extern "C" __attribute__((visibility("default"))) const char* OpforgeFfiTargets(
   }();
   return text.c_str();
 }
+
+// The signatures of the library's FFI targets (common/op_signature.h), one per line: "<target
+// name>\t<inputs>\t<outputs>\t<attrs>\t<kValuesInput or -1>", for a host that builds its calls
+// from them (opforge.jax: the results' element types).
+extern "C" __attribute__((visibility("default"))) const char* OpforgeFfiSignatures() {
+  static const std::string text = [] {
+    std::ostringstream out;
+    for (const opforge::ffi::Target& t : opforge::ffi::Registry()) {
+      out << t.name << '\t' << t.signature->inputs << '\t' << t.signature->outputs << '\t'
+          << t.signature->attrs << '\t' << t.values_input << '\n';
+    }
+    return out.str();
+  }();
+  return text.c_str();
+}
+
+// --- output inference for hosts that trace (opforge.jax) ----------------------------------------
+
+// One attribute of OpforgeFfiInfer: `kind` 0 a float (data: one float), 1 an int (one int64),
+// 2 a bool (one int64, 0 or 1), 3 a string (`count` chars), 4 a list of ints (`count` int64s),
+// 5 a list of floats (`count` floats).
+struct OpforgeFfiAttr {
+  const char* name;
+  int32_t kind;
+  int64_t count;
+  const void* data;
+};
+
+namespace opforge {
+namespace ffi {
+namespace {
+
+enum AttrKind : int32_t { kFloat, kInt, kBool, kString, kInts, kFloats };
+
+// opforge::AttrSource over OpforgeFfiInfer's attributes, with FfiAttrSource's messages.
+class InferAttrSource final : public AttrSource {
+ public:
+  InferAttrSource(const OpforgeFfiAttr* attrs, int count, const char* target)
+      : attrs_(attrs), count_(count), target_(target) {}
+  Status Get(std::string_view name, float* value) const override {
+    return Scalar(name, kFloat, "a float", value);
+  }
+  Status Get(std::string_view name, int64_t* value) const override {
+    return Scalar(name, kInt, "an int", value);
+  }
+  Status Get(std::string_view name, bool* value) const override {
+    int64_t v = 0;
+    OPFORGE_RETURN_IF_ERROR(Scalar(name, kBool, "a bool", &v));
+    *value = v != 0;
+    return Status::Ok();
+  }
+  Status Get(std::string_view name, std::string* value) const override {
+    Status status;
+    const OpforgeFfiAttr* a = Find(name, kString, "a string", &status);
+    if (a == nullptr) return status;
+    value->assign(static_cast<const char*>(a->data), static_cast<size_t>(a->count));
+    return Status::Ok();
+  }
+  Status Get(std::string_view name, std::vector<int64_t>* value) const override {
+    return List(name, kInts, "a list of ints", value);
+  }
+  Status Get(std::string_view name, std::vector<float>* value) const override {
+    return List(name, kFloats, "a list of floats", value);
+  }
+
+ private:
+  const OpforgeFfiAttr* Find(std::string_view name, AttrKind kind, const char* what,
+                             Status* status) const {
+    for (int i = 0; i < count_; ++i) {
+      if (name != attrs_[i].name) continue;
+      if (attrs_[i].kind != kind) {
+        *status = Status::Invalid(std::string(target_) + ": attribute '" + std::string(name) +
+                                  "' must be " + what);
+        return nullptr;
+      }
+      return &attrs_[i];
+    }
+    *status = Status::Invalid(std::string(target_) + ": the custom call has no attribute '" +
+                              std::string(name) + "' (" + what + ")");
+    return nullptr;
+  }
+  template <typename V>
+  Status Scalar(std::string_view name, AttrKind kind, const char* what, V* value) const {
+    Status status;
+    const OpforgeFfiAttr* a = Find(name, kind, what, &status);
+    if (a == nullptr) return status;
+    *value = *static_cast<const V*>(a->data);
+    return Status::Ok();
+  }
+  template <typename V>
+  Status List(std::string_view name, AttrKind kind, const char* what,
+              std::vector<V>* value) const {
+    Status status;
+    const OpforgeFfiAttr* a = Find(name, kind, what, &status);
+    if (a == nullptr) return status;
+    const auto* data = static_cast<const V*>(a->data);
+    value->assign(data, data + a->count);
+    return Status::Ok();
+  }
+
+  const OpforgeFfiAttr* attrs_;
+  int count_;
+  const char* target_;
+};
+
+void CopyMessage(const std::string& message, char* error, int64_t error_size) {
+  if (error == nullptr || error_size <= 0) return;
+  const size_t n = std::min(message.size(), static_cast<size_t>(error_size - 1));
+  std::memcpy(error, message.data(), n);
+  error[n] = '\0';
+}
+
+}  // namespace
+}  // namespace ffi
+}  // namespace opforge
+
+// The results of a call of `target` before it runs: its op struct's Init (from `attrs`) and
+// Validate on the input shapes (`ranks`, then every input's dims one after another in `dims`),
+// with the data of the inputs the host has on the host (`data`, null where it has not: an input
+// whose values the op reads must be given) and a kValuesInput's values from the "opforge_values"
+// attribute, in a kernel of element type `dtype` ("float32"). Writes each output's rank to
+// `out_ranks` (-1 for an output the op leaves out: it is empty) and its dims to `out_dims`
+// (`max_rank` slots an output), up to `num_outputs` outputs. Returns 0, or 1 for bad input and 2
+// for a call this function cannot answer (no such target, too many outputs), with the message in
+// `error`.
+extern "C" __attribute__((visibility("default"))) int OpforgeFfiInfer(
+    const char* target, const char* dtype, const OpforgeFfiAttr* attrs, int num_attrs,
+    int num_inputs, const int32_t* ranks, const int64_t* dims, const void* const* data,
+    int num_outputs, int max_rank, int32_t* out_ranks, int64_t* out_dims, char* error,
+    int64_t error_size) {
+  using namespace opforge;  // NOLINT: the entry point's body
+  const ffi::Target* found = nullptr;
+  for (const ffi::Target& t : ffi::Registry()) {
+    if (std::strcmp(t.name, target) == 0) found = &t;
+  }
+  if (found == nullptr) {
+    ffi::CopyMessage(std::string("opforge: no FFI target ") + target + " in this library", error,
+                     error_size);
+    return 2;
+  }
+  OpCall call;
+  if (!ffi::DTypeByName(dtype, &call.dtype)) {
+    ffi::CopyMessage(std::string(target) + ": no element type named " + dtype, error, error_size);
+    return 2;
+  }
+  const int64_t* d = dims;
+  for (int i = 0; i < num_inputs; ++i) {
+    call.shapes.emplace_back(d, d + ranks[i]);
+    d += ranks[i];
+    call.inputs.push_back(data[i]);
+  }
+  const ffi::InferAttrSource source(attrs, num_attrs, target);
+  if (found->values_input >= 0) {
+    const Status s = source.Get(ffi::kValuesAttr, &call.values);
+    if (!s.ok()) {
+      ffi::CopyMessage(s.message(), error, error_size);
+      return 2;
+    }
+  }
+  const Status s = found->infer(source, &call);
+  if (!s.ok()) {
+    ffi::CopyMessage(s.message(), error, error_size);
+    return s.code() == Status::Code::kInvalidArgument ? 1 : 2;
+  }
+  for (int i = 0; i < num_outputs; ++i) out_ranks[i] = -1;
+  for (const OpCall::OutputSpec& spec : call.declared) {
+    if (spec.index >= num_outputs || static_cast<int>(spec.dims.size()) > max_rank) {
+      ffi::CopyMessage(std::string(target) + ": an output beyond what the host gave room for",
+                       error, error_size);
+      return 2;
+    }
+    out_ranks[spec.index] = static_cast<int32_t>(spec.dims.size());
+    std::copy(spec.dims.begin(), spec.dims.end(), out_dims + spec.index * max_rank);
+  }
+  return 0;
+}

@@ -235,11 +235,32 @@ Status CheckFrame(const XLA_FFI_CallFrame& frame, const FfiAttrSource& attrs,
 // attribute), the frame against the signature, then the element type's kernel.
 XLA_FFI_Error* Dispatch(XLA_FFI_CallFrame* frame, const Handler& handler);
 
-// The library's handlers, for a host that enumerates them (OpforgeFfiTargets).
+// What a host that must know a call's results before it runs (JAX traces a function into one
+// computation with every shape fixed: opforge.jax) asks of an op struct: Init from `attrs`, then
+// Validate on the input shapes in `call` (and the values of the inputs whose values the op reads,
+// where the host has them), which declares the outputs. The same checks, so the same messages, as
+// the handler's call.
+using InferFn = Status (*)(const AttrSource& attrs, OpCall* call);
+template <typename Op>
+Status InferOutputs(const AttrSource& attrs, OpCall* call) {
+  Op op;
+  AttrReader reader(attrs);
+  const Status init = op.Init(reader);
+  OPFORGE_RETURN_IF_ERROR(reader.status());
+  OPFORGE_RETURN_IF_ERROR(init);
+  typename Op::Params params;
+  return op.Validate(*call, &params);
+}
+
+// The library's handlers, for a host that enumerates them (OpforgeFfiTargets), with their output
+// inference (OpforgeFfiInfer) and the op struct's kValuesInput (-1 for none).
 struct Target {
   const char* name;
   const char* symbol;
   XLA_FFI_Handler* cpu;
+  InferFn infer;
+  int values_input;
+  const OpSignature* signature;
 };
 bool Register(const Target& target);
 const std::vector<Target>& Registry();
@@ -273,7 +294,10 @@ const std::vector<Target>& Registry();
   OPFORGE_FFI_HANDLER_(OpforgeFfi_##ID, OP, TYPES, OPFORGE_FFI_TYPE_)                       \
   namespace {                                                                               \
   [[maybe_unused]] const bool kFfiRegistered_##ID =                                         \
-      ::opforge::ffi::Register({OP::kSignature.name, "OpforgeFfi_" #ID, &OpforgeFfi_##ID}); \
+      ::opforge::ffi::Register({OP::kSignature.name, "OpforgeFfi_" #ID, &OpforgeFfi_##ID,  \
+                                &::opforge::ffi::InferOutputs<OP>,                          \
+                                ::opforge::internal::ValuesInputOf<OP>::value,              \
+                                &OP::kSignature});                                          \
   }
 
 // Defines OpforgeFfiGpu_ID, the CUDA platform's handler of op struct OP over the element types

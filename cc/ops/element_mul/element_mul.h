@@ -43,6 +43,11 @@
 #define OPFORGE_ELEMENT_MUL_TYPES(X, ...)        \
   OPFORGE_ELEMENT_MUL_REAL_TYPES(X, __VA_ARGS__) \
   OPFORGE_ELEMENT_MUL_COMPLEX_TYPES(X, __VA_ARGS__)
+// The GPU kernels' types (TensorFlow's GPU kernels keep int32 tensors in host memory: int32 runs
+// on the CPU kernel there).
+#define OPFORGE_ELEMENT_MUL_GPU_TYPES(X, ...) \
+  OPFORGE_FLOAT_TYPES(X, __VA_ARGS__)         \
+  X(int64_t, __VA_ARGS__)
 
 namespace opforge {
 

@@ -38,11 +38,6 @@ OPFORGE_REGISTER_OP(ElementMulGradOp)
 
 namespace {
 
-// TensorFlow's GPU kernels keep int32 tensors in host memory: int32 runs on the CPU kernel.
-#define OPFORGE_ELEMENT_MUL_GPU_TYPES(X, ...) \
-  OPFORGE_FLOAT_TYPES(X, __VA_ARGS__)         \
-  X(int64_t, __VA_ARGS__)
-
 // The other integers and the complex types run on the CPU only.
 OPFORGE_REGISTER_KERNELS(Name(ElementMulOp::kSignature.name), ElementMulOp,
                          OPFORGE_ELEMENT_MUL_TYPES, OPFORGE_ELEMENT_MUL_GPU_TYPES)
