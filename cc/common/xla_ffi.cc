@@ -821,8 +821,7 @@ class InferAttrSource final : public AttrSource {
     return Status::Ok();
   }
   template <typename V>
-  Status List(std::string_view name, AttrKind kind, const char* what,
-              std::vector<V>* value) const {
+  Status List(std::string_view name, AttrKind kind, const char* what, std::vector<V>* value) const {
     Status status;
     const OpforgeFfiAttr* a = Find(name, kind, what, &status);
     if (a == nullptr) return status;

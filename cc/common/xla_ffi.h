@@ -290,14 +290,13 @@ const std::vector<Target>& Registry();
 
 // Defines the FFI handler OpforgeFfi_ID (target: OP's signature's name) of op struct OP over the
 // element types of TYPES, and registers it in the library's registry.
-#define OPFORGE_FFI_KERNELS(ID, OP, TYPES)                                                  \
-  OPFORGE_FFI_HANDLER_(OpforgeFfi_##ID, OP, TYPES, OPFORGE_FFI_TYPE_)                       \
-  namespace {                                                                               \
-  [[maybe_unused]] const bool kFfiRegistered_##ID =                                         \
-      ::opforge::ffi::Register({OP::kSignature.name, "OpforgeFfi_" #ID, &OpforgeFfi_##ID,  \
-                                &::opforge::ffi::InferOutputs<OP>,                          \
-                                ::opforge::internal::ValuesInputOf<OP>::value,              \
-                                &OP::kSignature});                                          \
+#define OPFORGE_FFI_KERNELS(ID, OP, TYPES)                                                        \
+  OPFORGE_FFI_HANDLER_(OpforgeFfi_##ID, OP, TYPES, OPFORGE_FFI_TYPE_)                             \
+  namespace {                                                                                     \
+  [[maybe_unused]] const bool kFfiRegistered_##ID =                                               \
+      ::opforge::ffi::Register({OP::kSignature.name, "OpforgeFfi_" #ID, &OpforgeFfi_##ID,         \
+                                &::opforge::ffi::InferOutputs<OP>,                                \
+                                ::opforge::internal::ValuesInputOf<OP>::value, &OP::kSignature}); \
   }
 
 // Defines OpforgeFfiGpu_ID, the CUDA platform's handler of op struct OP over the element types
