@@ -176,7 +176,9 @@ def is_concrete(x) -> bool:
 
 
 def dtype_name(dtype) -> str:
-    return np.dtype(dtype).name
+    """The core's name of an element type (common/dtype.h: "half" for float16)."""
+    name = np.dtype(dtype).name
+    return "half" if name == "float16" else name
 
 
 def infer(target: str, inputs: Sequence[Any], attrs: Mapping[str, Any], dtype,

@@ -1,0 +1,162 @@
+"""opforge.jax against opforge.ops in TensorFlow: every op spec's forward cases and gradient cases
+give the same bits through the FFI handlers from JAX (eagerly, under jax.jit, under jax.vmap),
+and bad input raises with the core's message."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+jax = pytest.importorskip("jax")
+jax.config.update("jax_enable_x64", True)  # the float64 cases and gradients  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+
+import opforge.jax as ofj  # noqa: E402
+from opforge.ops import SPECS  # noqa: E402
+from opforge.ops.spec import bits_equal  # noqa: E402
+
+# The specs whose op opforge.jax has (every one, once every module is written).
+JAX_SPECS = [s for s in SPECS if hasattr(ofj, s.op.__name__)]
+
+
+def _numpy(value):
+    if isinstance(value, (tf.Tensor, tf.Variable)):
+        return value.numpy()
+    if isinstance(value, (list, tuple)) and any(isinstance(v, (tf.Tensor, tf.Variable)) for v in value):
+        return type(value)(_numpy(v) for v in value)
+    return value
+
+
+def _outputs(out):
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def _forward_params():
+    for spec in JAX_SPECS:
+        for dtype in spec.dtypes:
+            for case in spec.cases:
+                if case.dtypes is None or dtype in case.dtypes:
+                    yield pytest.param(spec, case, dtype, id=f"{spec.name}-{case.name}-{dtype.name}")
+
+
+def _jax_call(spec, case, tensors, jit=False):
+    fn = getattr(ofj, spec.op.__name__)
+    arrays = [_numpy(t) for t in tensors]
+    attrs = {k: _numpy(v) for k, v in case.attrs.items()}
+    if not jit:
+        return _outputs(fn(*arrays, **attrs))
+    # The float inputs that carry values are the jitted function's arguments; the rest (sizes,
+    # anchors, class ids) stay constants, as TensorFlow's XLA wants them.
+    traced = [i for i, (s, a) in enumerate(zip(case.inputs, arrays))
+              if s.differentiable and np.asarray(a).dtype.kind == "f" and np.asarray(a).dtype != np.float16 or
+              (s.differentiable and np.asarray(a).dtype == np.float16)]
+
+    def call(*xs):
+        full = list(arrays)
+        for i, x in zip(traced, xs):
+            full[i] = x
+        return fn(*full, **attrs)
+
+    return _outputs(jax.jit(call)(*[arrays[i] for i in traced]))
+
+
+def _same(ours, theirs, what):
+    assert len(ours) == len(theirs), what
+    for i, (a, b) in enumerate(zip(ours, theirs)):
+        a, b = np.asarray(a), np.asarray(_numpy(b))
+        assert a.dtype == b.dtype and a.shape == b.shape, f"{what} output {i}: {a.dtype}{a.shape} vs {b.dtype}{b.shape}"
+        assert bits_equal(a, b), f"{what} output {i}: max diff {np.nanmax(np.abs(a.astype(np.float64) - b.astype(np.float64)))}"
+
+
+@pytest.mark.parametrize("spec,case,dtype", list(_forward_params()))
+def test_forward_same_bits_as_tensorflow(spec, case, dtype):
+    tensors = case.tensors(dtype)
+    theirs = spec.call(spec.op, case, tensors)
+    _same(_jax_call(spec, case, tensors), theirs, "eager")
+    _same(_jax_call(spec, case, tensors, jit=True), theirs, "jit")
+
+
+def _gradient_params():
+    for spec in JAX_SPECS:
+        for case in spec.gradient_cases:
+            yield pytest.param(spec, case, id=f"{spec.name}-{case.name}")
+
+
+@pytest.mark.parametrize("spec,case", list(_gradient_params()))
+def test_gradient_same_bits_as_tensorflow(spec, case):
+    tensors = case.tensors(tf.float64)
+    wrt = [i for i, s in enumerate(case.inputs) if s.differentiable and tensors[i].dtype.is_floating]
+    with tf.GradientTape() as tape:
+        for i in wrt:
+            tape.watch(tensors[i])
+        out = spec.call(spec.op, case, tensors)[spec.gradient_output]
+    cotangent = np.random.default_rng(7).standard_normal(out.shape).astype(out.dtype.as_numpy_dtype)
+    theirs = tape.gradient(out, [tensors[i] for i in wrt], output_gradients=tf.constant(cotangent))
+
+    fn = getattr(ofj, spec.op.__name__)
+    arrays = [_numpy(t) for t in tensors]
+    attrs = {k: _numpy(v) for k, v in case.attrs.items()}
+
+    def f(*xs):
+        full = list(arrays)
+        for i, x in zip(wrt, xs):
+            full[i] = x
+        return _outputs(fn(*full, **attrs))[spec.gradient_output]
+
+    for jit in (False, True):
+        g = jax.jit(f) if jit else f
+        _, vjp = jax.vjp(g, *[arrays[i] for i in wrt])
+        ours = vjp(jnp.asarray(cotangent))
+        _same(list(ours), [t if t is not None else np.zeros_like(arrays[i]) for t, i in zip(theirs, wrt)],
+              f"gradient (jit={jit})")
+
+
+@pytest.mark.parametrize("spec", JAX_SPECS, ids=[s.name for s in JAX_SPECS])
+def test_vmap_is_the_op_on_each_element(spec):
+    """vmap over the float inputs of the first case, two elements (the case's inputs and the same
+    inputs scaled): the same bits as calling the op on each element."""
+    case = spec.cases[0]
+    dtype = spec.dtypes[0] if case.dtypes is None else case.dtypes[0]
+    fn = getattr(ofj, spec.op.__name__)
+    arrays = [_numpy(t) for t in case.tensors(dtype)]
+    attrs = {k: _numpy(v) for k, v in case.attrs.items()}
+    mapped = [i for i, (s, a) in enumerate(zip(case.inputs, arrays)) if s.differentiable and a.dtype.kind == "f"]
+    second = [(a * np.asarray(0.5, a.dtype)).astype(a.dtype) if i in mapped else a for i, a in enumerate(arrays)]
+
+    def f(*xs):
+        full = list(arrays)
+        for i, x in zip(mapped, xs):
+            full[i] = x
+        return _outputs(fn(*full, **attrs))
+
+    stacked = [np.stack([arrays[i], second[i]]) for i in mapped]
+    ours = jax.vmap(f)(*stacked)
+    each = [f(*[arrays[i] for i in mapped]), f(*[second[i] for i in mapped])]
+    _same(ours, [np.stack([a, b]) for a, b in zip(each[0], each[1])], "vmap")
+
+
+def test_every_op_of_opforge_ops_is_in_opforge_jax():
+    import opforge.ops
+
+    missing = [name for m in opforge.ops.MODULES for name in m.__all__
+               if callable(getattr(m, name)) and not isinstance(getattr(m, name), type)
+               and name[0].islower() and not hasattr(ofj, name)]
+    assert not missing, f"opforge.jax lacks {missing}"
+
+
+def test_every_handler_is_registered_with_jax():
+    import opforge.ops
+
+    assert set(opforge.ops.OP_NAMES) <= set(ofj.targets())
+
+
+def test_bad_input_raises_the_core_message_at_trace_time():
+    x = np.ones((2, 3), np.float32)
+    with pytest.raises(ValueError, match="LeakyRelu: alpha must be a finite number, got nan"):
+        ofj.leaky_relu(x, alpha=float("nan"))
+    with pytest.raises(ValueError, match=r"ElementMul: a and b must have broadcast-compatible shapes, got \[2, 3\] and \[4\]"):
+        jax.jit(ofj.element_mul)(x, np.ones(4, np.float32))
+    with pytest.raises(TypeError, match="LeakyRelu: alpha must be a number, got 'a'"):
+        ofj.leaky_relu(x, alpha="a")
+    with pytest.raises(TypeError, match="Swish: features must be float16, bfloat16, float32 or float64, got int32"):
+        ofj.swish(np.ones(3, np.int32))
