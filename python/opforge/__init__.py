@@ -37,15 +37,20 @@ except LoadError as _error:
 # Measured on the 2-core EPYC: 0.05 s on top of `import tensorflow, keras` (1.6 s), of which
 # tf.load_op_library is 0.02 s.
 from opforge import ops  # noqa: E402
-from opforge._keras import KerasVersionError, keras3_problem  # noqa: E402
+from opforge._keras import KerasVersionError, keras3_problem, layers_problem  # noqa: E402
 
-if keras3_problem() is None:
-    from opforge import layers, models  # noqa: E402
-    _KERAS_PARTS = ()
+# Keras 2 (TensorFlow 2.15, or TF_USE_LEGACY_KERAS=1): the ops work, the layers are tf-keras
+# layers where tf-keras is installed; a Keras part that cannot load raises KerasVersionError
+# naming the Keras it needs when it is first used or imported.
+_KERAS_PARTS = ()
+if layers_problem() is None:
+    from opforge import layers  # noqa: E402
 else:
-    # Keras 2 (TensorFlow 2.15, or TF_USE_LEGACY_KERAS=1): the ops work; the Keras parts raise
-    # KerasVersionError naming the Keras they need when they are first used or imported.
-    _KERAS_PARTS = ("layers", "models")
+    _KERAS_PARTS += ("layers",)
+if keras3_problem() is None:
+    from opforge import models  # noqa: E402
+else:
+    _KERAS_PARTS += ("models",)
 
 
 def __getattr__(name: str):

@@ -1,4 +1,5 @@
-"""Keras 3 layers built on opforge ops. Importing this package registers them as serializable
+"""Keras layers built on opforge ops (Keras 3 on its TensorFlow or JAX backend, or tf-keras:
+opforge._keras). Importing this package registers them as serializable
 (package "opforge"), so `.keras` files that use them load after `import opforge.layers`.
 
 Every module in this package holds layers (listed in its `__all__`); they are found by listing
@@ -6,9 +7,9 @@ the package, so adding a layer edits no file but its own.
 """
 from __future__ import annotations
 
-from opforge._keras import require_keras3
+from opforge._keras import require_layers
 
-require_keras3("opforge.layers")
+require_layers("opforge.layers")
 
 import importlib
 import pkgutil

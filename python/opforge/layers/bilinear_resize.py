@@ -5,14 +5,16 @@ from __future__ import annotations
 import numbers
 from typing import Any, Dict, Optional, Sequence, Union
 
-import keras
+from opforge._keras import framework
 import tensorflow as tf
 
+from opforge.layers import _backend
 from opforge.layers._checks import check_with_op
 from opforge.ops._common import python_bool, python_int
 from opforge.ops import _xla
 from opforge.ops.resize_bilinear import resize_bilinear
 
+keras = framework()  # Keras 3, or tf-keras under TF_USE_LEGACY_KERAS=1 (opforge._keras)
 __all__ = ["BilinearResize"]
 
 _LAYER = "opforge.layers.BilinearResize"
@@ -73,6 +75,7 @@ class BilinearResize(keras.layers.Layer):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        _backend.require(_LAYER)
         if isinstance(height, (list, tuple)):  # BilinearResize((26, 26)): the target_size form
             if width is not None or target_size is not None:
                 raise ValueError(f"{_LAYER}: give the size once: (height, width) as the first argument, "
@@ -137,7 +140,7 @@ class BilinearResize(keras.layers.Layer):
         self.fill_value = float(fill_value)
         self.antialias = bool(antialias)
         if data_format is None:
-            data_format = keras.config.image_data_format()
+            data_format = _backend.image_data_format()
         if not isinstance(data_format, str) or data_format.lower() not in ("channels_last", "channels_first"):
             raise ValueError(f"{_LAYER}: data_format must be 'channels_last' or 'channels_first', "
                              f"got {data_format!r}")
@@ -158,14 +161,13 @@ class BilinearResize(keras.layers.Layer):
         """The output [height, width] of NHWC `images`: static ints where known."""
         if self.scale is None:
             return [self.height, self.width]
-        dynamic = tf.shape(images)
         out = []
         for axis, factor in zip((1, 2), self.scale):
             n = images.shape[axis]
             if n is not None:
                 out.append(max(int(n * factor), 0) if isinstance(factor, int) else int(n * factor // 1))
             else:
-                n = dynamic[axis]
+                n = tf.shape(images)[axis]
                 out.append(n * factor if isinstance(factor, int) else
                            tf.cast(tf.floor(tf.cast(n, tf.float64) * factor), tf.int32))
         if all(isinstance(v, int) for v in out):
@@ -193,7 +195,53 @@ class BilinearResize(keras.layers.Layer):
         fill = tf.cast(self.fill_value, images.dtype)
         return tf.pad(images, [[0, 0], [top, top], [left, left], [0, 0]], constant_values=fill)
 
+    def _crop_or_pad_static(self, images):
+        """_crop_or_pad on a static shape (the JAX backend), the same float32 arithmetic."""
+        import jax.numpy as jnp
+        import numpy as np
+
+        f32 = np.float32
+        height, width = images.shape[1], images.shape[2]
+        th, tw = self.height, self.width
+        if self.crop_to_aspect_ratio:
+            crop_height = max(min(height, int(f32(width * th) / f32(tw))), 1)
+            crop_width = max(min(width, int(f32(height * tw) / f32(th))), 1)
+            top, left = int(f32(height - crop_height) / f32(2)), int(f32(width - crop_width) / f32(2))
+            return images[:, top:top + crop_height, left:left + crop_width, :]
+        pad_height = max(height, int(f32(width * th) / f32(tw)))
+        pad_width = max(width, int(f32(height * tw) / f32(th)))
+        top, left = int(f32(pad_height - height) / f32(2)), int(f32(pad_width - width) / f32(2))
+        fill = jnp.asarray(self.fill_value).astype(images.dtype)
+        return jnp.pad(images, [(0, 0), (top, top), (left, left), (0, 0)], constant_values=fill)
+
+    def _call_jax(self, inputs):
+        """The layer on Keras's JAX backend (static shapes): opforge.jax's resize ops."""
+        import jax.numpy as jnp
+
+        ofj = _backend.ops()
+        images = inputs
+        unbatched = images.ndim == 3
+        if unbatched:
+            images = images[None]
+        if self.data_format == "channels_first":
+            images = jnp.transpose(images, (0, 2, 3, 1))
+        if self.crop_to_aspect_ratio or self.pad_to_aspect_ratio:
+            images = self._crop_or_pad_static(images)
+        size = self._size(images)
+        if self.antialias:
+            out = ofj.resize(images, size, "bilinear", antialias=True)
+        else:
+            out = ofj.resize_bilinear(images, size, align_corners=self.align_corners,
+                                      half_pixel_centers=self.half_pixel_centers)
+        if self.data_format == "channels_first":
+            out = jnp.transpose(out, (0, 3, 1, 2))
+        if unbatched:
+            out = out[0]
+        return out.astype(self.compute_dtype)
+
     def call(self, inputs):
+        if _backend.is_jax():
+            return self._call_jax(inputs)
         images = inputs
         unbatched = images.shape.rank == 3
         if unbatched:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
-import keras
+from opforge._keras import framework
 import tensorflow as tf
 
+from opforge.layers import _backend
 from opforge.layers._checks import check_with_op
 from opforge.ops._common import python_number
 from opforge.ops.clipped_identity import clipped_identity
 
+keras = framework()  # Keras 3, or tf-keras under TF_USE_LEGACY_KERAS=1 (opforge._keras)
 __all__ = ["ClippedIdentity"]
 
 
@@ -28,6 +30,7 @@ class ClippedIdentity(keras.layers.Layer):
     def __init__(self, clip_min: float = -1.0, clip_max: float = 1.0, leak: float = 0.01,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        _backend.require("opforge.layers.ClippedIdentity")
         try:
             self.clip_min = python_number("ClippedIdentity", "clip_min", clip_min)
             self.clip_max = python_number("ClippedIdentity", "clip_max", clip_max)
@@ -42,8 +45,8 @@ class ClippedIdentity(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs):
-        out = clipped_identity(inputs, self.clip_min, self.clip_max, self.leak)
-        return out if out.dtype == self.compute_dtype else tf.cast(out, self.compute_dtype)
+        out = _backend.ops().clipped_identity(inputs, self.clip_min, self.clip_max, self.leak)
+        return out if out.dtype == self.compute_dtype else _backend.cast(out, self.compute_dtype)
 
     def compute_output_shape(self, input_shape):
         return input_shape

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any, List, Optional, Union
 
-import keras
+from opforge._keras import framework
 import tensorflow as tf
 
+from opforge.layers import _backend
 from opforge.ops import _xla
 from opforge.ops.conv2d_transpose import conv2d_transpose
 
+keras = framework()  # Keras 3, or tf-keras under TF_USE_LEGACY_KERAS=1 (opforge._keras)
 __all__ = ["Conv2DTranspose"]
 
 
@@ -73,14 +75,16 @@ class Conv2DTranspose(keras.layers.Conv2DTranspose):
             kernel_regularizer=kernel_regularizer, bias_regularizer=bias_regularizer,
             activity_regularizer=activity_regularizer, kernel_constraint=kernel_constraint,
             bias_constraint=bias_constraint, **kwargs)
+        _backend.require("opforge.layers.Conv2DTranspose")
         self.supports_jit = _xla.supports_jit("Opforge>Conv2DTranspose",
                                               "Opforge>Conv2DTransposeInputGrad",
                                               "Opforge>Conv2DTransposeFilterGrad")
 
     def _output_shape(self, inputs: tf.Tensor):
         shape = list(inputs.shape)
-        dynamic = tf.shape(inputs)
-        shape = [dynamic[i] if d is None else d for i, d in enumerate(shape)]
+        if any(d is None for d in shape):
+            dynamic = tf.shape(inputs)
+            shape = [dynamic[i] if d is None else d for i, d in enumerate(shape)]
         spatial = shape[1:3] if self.data_format == "channels_last" else shape[2:4]
         out = [
             deconv_output_length(
@@ -95,6 +99,8 @@ class Conv2DTranspose(keras.layers.Conv2DTranspose):
         return tf.stack([tf.cast(v, tf.int32) for v in out])
 
     def call(self, inputs):
+        if _backend.is_jax():
+            return self._call_jax(inputs)
         kernel = tf.convert_to_tensor(self.kernel)
         if kernel.dtype != inputs.dtype:
             kernel = tf.cast(kernel, inputs.dtype)
@@ -110,6 +116,23 @@ class Conv2DTranspose(keras.layers.Conv2DTranspose):
         )
         if self.use_bias:
             bias = tf.cast(tf.convert_to_tensor(self.bias), outputs.dtype)
+            shape = (1, 1, 1, self.filters) if channels_last else (1, self.filters, 1, 1)
+            outputs = tf.add(outputs, tf.reshape(bias, shape))
+        if self.activation is not None:
+            return self.activation(outputs)
+        return outputs
+
+    def _call_jax(self, inputs):
+        """The layer on Keras's JAX backend: opforge.jax.conv2d_transpose (the same kernel and
+        its gradients), the output size from the static shape."""
+        ofj = _backend.ops()
+        kernel = keras.ops.cast(self.kernel, inputs.dtype)
+        channels_last = self.data_format == "channels_last"
+        outputs = ofj.conv2d_transpose(inputs, kernel, self._output_shape(inputs), strides=list(self.strides),
+                                       padding=self.padding.upper(), data_format="NHWC" if channels_last else "NCHW",
+                                       dilations=list(self.dilation_rate))
+        if self.use_bias:
+            bias = keras.ops.cast(self.bias, outputs.dtype)
             shape = (1, 1, 1, self.filters) if channels_last else (1, self.filters, 1, 1)
             outputs = keras.ops.add(outputs, keras.ops.reshape(bias, shape))
         if self.activation is not None:

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
-import keras
+from opforge._keras import framework
 import tensorflow as tf
 
+from opforge.layers import _backend
 from opforge.ops import _xla
 from opforge.ops.bias_leaky_relu import bias_leaky_relu
 from opforge.ops.fused_batch_norm_leaky_relu import fused_batch_norm_leaky_relu
 from opforge.ops.fused_conv2d_bias_leaky_relu import fused_conv2d_bias_leaky_relu
 
+keras = framework()  # Keras 3, or tf-keras under TF_USE_LEGACY_KERAS=1 (opforge._keras)
 __all__ = ["ConvBNLeaky"]
 
 
@@ -120,6 +122,7 @@ class ConvBNLeaky(keras.layers.Layer):
                  beta_initializer="zeros", moving_mean_initializer="zeros", moving_variance_initializer="ones",
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        _backend.require("opforge.layers.ConvBNLeaky")
         if isinstance(filters, bool) or not isinstance(filters, int) or filters < 1:
             raise ValueError(f"opforge.layers.ConvBNLeaky: filters must be a positive int, got {filters!r}")
         if not isinstance(padding, str) or padding.lower() not in ("same", "valid"):
@@ -171,6 +174,8 @@ class ConvBNLeaky(keras.layers.Layer):
                     dilations=[1, *self.dilation_rate, 1])
 
     def call(self, inputs, training=None):
+        if _backend.is_jax():
+            return self._call_jax(inputs, training)
         kernel = tf.cast(self.kernel, inputs.dtype)
         if training:
             stride1_3x3 = self.kernel_size == (3, 3) and self.strides == (1, 1) and self.dilation_rate == (1, 1)
@@ -203,12 +208,42 @@ class ConvBNLeaky(keras.layers.Layer):
         return fused_conv2d_bias_leaky_relu(inputs, weights, bias, args["strides"], args["padding"],
                                             alpha=self.alpha, dilations=args["dilations"])
 
+    def _call_jax(self, inputs, training):
+        """The layer on Keras's JAX backend: XLA's convolution then opforge.jax's fused batch norm
+        and activation in training (the moving statistics updated as above); in inference the
+        folded weights and opforge's fused convolution (`opforge.jax.fused_conv2d_bias_leaky_relu`,
+        the kernel the TensorFlow backend runs where `_opforge_conv_pays`)."""
+        import jax
+
+        ofj = _backend.ops()
+        args = self._conv_args()
+        if training:
+            kernel = keras.ops.cast(self.kernel, inputs.dtype)
+            z = jax.lax.conv_general_dilated(inputs, kernel, window_strides=self.strides,
+                                             padding=self.padding.upper(), rhs_dilation=self.dilation_rate,
+                                             dimension_numbers=("NHWC", "HWIO", "NHWC"))
+            y, mean, variance = ofj.fused_batch_norm_leaky_relu(
+                z, keras.ops.convert_to_tensor(self.gamma), keras.ops.convert_to_tensor(self.beta),
+                epsilon=self.epsilon, alpha=self.alpha)
+            m = keras.ops.cast(self.momentum, mean.dtype)
+            self.moving_mean.assign(self.moving_mean * m + mean * (1.0 - m))
+            self.moving_variance.assign(self.moving_variance * m + variance * (1.0 - m))
+            return y
+        weights, bias = self.folded_weights()
+        weights, bias = keras.ops.cast(weights, inputs.dtype), keras.ops.cast(bias, inputs.dtype)
+        return ofj.fused_conv2d_bias_leaky_relu(inputs, weights, bias, args["strides"], args["padding"],
+                                                alpha=self.alpha, dilations=args["dilations"])
+
     def folded_weights(self):
         """The kernel and bias with the inference-mode batch norm folded in (in the variables'
         dtype): `W * gamma / sqrt(var + eps)`, `beta - mean * gamma / sqrt(var + eps)`."""
         dtype = self.gamma.dtype
-        scale = self.gamma * tf.math.rsqrt(self.moving_variance + tf.cast(self.epsilon, dtype))
-        weights = tf.cast(self.kernel, dtype) * scale
+        if _backend.is_jax():
+            scale = self.gamma * keras.ops.rsqrt(self.moving_variance + keras.ops.cast(self.epsilon, dtype))
+            weights = keras.ops.cast(self.kernel, dtype) * scale
+        else:
+            scale = self.gamma * tf.math.rsqrt(self.moving_variance + tf.cast(self.epsilon, dtype))
+            weights = tf.cast(self.kernel, dtype) * scale
         return weights, self.beta - self.moving_mean * scale
 
     def compute_output_shape(self, input_shape):

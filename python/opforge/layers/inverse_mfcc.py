@@ -5,13 +5,15 @@ from __future__ import annotations
 import numbers
 from typing import Any, Dict, Optional
 
-import keras
+from opforge._keras import framework
 import tensorflow as tf
 
 from opforge.audio import mfcc_to_audio
+from opforge.layers import _backend
 from opforge.layers._checks import check_with_op
 from opforge.ops import _xla
 
+keras = framework()  # Keras 3, or tf-keras under TF_USE_LEGACY_KERAS=1 (opforge._keras)
 __all__ = ["InverseMfcc"]
 
 _LAYER = "opforge.layers.InverseMfcc"
@@ -49,6 +51,7 @@ class InverseMfcc(keras.layers.Layer):
                  fmin: float = 0.0, fmax: Optional[float] = None, htk: bool = False,
                  mel_norm: Optional[str] = "slaney", **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        _backend.require(_LAYER)
         args = dict(n_mels=n_mels, dct_type=dct_type, norm=norm, ref=ref, lifter=lifter, sr=sr, n_fft=n_fft,
                     hop_length=hop_length, win_length=win_length, window=window, center=center,
                     pad_mode=pad_mode, power=power, n_iter=n_iter, length=length, momentum=momentum, init=init,
@@ -70,7 +73,26 @@ class InverseMfcc(keras.layers.Layer):
     def _args(self) -> Dict[str, Any]:
         return {key: getattr(self, key) for key in _DEFAULTS}
 
+    def _call_jax(self, inputs):
+        """The layer on Keras's JAX backend: opforge.audio.mfcc_to_audio's chain of opforge.jax
+        ops (mfcc_to_mel, mel_to_stft, griffin_lim), the same kernels."""
+        ofj = _backend.ops()
+        x = inputs
+        if x.dtype not in ("float32", "float64"):  # float16 / bfloat16 policies: the ops take float32
+            x = x.astype("float32")
+        a = self._args()
+        mel = ofj.mfcc_to_mel(x, n_mels=a["n_mels"], dct_type=a["dct_type"], norm=a["norm"], ref=a["ref"],
+                              lifter=a["lifter"])
+        stft = ofj.mel_to_stft(mel, sr=a["sr"], n_fft=a["n_fft"], power=a["power"], fmin=a["fmin"], fmax=a["fmax"],
+                               htk=a["htk"], norm=a["mel_norm"])
+        audio = ofj.griffin_lim(stft, n_iter=a["n_iter"], hop_length=a["hop_length"], win_length=a["win_length"],
+                                n_fft=a["n_fft"], window=a["window"], center=a["center"], length=a["length"],
+                                pad_mode=a["pad_mode"], momentum=a["momentum"], init=a["init"], seed=a["seed"])
+        return audio.astype(self.compute_dtype)
+
     def call(self, inputs):
+        if _backend.is_jax():
+            return self._call_jax(inputs)
         x = inputs
         if x.dtype not in (tf.float32, tf.float64):  # float16 / bfloat16 policies: the ops take float32
             x = tf.cast(x, tf.float32)

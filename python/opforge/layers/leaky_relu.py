@@ -4,13 +4,15 @@ from __future__ import annotations
 import warnings
 from typing import Any, Dict
 
-import keras
+from opforge._keras import framework
 import tensorflow as tf
 
+from opforge.layers import _backend
 from opforge.layers._checks import check_with_op
 from opforge.ops._common import python_number
 from opforge.ops.leaky_relu import leaky_relu
 
+keras = framework()  # Keras 3, or tf-keras under TF_USE_LEGACY_KERAS=1 (opforge._keras)
 __all__ = ["LeakyReLU"]
 
 
@@ -29,6 +31,7 @@ class LeakyReLU(keras.layers.Layer):
             negative_slope = kwargs.pop("alpha")
             warnings.warn("Argument `alpha` is deprecated. Use `negative_slope` instead.")
         super().__init__(**kwargs)
+        _backend.require("opforge.layers.LeakyReLU")
         try:
             # A number, not coerced: "0.3" and True are errors.
             self.negative_slope = python_number("LeakyReLU", "negative_slope", negative_slope)
@@ -42,10 +45,10 @@ class LeakyReLU(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs):
-        out = leaky_relu(inputs, alpha=self.negative_slope)
+        out = _backend.ops().leaky_relu(inputs, alpha=self.negative_slope)
         # Integer inputs give float32 (as tf.nn.leaky_relu); Keras's symbolic tensor says the
         # compute dtype.
-        return out if out.dtype == self.compute_dtype else tf.cast(out, self.compute_dtype)
+        return out if out.dtype == self.compute_dtype else _backend.cast(out, self.compute_dtype)
 
     def compute_output_shape(self, input_shape):
         return input_shape

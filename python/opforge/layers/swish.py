@@ -3,12 +3,12 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
-import keras
-import tensorflow as tf
+from opforge._keras import framework
 
+from opforge.layers import _backend
 from opforge.ops import _xla
-from opforge.ops.swish import swish
 
+keras = framework()  # Keras 3, or tf-keras under TF_USE_LEGACY_KERAS=1 (opforge._keras)
 __all__ = ["Swish"]
 
 
@@ -23,14 +23,15 @@ class Swish(keras.layers.Layer):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        _backend.require("opforge.layers.Swish")
         self.supports_masking = True
         # Under XLA the op runs as an FFI custom call (cc/ops/swish/swish_xla.cc): the same bits.
         self.supports_jit = _xla.supports_jit("Opforge>Swish", "Opforge>SwishGrad")
         self.built = True
 
     def call(self, inputs):
-        out = swish(inputs)
-        return out if out.dtype == self.compute_dtype else tf.cast(out, self.compute_dtype)
+        out = _backend.ops().swish(inputs)
+        return out if out.dtype == self.compute_dtype else _backend.cast(out, self.compute_dtype)
 
     def compute_output_shape(self, input_shape):
         return input_shape

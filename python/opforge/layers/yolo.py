@@ -5,16 +5,18 @@ from __future__ import annotations
 import math
 from typing import Any, Dict, Optional, Sequence
 
-import keras
+from opforge._keras import framework
 import numpy as np
 import tensorflow as tf
 
+from opforge.layers import _backend
 from opforge.layers._checks import check_with_op
 from opforge.ops import _xla
 from opforge.ops.combined_non_max_suppression import combined_non_max_suppression
 from opforge.ops.yolo_decode import yolo_decode
 from opforge.ops.yolo_postprocess import yolo_postprocess
 
+keras = framework()  # Keras 3, or tf-keras under TF_USE_LEGACY_KERAS=1 (opforge._keras)
 __all__ = ["YoloDecode", "YoloPostprocess"]
 
 
@@ -69,6 +71,7 @@ class YoloDecode(keras.layers.Layer):
                  normalized: bool = False, scale_x_y: float = 1.0, max_log_scale: Optional[float] = None,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        _backend.require("opforge.layers.YoloDecode")
         self.anchors = _anchors("YoloDecode", anchors)
         self.input_size = _input_size("YoloDecode", input_size)
         a = self.anchors.shape[0]
@@ -87,9 +90,14 @@ class YoloDecode(keras.layers.Layer):
         self.supports_jit = _xla.supports_jit("Opforge>YoloDecode", "Opforge>YoloDecodeGrad")
 
     def call(self, features):
-        out = yolo_decode(features, tf.constant(self.anchors, features.dtype), self.num_classes,
-                          self.input_size, self.box_format, self.normalized, self.scale_x_y,
-                          self.max_log_scale)
+        if _backend.is_jax():  # the anchors a NumPy constant, rounded as tf.constant rounds them
+            dtype = np.dtype(features.dtype)
+            anchors = self.anchors.astype(dtype if dtype == np.float64 else np.float32).astype(dtype)
+            decode = _backend.ops().yolo_decode
+        else:
+            anchors, decode = tf.constant(self.anchors, features.dtype), yolo_decode
+        out = decode(features, anchors, self.num_classes, self.input_size, self.box_format, self.normalized,
+                     self.scale_x_y, self.max_log_scale)
         return tuple(out)
 
     def compute_output_spec(self, features):
@@ -140,6 +148,7 @@ class YoloPostprocess(keras.layers.Layer):
                  score_threshold: float = 0.5, soft_nms_sigma: float = 0.0,
                  max_log_scale: Optional[float] = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        _backend.require("opforge.layers.YoloPostprocess")
         self.anchors = _anchors("YoloPostprocess", anchors)
         self.input_size = _input_size("YoloPostprocess", input_size)
         try:
@@ -177,7 +186,8 @@ class YoloPostprocess(keras.layers.Layer):
         if len(maps) != len(self.anchor_masks):
             raise ValueError(f"opforge.layers.YoloPostprocess: expected {len(self.anchor_masks)} head maps "
                              f"(one per anchor mask), got {len(maps)}")
-        return tuple(yolo_postprocess(
+        postprocess = _backend.ops().yolo_postprocess if _backend.is_jax() else yolo_postprocess
+        return tuple(postprocess(
             maps, self.anchors, self.anchor_masks, self.num_classes, self.input_size,
             max_detections=self.max_detections, max_detections_per_class=self.max_detections_per_class,
             iou_threshold=self.iou_threshold, score_threshold=self.score_threshold,

@@ -186,4 +186,36 @@ def runtime_lines(folder, build_info) -> list:
         lines.append(f"  onnxruntime:          {onnxruntime.__version__}")
     except ImportError:
         lines.append("  onnxruntime:          not installed (pip install 'opforge[onnx]')")
+    lines += backend_lines(ffi.is_file())
+    return lines
+
+
+def backend_lines(ffi_built: bool) -> list:
+    """The doctor's lines on the frameworks beside TensorFlow: JAX (opforge.jax, over the FFI
+    handlers), and which Keras runs."""
+    import importlib.util
+
+    lines = []
+    if importlib.util.find_spec("jax") is None:
+        lines.append("  JAX:                  not installed (pip install 'opforge[jax]' for opforge.jax)")
+    else:
+        import jax
+
+        if not ffi_built:
+            lines.append(f"  JAX:                  {jax.__version__}, but opforge.jax needs the XLA FFI handlers (above)")
+        else:
+            try:
+                import opforge.jax as ofj
+
+                lines.append(f"  JAX:                  {jax.__version__} (opforge.jax: {len(ofj.targets())} "
+                             f"FFI targets on {', '.join(sorted({d.platform for d in jax.devices()}))})")
+            except Exception as exc:  # noqa: BLE001 - the doctor reports, never raises
+                lines.append(f"  JAX:                  {jax.__version__}, opforge.jax failed to load: {exc}")
+    try:
+        import keras
+
+        backend = keras.backend.backend()
+        lines.append(f"  Keras:                {keras.__version__}, backend {backend} (KERAS_BACKEND)")
+    except Exception as exc:  # noqa: BLE001
+        lines.append(f"  Keras:                cannot be imported ({exc})")
     return lines
