@@ -25,6 +25,7 @@ from typing import Any, Callable, Mapping, Sequence, Tuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from opforge.jax import _ffi
 
@@ -118,21 +119,42 @@ ELEMENTWISE = _Elementwise()
 SEQUENTIAL = _Sequential()
 
 
+def _remap(rule: Rule, free: Sequence[int]) -> Rule:
+    """`rule` over the inputs left after the closed-over ones are taken out (`free`)."""
+    if isinstance(rule, (Fold, Leading)):
+        return type(rule)(tuple(free.index(i) for i in rule.data if i in free))
+    return rule
+
+
 def apply(target: str, inputs: Sequence[Any], attrs: Mapping[str, Any], rule: Rule, dtype=None,
           concrete: Mapping[int, str] = {}) -> Tuple[jax.Array, ...]:
-    """Every output of the handler of `target` on `inputs`, batched under jax.vmap by `rule`."""
-    attrs = dict(attrs)
+    """Every output of the handler of `target` on `inputs`, batched under jax.vmap by `rule`
+    (given over all inputs). The inputs whose values the op reads (`concrete`, by position) are
+    closed over as NumPy constants, never batched: custom_vmap traces its function with abstract
+    arguments, so an input passed through it would be a tracer inside even when it is a constant.
+    One of them that is a tracer stays an argument, for `_ffi.call` to name it."""
+    dtype = np.dtype(dtype if dtype is not None else inputs[0].dtype)
+    closed = {i: np.asarray(inputs[i]) for i in concrete if _ffi.is_concrete(inputs[i])}
+    free = [i for i in range(len(inputs)) if i not in closed]
+    return _call(target, [inputs[i] for i in free], closed, len(inputs), dict(attrs), _remap(rule, free), dtype,
+                 dict(concrete))
 
-    def run(xs):  # a batched call is itself batchable (nested vmaps)
-        return apply(target, xs, attrs, rule, dtype, concrete)
+
+def _call(target, xs, closed, count, attrs, rule, dtype, concrete):
+    def full(ys):
+        it = iter(ys)
+        return [closed[i] if i in closed else next(it) for i in range(count)]
+
+    def run(ys):  # a batched call is itself batchable (nested vmaps)
+        return _call(target, ys, closed, count, attrs, rule, dtype, concrete)
 
     @jax.custom_batching.custom_vmap
-    def op(*xs):
-        return _ffi.call(target, xs, attrs, dtype, concrete)
+    def op(*ys):
+        return _ffi.call(target, full(ys), attrs, dtype, concrete)
 
     @op.def_vmap
-    def _rule(axis_size, in_batched, *xs):
-        out, out_batched = rule(run, axis_size, in_batched, xs)
+    def _rule(axis_size, in_batched, *ys):
+        out, out_batched = rule(run, axis_size, in_batched, ys)
         return tuple(out), tuple(out_batched)
 
-    return tuple(op(*inputs))
+    return tuple(op(*xs))

@@ -41,7 +41,7 @@ def array(op: str, argument: str, value, dtype=None) -> jax.Array:
 
 def dtype_names(dtypes: Iterable) -> str:
     names = [np.dtype(d).name for d in dtypes]
-    return ", ".join(names[:-1]) + " or " + names[-1]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
 
 
 def check_dtype(op: str, argument: str, x, allowed) -> None:

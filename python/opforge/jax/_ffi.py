@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import math
 import re
 import threading
 from dataclasses import dataclass
@@ -229,6 +230,10 @@ def call(target: str, inputs: Sequence[Any], attrs: Mapping[str, Any], dtype=Non
     attrs = dict(attrs)
     attrs["T"] = dtype_name(dtype)  # every handler picks its kernel by it
     shapes = infer(target, inputs, attrs, dtype, concrete)
+    for (name, _), shape in zip(signatures()[target].outputs, shapes):
+        if shape is not None and math.prod(shape) * 16 >= 2**63:  # what XLA's shapes can hold
+            raise ValueError(f"{target.split('>')[-1]}: {name} would have shape {list(shape)}, "
+                             "more elements than an array can hold")
     results = [jax.ShapeDtypeStruct(shape if shape is not None else (0,), _result_dtype(kind, dtype, attrs))
                for shape, kind in zip(shapes, output_kinds(target, attrs))]
     out = jax.ffi.ffi_call(target, results)(*inputs, **_ffi_attrs(attrs))

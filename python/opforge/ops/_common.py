@@ -131,7 +131,7 @@ def python_bool(op: str, argument: str, value) -> bool:
 
 def dtype_names(dtypes: Iterable[tf.DType]) -> str:
     names = [d.name for d in dtypes]
-    return ", ".join(names[:-1]) + " or " + names[-1]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
 
 
 def check_dtype(op: str, argument: str, tensor: tf.Tensor, allowed) -> None:
