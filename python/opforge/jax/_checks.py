@@ -2,7 +2,9 @@
 (`<Op>: <argument> must be <expected>, got <given>`), as JAX raises them: a Python value of the
 wrong type is a TypeError, a value or shape the op refuses a ValueError (at trace time, from the
 op struct's own Validate: opforge.jax._ffi.infer). What only the kernel can see (a NaN in a
-size input on the host) comes back from the call as JAX's runtime error with the core's message.
+size input on the host, a box outside its image) comes back from the call with the core's
+message: as JaxRuntimeError (INVALID_ARGUMENT) the first time, as a ValueError when JAX reuses a
+cached call.
 """
 from __future__ import annotations
 

@@ -224,15 +224,16 @@ def infer(target: str, inputs: Sequence[Any], attrs: Mapping[str, Any], dtype,
 def call(target: str, inputs: Sequence[Any], attrs: Mapping[str, Any], dtype=None,
          concrete: Mapping[int, str] = {}) -> Tuple[jax.Array, ...]:
     """Calls the handler of `target` on `inputs` (arrays of the kernel's element type `dtype`,
-    by default the first input's) with `attrs` (the op's attributes; "T" is added). Returns every
-    output of the op's signature, in order."""
+    by default the first input's) with `attrs` (every attribute of the op: the handler fills in
+    no default; "T" is added). Returns every output of the op's signature, in order (a list
+    output flattened)."""
     dtype = np.dtype(dtype if dtype is not None else inputs[0].dtype)
     attrs = dict(attrs)
     attrs["T"] = dtype_name(dtype)  # every handler picks its kernel by it
     shapes = infer(target, inputs, attrs, dtype, concrete)
-    for (name, _), shape in zip(signatures()[target].outputs, shapes):
+    for i, shape in enumerate(shapes):
         if shape is not None and math.prod(shape) * 16 >= 2**63:  # what XLA's shapes can hold
-            raise ValueError(f"{target.split('>')[-1]}: {name} would have shape {list(shape)}, "
+            raise ValueError(f"{target.split('>')[-1]}: output {i} would have shape {list(shape)}, "
                              "more elements than an array can hold")
     results = [jax.ShapeDtypeStruct(shape if shape is not None else (0,), _result_dtype(kind, dtype, attrs))
                for shape, kind in zip(shapes, output_kinds(target, attrs))]
