@@ -88,9 +88,10 @@ class Fold(Rule):
                 x = x if b else _broadcast(x, axis_size)
                 x = x.reshape((axis_size * x.shape[1],) + tuple(x.shape[2:]))
             xs.append(x)
+        first = inputs[self.data[0]]
+        n = first.shape[1] if batched[self.data[0]] else first.shape[0]  # the batch of one element
         out = run(xs)
-        return [y.reshape((axis_size, y.shape[0] // axis_size) + tuple(y.shape[1:])) if y.shape[0] else
-                jnp.zeros((axis_size, 0) + tuple(y.shape[1:]), y.dtype) for y in out], [True] * len(out)
+        return [y.reshape((axis_size, n) + tuple(y.shape[1:])) for y in out], [True] * len(out)
 
 
 @dataclass(frozen=True)
