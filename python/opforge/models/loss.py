@@ -56,16 +56,60 @@ class YoloLoss:
         return terms["xy"] + terms["wh"] + terms["obj"] + terms["class"]
 
     def terms(self, y_true_list, head_outputs) -> Dict[str, tf.Tensor]:
-        """The four terms per image, `[B]` each, summed over scales."""
+        """The four terms per image, `[B]` each, summed over scales. On JAX arrays (Keras's JAX
+        backend) the same terms in jax.numpy, on `opforge.jax.yolo_decode`."""
         if len(y_true_list) != len(self.anchor_masks) or len(head_outputs) != len(self.anchor_masks):
             raise ValueError(f"opforge.models.YoloLoss: expected {len(self.anchor_masks)} y_true and head "
                              f"maps (one per anchor mask), got {len(y_true_list)} and {len(head_outputs)}")
-        true_boxes = self._true_boxes(y_true_list)
+        on_jax = _is_jax(head_outputs[0])
+        if on_jax and self.ops != "opforge":
+            raise ValueError("opforge.models.YoloLoss: ops='tf' is the TensorFlow twin (TensorFlow ops); on "
+                             "JAX arrays (Keras's JAX backend) use ops='opforge'")
+        true_boxes = _true_boxes_jax(y_true_list) if on_jax else self._true_boxes(y_true_list)
+        scale = self._scale_jax if on_jax else self._scale
         out = {"xy": 0.0, "wh": 0.0, "obj": 0.0, "class": 0.0}
         for y_true, features, mask in zip(y_true_list, head_outputs, self.anchor_masks):
-            for name, value in self._scale(y_true, features, self.anchors[mask], true_boxes).items():
+            for name, value in scale(y_true, features, self.anchors[mask], true_boxes).items():
                 out[name] = out[name] + value
         return out
+
+    def _scale_jax(self, y_true, features, anchors, true_boxes):
+        """_scale in jax.numpy (static shapes): the same terms, the decode `opforge.jax.yolo_decode`."""
+        import jax.numpy as jnp
+
+        from opforge.jax import yolo_decode as jax_yolo_decode
+
+        dtype = features.dtype
+        b, gh, gw = features.shape[:3]
+        na = anchors.shape[0]
+        f = features.reshape(b, gh, gw, na, 5 + self.num_classes)
+        # The anchors rounded as tf.constant(anchors, dtype) rounds them (through float32).
+        a = anchors.astype(np.float64 if dtype == np.float64 else np.float32).astype(dtype)
+        decoded = jax_yolo_decode(features, a, self.num_classes, (1, 1), box_format="center_xywh",
+                                  max_log_scale=self.max_log_scale)
+        box = decoded.boxes.reshape(b, gh, gw, na, 4)
+        pred_xy, pred_wh = box[..., 0:2], box[..., 2:4]
+        y_true = y_true.astype(dtype)
+        true_xy = (y_true[..., 0:2] + y_true[..., 2:4]) / 2
+        true_wh = y_true[..., 2:4] - y_true[..., 0:2]
+        obj_mask = y_true[..., 4]
+        weight = 2 - true_wh[..., 0] * true_wh[..., 1]
+        cells = jnp.asarray([gw, gh], dtype)
+        xy_loss = obj_mask * weight * jnp.sum(jnp.square((true_xy - pred_xy) * cells), axis=-1)
+        safe_true = jnp.where(true_wh > 0, true_wh, a)  # log(1) = 0 where nothing is assigned
+        wh_err = jnp.log(safe_true / a) - jnp.log(pred_wh / a)
+        wh_loss = obj_mask * weight * jnp.sum(jnp.square(wh_err), axis=-1)
+        corners = jnp.concatenate([pred_xy - pred_wh / 2, pred_xy + pred_wh / 2], axis=-1)
+        iou = _iou_jax(corners.reshape(b, -1, 4), true_boxes[0].astype(dtype))
+        iou = iou * true_boxes[1].astype(dtype)[:, None, :]
+        best = jnp.max(iou, axis=-1).reshape(obj_mask.shape)
+        ignore = (best < self.ignore_thresh).astype(dtype)
+        obj_bce = _sigmoid_bce_jax(obj_mask, f[..., 4])
+        obj_loss = obj_mask * obj_bce + (1 - obj_mask) * ignore * obj_bce
+        onehot = (y_true[..., 5:6].astype(np.int32) == jnp.arange(self.num_classes)).astype(dtype)
+        class_loss = obj_mask * jnp.sum(_sigmoid_bce_jax(onehot, f[..., 5:]), -1)
+        total = lambda t: jnp.sum(t, axis=(1, 2, 3))  # noqa: E731
+        return {"xy": total(xy_loss), "wh": total(wh_loss), "obj": total(obj_loss), "class": total(class_loss)}
 
     @staticmethod
     def _true_boxes(y_true_list):
@@ -122,3 +166,36 @@ def _iou(a, b):
     area_a = (a[..., 2] - a[..., 0]) * (a[..., 3] - a[..., 1])
     area_b = (b[..., 2] - b[..., 0]) * (b[..., 3] - b[..., 1])
     return inter / tf.maximum(area_a + area_b - inter, 1e-12)
+
+
+def _is_jax(x) -> bool:
+    """Whether x is a JAX array or tracer (Keras's JAX backend), not a TensorFlow tensor."""
+    return type(x).__module__.split(".")[0] == "jax"
+
+
+def _true_boxes_jax(y_true_list):
+    """_true_boxes with a static K: every entry of every scale, its objectness the mask (an entry
+    with none multiplies its IoU by 0, as the padding of _true_boxes' top-k does)."""
+    import jax.numpy as jnp
+
+    flat = jnp.concatenate([y.reshape(y.shape[0], -1, 6) for y in y_true_list], axis=1)
+    return flat[..., 0:4], flat[..., 4]
+
+
+def _iou_jax(a, b):
+    """_iou in jax.numpy."""
+    import jax.numpy as jnp
+
+    a, b = a[:, :, None, :], b[:, None, :, :]
+    inter_wh = jnp.maximum(jnp.minimum(a[..., 2:], b[..., 2:]) - jnp.maximum(a[..., :2], b[..., :2]), 0)
+    inter = inter_wh[..., 0] * inter_wh[..., 1]
+    area_a = (a[..., 2] - a[..., 0]) * (a[..., 3] - a[..., 1])
+    area_b = (b[..., 2] - b[..., 0]) * (b[..., 3] - b[..., 1])
+    return inter / jnp.maximum(area_a + area_b - inter, 1e-12)
+
+
+def _sigmoid_bce_jax(labels, logits):
+    """tf.nn.sigmoid_cross_entropy_with_logits' formula: max(x, 0) - x z + log(1 + exp(-|x|))."""
+    import jax.numpy as jnp
+
+    return jnp.maximum(logits, 0) - logits * labels + jnp.log1p(jnp.exp(-jnp.abs(logits)))

@@ -61,8 +61,10 @@ class YoloTrainer(keras.Model):
     def metrics(self):
         return [self.loss_tracker]
 
-    def train_step(self, data):
-        x, y = data
+    def train_step(self, *args):
+        if len(args) == 2:  # Keras's JAX backend: train_step(state, data), stateless
+            return self._jax_train_step(*args)
+        x, y = args[0]
         with tf.GradientTape() as tape:
             loss = tf.reduce_mean(self.yolo_loss(list(y), self.model(x, training=True)))
             loss += tf.add_n(self.model.losses) if self.model.losses else 0.0
@@ -73,8 +75,46 @@ class YoloTrainer(keras.Model):
         self.loss_tracker.update_state(loss)
         return {"loss": self.loss_tracker.result()}
 
-    def test_step(self, data):
+    def _jax_train_step(self, state, data):
+        """The same step on Keras's JAX backend: jax.value_and_grad of the loss through
+        `stateless_call`, gradients clipped to the global norm as tf.clip_by_global_norm does
+        (`g * clip / max(norm, clip)`), the optimizer's and the metric's stateless updates."""
+        import jax
+        import jax.numpy as jnp
+
+        trainable, non_trainable, optimizer_vars, metrics_vars = state
         x, y = data
+
+        def compute(trainable, non_trainable):
+            outputs, non_trainable, losses = self.stateless_call(trainable, non_trainable, x, training=True,
+                                                                 return_losses=True)
+            value = jnp.mean(self.yolo_loss(list(y), list(outputs)))
+            if losses:
+                value = value + sum(losses)
+            return value, non_trainable
+
+        (loss, non_trainable), grads = jax.value_and_grad(compute, has_aux=True)(trainable, non_trainable)
+        if self.clip_norm:
+            norm = jnp.sqrt(sum(jnp.sum(jnp.square(g.astype(jnp.float32))) for g in grads))
+            scale = self.clip_norm / jnp.maximum(norm, self.clip_norm)
+            grads = [(g * scale).astype(g.dtype) for g in grads]
+        trainable, optimizer_vars = self.optimizer.stateless_apply(optimizer_vars, grads, trainable)
+        metrics_vars = self.loss_tracker.stateless_update_state(metrics_vars, loss)
+        logs = {"loss": self.loss_tracker.stateless_result(metrics_vars)}
+        return logs, (trainable, non_trainable, optimizer_vars, metrics_vars)
+
+    def test_step(self, *args):
+        if len(args) == 2:  # Keras's JAX backend: test_step(state, data)
+            state, (x, y) = args
+            trainable, non_trainable, metrics_vars = state
+            outputs, non_trainable = self.stateless_call(trainable, non_trainable, x, training=False)
+            import jax.numpy as jnp
+
+            loss = jnp.mean(self.yolo_loss(list(y), list(outputs)))
+            metrics_vars = self.loss_tracker.stateless_update_state(metrics_vars, loss)
+            return {"loss": self.loss_tracker.stateless_result(metrics_vars)}, (trainable, non_trainable,
+                                                                                metrics_vars)
+        x, y = args[0]
         loss = tf.reduce_mean(self.yolo_loss(list(y), self.model(x, training=False)))
         self.loss_tracker.update_state(loss)
         return {"loss": self.loss_tracker.result()}
