@@ -176,3 +176,36 @@ def test_bad_input_raises_the_core_message_at_trace_time():
         ofj.leaky_relu(x, alpha="a")
     with pytest.raises(TypeError, match="Swish: features must be float16, bfloat16, float32 or float64, got int32"):
         ofj.swish(np.ones(3, np.int32))
+
+
+def _jax_cuda():
+    try:
+        return bool(jax.devices("cuda"))
+    except RuntimeError:
+        return False
+
+
+@pytest.mark.skipif(not _jax_cuda(), reason="skipped: JAX has no CUDA device here")
+@pytest.mark.parametrize("spec", JAX_SPECS, ids=[s.name for s in JAX_SPECS])
+def test_cuda_handlers_agree_with_the_cpu_handlers(spec):
+    """On a GPU: every op with a CUDA handler agrees, on JAX's CUDA device, with its CPU handler
+    within float32 rounding (the CUDA kernels are the TensorFlow GPU kernels that tests/test_gpu.py
+    checks against the CPU ones; a sigmoid or exp is CUDA's, a few ulps off); the others refuse
+    with a message saying to run them on the CPU."""
+    case = spec.cases[0]
+    dtype = tf.float32 if tf.float32 in (case.dtypes or spec.dtypes) else (case.dtypes or spec.dtypes)[0]
+    tensors = case.tensors(dtype)
+    with jax.default_device(jax.devices("cpu")[0]):
+        cpu = _jax_call(spec, case, tensors)
+    try:
+        gpu = _jax_call(spec, case, tensors)
+    except ValueError as error:
+        assert "no CUDA handler" in str(error)
+        return
+    for g, c in zip(gpu, cpu):
+        g, c = np.asarray(g), np.asarray(c)
+        assert g.dtype == c.dtype and g.shape == c.shape
+        if g.dtype.kind in "iub":
+            np.testing.assert_array_equal(g, c)
+        else:
+            np.testing.assert_allclose(g.astype(np.float64), c.astype(np.float64), rtol=1e-4, atol=1e-5)

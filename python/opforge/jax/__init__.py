@@ -12,7 +12,8 @@ opforge.jax._batching). Bad input raises at trace time with the core's message (
 Python value of the wrong type, ValueError for a value or shape the op refuses).
 
 `pip install "opforge[jax]"` installs JAX (CPU). The CPU handlers are registered when this
-package is imported; see docs/guides/jax-and-keras2.md.
+package is first used; on a CUDA device, a CUDA build of opforge registers each op's CUDA
+handler too (`cuda_targets()`). See docs/guides/jax-and-keras2.md.
 """
 from __future__ import annotations
 
@@ -32,9 +33,15 @@ MODULES = tuple(importlib.import_module(f"{__name__}.{info.name}") for info in p
 for _module in MODULES:
     globals().update({name: getattr(_module, name) for name in _module.__all__})
 
-__all__ = sorted(name for m in MODULES for name in m.__all__) + ["targets"]
+__all__ = sorted(name for m in MODULES for name in m.__all__) + ["cuda_targets", "targets"]
 
 
 def targets():
-    """The XLA FFI targets registered with JAX ("Opforge>LeakyRelu", ...)."""
+    """The XLA FFI targets registered with JAX's CPU platform ("Opforge>LeakyRelu", ...)."""
     return _ffi.targets()
+
+
+def cuda_targets():
+    """Those whose CUDA handler is registered too (JAX with a CUDA device and a CUDA build of
+    opforge); the others run on JAX's CPU device only."""
+    return _ffi.cuda_targets()

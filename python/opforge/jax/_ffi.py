@@ -85,7 +85,49 @@ def _library():
     for line in lib.OpforgeFfiTargets().decode().splitlines():
         target, symbol = line.split()
         jax.ffi.register_ffi_target(target, jax.ffi.pycapsule(getattr(lib, symbol)), platform="cpu")
+    _register_cuda(lib)
     return lib
+
+
+_cuda_targets: Tuple[str, ...] = ()
+
+
+def _cuda_present() -> bool:
+    try:
+        return bool(jax.devices("cuda"))
+    except RuntimeError:  # no CUDA platform in this jaxlib (jax[cpu]) or no device
+        return False
+
+
+def _register_cuda(lib) -> None:
+    """Registers the CUDA platform's handlers (OpforgeFfiGpu_<Op>, on JAX's stream and allocator)
+    where JAX has a CUDA device. They live in opforge's TensorFlow binding when it is a CUDA build
+    (they call the ops' CUDA kernels, which libopforge_ffi.so does not link); TensorFlow has
+    loaded it in this process (`import opforge`)."""
+    global _cuda_targets
+    if not _cuda_present():
+        return
+    from opforge._loader import library_path as binding_path
+
+    try:
+        binding = ctypes.CDLL(str(binding_path()))
+    except OSError:
+        return
+    found = []
+    for line in lib.OpforgeFfiTargets().decode().splitlines():
+        target = line.split()[0]
+        symbol = "OpforgeFfiGpu_" + target.split(">", 1)[1]
+        if hasattr(binding, symbol):
+            jax.ffi.register_ffi_target(target, jax.ffi.pycapsule(getattr(binding, symbol)), platform="CUDA")
+            found.append(target)
+    _cuda_targets = tuple(found)
+
+
+def cuda_targets() -> Tuple[str, ...]:
+    """The targets whose CUDA handler is registered with JAX (none without a CUDA device, or with
+    a CPU build of opforge)."""
+    _library()
+    return _cuda_targets
 
 
 @functools.lru_cache(maxsize=None)
@@ -228,6 +270,11 @@ def call(target: str, inputs: Sequence[Any], attrs: Mapping[str, Any], dtype=Non
     no default; "T" is added). Returns every output of the op's signature, in order (a list
     output flattened)."""
     dtype = np.dtype(dtype if dtype is not None else inputs[0].dtype)
+    _library()
+    if jax.default_backend() == "gpu" and target not in _cuda_targets:
+        raise ValueError(f"{target.split('>')[-1]}: opforge has no CUDA handler for {target} here (an op that "
+                         "runs on the CPU only, or a CPU build of opforge): run it on the CPU, e.g. under "
+                         "`with jax.default_device(jax.devices('cpu')[0]):`")
     attrs = dict(attrs)
     attrs["T"] = dtype_name(dtype)  # every handler picks its kernel by it
     shapes = infer(target, inputs, attrs, dtype, concrete)
