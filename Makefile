@@ -60,6 +60,9 @@ $(VENV)/.deps: Makefile requirements-test.txt
 	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install -q --disable-pip-version-check --upgrade pip
 	$(VPY) -m pip install -q --disable-pip-version-check "$(TF_PACKAGE)==$(TF_VERSION)" -r requirements-test.txt
+	# Keras 2 for the layers' tf-keras tests; --no-deps: it requires the `tensorflow` package,
+	# which pip would otherwise install over $(TF_PACKAGE).
+	$(VPY) -m pip install -q --disable-pip-version-check --no-deps "tf-keras==$(TF_VERSION)"
 	touch $@
 
 deps: $(VENV)/.deps

@@ -16,8 +16,6 @@ import pytest
 
 from helpers import TESTS_DIR
 
-pytest.importorskip("jax")
-
 
 def _child(tmp_path, role, env, *extra):
     environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(TESTS_DIR), **env)
@@ -28,6 +26,7 @@ def _child(tmp_path, role, env, *extra):
 
 
 def test_layers_on_tensorflow_and_jax_backends_and_their_files_move_between_them(tmp_path):
+    pytest.importorskip("jax")
     out = _child(tmp_path, "tensorflow", {"KERAS_BACKEND": "tensorflow"})
     assert '"backend": "tensorflow"' in out
     out = _child(tmp_path, "jax", {"KERAS_BACKEND": "jax"}, "--compare", "tensorflow")
@@ -96,6 +95,7 @@ def test_yolo_tiny_trains_on_jax_and_its_keras_file_moves_between_backends(tmp_p
     loss and the same detections, trains 20 steps there as it does on TensorFlow (the loss falls,
     step by step within rounding of TensorFlow's), and the JAX-trained file gives JAX's detections
     under TensorFlow."""
+    pytest.importorskip("jax")
     tf_run = _yolo_child(tmp_path, "tensorflow", "tensorflow")
     jax_run = _yolo_child(tmp_path, "jax", "jax")
     assert jax_run["backend"] == "jax" and jax_run["same_detections"], jax_run
