@@ -21,6 +21,11 @@ ignored it) stops the run.
 (`opforge doctor` says which), the difference at small sizes is the custom call's overhead against
 TensorFlow's kernel launch; at large ones XLA runs the same kernel.
 
+`--jax` times opforge.jax instead (opforge.tools.jax_bench): each op's FFI call under jax.jit
+against the same maths in jax.numpy / jax.lax under jax.jit, with a column saying whether the two
+give the same bits, and jax.grad rows for the element-wise ops and the convolutions; ratios above
+1 mean the FFI call is faster. Ops JAX has no counterpart of are timed alone ("no jnp rival").
+
 Every benchmark's header starts with `machine()`: the CPU model, its vector extensions, and
 whether it has AVX512-BF16 and AMX (what bfloat16 figures depend on). `opforge bench paths`,
 `bench deploy`, `bench gpu` (its host CPU), `yolo bench` and `audio bench` print the same line.
@@ -132,10 +137,18 @@ def xla_candidates(run: SpeedRun, tf) -> SpeedRun:
 
 
 def run(ops: List[str], size: Optional[int], repeats: int, as_json: bool, dtype: str = "float32",
-        plot_path: Optional[str] = None, sources: Sequence[str] = (), xla: bool = False) -> int:
+        plot_path: Optional[str] = None, sources: Sequence[str] = (), xla: bool = False, jax: bool = False) -> int:
     """`opforge bench`: times the ops' speed cases and prints the rows (or `as_json`); with
     `plot_path`, also draws them as a chart (`plot`). With `sources` (files that `--json` wrote)
-    nothing is timed: their rows are drawn."""
+    nothing is timed: their rows are drawn. With `jax`, opforge.jax against jnp
+    (opforge.tools.jax_bench)."""
+    if jax:
+        if xla or plot_path or sources:
+            print("opforge bench --jax: --xla, --plot and --from are for the TensorFlow rows; give them without --jax")
+            return 2
+        from opforge.tools import jax_bench
+
+        return jax_bench.run(ops, size, repeats, as_json, dtype)
     if sources:
         if not plot_path:
             print("opforge bench: --from needs --plot PATH (the chart to draw from those files)")

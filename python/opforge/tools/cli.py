@@ -159,6 +159,10 @@ def _add_bench(sub) -> None:
     p.add_argument("--xla", action="store_true",
                    help="time each op under XLA (tf.function(jit_compile=True)) against the same call in a "
                         "tf.function without it and eagerly: ratios above 1 mean faster under XLA")
+    p.add_argument("--jax", action="store_true",
+                   help="time opforge.jax instead: each op's FFI call under jax.jit against the same maths in "
+                        "jax.numpy / jax.lax under jax.jit (and jax.grad of both), with whether they give the same "
+                        "bits; ratios above 1 mean the FFI call is faster")
     p.add_argument("--json", action="store_true", help="machine-readable rows, each with its dtype and machine")
     p.add_argument("--plot", metavar="PATH", default=None,
                    help="also draw the speed ratios against TensorFlow as a chart (PNG or SVG by the suffix)")
@@ -172,7 +176,7 @@ def _bench(args) -> int:
     from opforge.tools import bench
 
     return bench.run(args.ops, args.size, args.repeats, args.json, args.dtype, args.plot, args.sources,
-                     xla=args.xla)
+                     xla=args.xla, jax=args.jax)
 
 
 # --- fuzz, check, new ------------------------------------------------------------------------
