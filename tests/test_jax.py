@@ -209,3 +209,66 @@ def test_cuda_handlers_agree_with_the_cpu_handlers(spec):
             np.testing.assert_array_equal(g, c)
         else:
             np.testing.assert_allclose(g.astype(np.float64), c.astype(np.float64), rtol=1e-4, atol=1e-5)
+
+
+# The bad inputs whose message in JAX differs from TensorFlow's on purpose, and why.
+JAX_MESSAGE_DIFFERS = {
+    # JAX converts a Python int beyond int32 itself (jnp.asarray), before the op sees it; the
+    # message names the argument and the value.
+    ("element_mul", "python int beyond int32"): "ElementMul: b must be",
+    # JAX's allocator refuses the result at run time (RESOURCE_EXHAUSTED), as TensorFlow's does (OOM).
+    ("element_mul", "huge broadcast"): "RESOURCE_EXHAUSTED",
+    # Refused at trace time: the result would hold more elements than an array can.
+    ("resize_bilinear", "huge output"): "more elements than an array can hold",
+    # The float sizes are named as JAX holds them (float64 under jax_enable_x64).
+    ("conv2d_transpose", "output_shape float"): "output_shape must be int32 sizes",
+    ("resize_bilinear", "size float"): "ResizeBilinear: size must be ints",
+}
+
+_BAD_INPUT_CHILD = r'''
+import json, sys
+import numpy as np, tensorflow as tf
+import jax
+jax.config.update("jax_enable_x64", True)
+import opforge, opforge.jax
+from opforge.ops import SPECS
+lib = None
+for spec in SPECS:
+    for name, bad in spec.bad_inputs.items():
+        if "lib()" in bad.code or "tf.function" in bad.code or "opforge.ops." not in bad.code:
+            continue  # raw ops and graph-mode calls have no JAX counterpart
+        print("CALL", json.dumps([spec.name, name]), flush=True)  # the last line names a crash
+        try:
+            jax.block_until_ready(eval(bad.code.replace("opforge.ops.", "opforge.jax.")))
+            result = ["no error", ""]
+        except Exception as error:  # noqa: BLE001 - every class is reported
+            result = [type(error).__name__, str(error)]
+        print("RESULT", json.dumps([spec.name, name, result, list(bad.fragments)]), flush=True)
+'''
+
+
+def test_every_bad_input_raises_the_core_message_in_jax_never_a_crash():
+    """Every spec's bad input (its eager calls of the wrapper), made to opforge.jax's function on
+    the same values: an exception with the core's message (its fragments), never a crash or a
+    silent result; in a child process, so that a crash is seen as one."""
+    import json
+    import subprocess
+    import sys
+
+    from helpers import TESTS_DIR
+
+    env = dict(__import__("os").environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(TESTS_DIR))
+    proc = subprocess.run([sys.executable, "-c", _BAD_INPUT_CHILD], env=env, capture_output=True, text=True,
+                          timeout=600)
+    calls = [line for line in proc.stdout.splitlines() if line.startswith("CALL ")]
+    results = [json.loads(line[len("RESULT "):]) for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert proc.returncode == 0 and len(results) == len(calls), \
+        f"the child died at {calls[-1] if calls else '?'}: {proc.stderr[-3000:]}"
+    assert len(results) > 200
+    wrong = []
+    for spec, name, (kind, text), fragments in results:
+        expected = JAX_MESSAGE_DIFFERS.get((spec, name))
+        if kind == "no error" or (expected is None and not all(f in text for f in fragments)) or \
+                (expected is not None and expected not in text):
+            wrong.append((spec, name, kind, text[:200], fragments))
+    assert not wrong, wrong

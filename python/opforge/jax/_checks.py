@@ -33,10 +33,12 @@ def array(op: str, argument: str, value, dtype=None) -> jax.Array:
     if isinstance(value, (jax.Array, jax.core.Tracer)):
         return value
     try:
-        if dtype is not None and not isinstance(value, (np.ndarray, np.generic)):
+        # Only Python scalars and lists take `dtype`: a typed value (a NumPy array, a TensorFlow
+        # tensor) keeps its own, which the caller's dtype check names.
+        if dtype is not None and not hasattr(value, "dtype"):
             return jnp.asarray(value, dtype=dtype)
         return jnp.asarray(value)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise type(exc)(message(op, argument, "an array or a value convertible to one",
                                 f"{short_repr(value)} ({str(exc).splitlines()[0][:120]})")) from None
 
@@ -61,6 +63,9 @@ def number(op: str, argument: str, value, expected: str = "a number") -> float:
     """A Python or NumPy real number as a float (not a string, a bool or an array)."""
     if isinstance(value, np.ndarray) and value.ndim == 0:
         value = value.item()
+    if hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(value, np.generic):
+        # A JAX array or TensorFlow tensor: an attribute is a Python number (as TensorFlow says).
+        raise TypeError(message(op, argument, f"{expected} (a Python number)", "an array (a tensor)"))
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise TypeError(message(op, argument, expected, short_repr(value)))
     try:

@@ -38,8 +38,8 @@ def scalar(name: str, value, integer: bool, op: str = _OP, converted_first: bool
     array size that is not int32 a ValueError (`exact_int32=False`: any integer array whose
     values fit int32). An array must be concrete (not a tracer under jax.jit)."""
     dtype = np.int32 if integer else np.float32
-    if isinstance(value, np.ndarray) or is_array(value):
-        kind = np.dtype(value.dtype)
+    if isinstance(value, np.ndarray) or is_array(value) or hasattr(value, "dtype"):  # typed: a tensor too
+        kind = np.dtype(getattr(value.dtype, "as_numpy_dtype", value.dtype))  # a tf.DType too
         if integer and kind != np.int32 and (exact_int32 or not jnp.issubdtype(kind, jnp.integer)):
             raise _int32_error(op, name, f"a {kind.name} array")
         if not _ffi.is_concrete(value):

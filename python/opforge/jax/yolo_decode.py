@@ -38,7 +38,7 @@ def tf_like(op: str, argument: str, value, dtype_hint=None):
     (int64 beyond int32), or, for a float `dtype_hint`, numbers in that dtype directly."""
     if is_array(value):
         return value
-    if isinstance(value, (np.ndarray, np.generic)):
+    if isinstance(value, (np.ndarray, np.generic)) or hasattr(value, "dtype"):  # typed (a TensorFlow tensor too)
         return np.asarray(value)
     bad = message(op, argument, "an array or a value convertible to one", short_repr(value))
     if value is None:
