@@ -12,7 +12,7 @@ import opforge
 
 PACKAGE = pathlib.Path(opforge.__file__).parent
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-PUBLIC = {"ops", "layers", "models", "data", "audio", "build", "onnx", "lite", "tools", "cuda_sim"}
+PUBLIC = {"ops", "layers", "models", "data", "audio", "build", "onnx", "lite", "jax", "tools", "cuda_sim"}
 # Where the modules stood before the layout by role; none of these paths exists any more.
 OLD_PATHS = {
     **{f"opforge.{name}": f"opforge.tools.{name}" for name in (

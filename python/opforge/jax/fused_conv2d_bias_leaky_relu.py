@@ -17,6 +17,8 @@ from opforge.jax._checks import FLOAT_DTYPES, array, check_dtype, message
 from opforge.jax.bias_leaky_relu import alpha_value, integer_bias_leaky_relu, tf_sum_leading
 from opforge.jax.conv2d_transpose import _shape_key, conv_t, convert_padding, filter_grad, get_sequence, make_attrs
 
+from opforge.ops.fused_conv2d_bias_leaky_relu import _stride1_input_grad_pads  # the same rule, on shapes
+
 __all__ = ["fused_conv2d_bias_leaky_relu"]
 
 _OP = "FusedConv2DBiasLeakyRelu"
@@ -47,23 +49,6 @@ def _fused(x, w, b, attrs: Attrs):
 def _fwd(x, w, b, attrs):
     out = _fused(x, w, b, attrs)  # itself, so that a second derivative goes through its gradient
     return out, (x, w, out)
-
-
-def _stride1_input_grad_pads(x, w, padding, explicit):
-    """For a 3x3, stride-1, dilation-1 convolution: the explicit pads with which the convolution
-    of the output gradient with the rotated filter is the input gradient, or None."""
-    kh, kw = w.shape[0], w.shape[1]
-    if kh != 3 or kw != 3 or w.shape[2] < 16 or w.shape[3] < 16:
-        return None  # Winograd needs 16 channels or more on each side
-    if padding == "VALID":
-        pt = pb = pl = pr = 0
-    elif padding == "SAME":
-        pt = pl = 1
-        pb = pr = 1
-    else:
-        pt, pb, pl, pr = explicit[2], explicit[3], explicit[4], explicit[5]
-    pads = (kh - 1 - pt, kh - 1 - pb, kw - 1 - pl, kw - 1 - pr)
-    return pads if min(pads) >= 0 else None
 
 
 def _bwd(attrs, res, grad):
