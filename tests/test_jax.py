@@ -272,3 +272,25 @@ def test_every_bad_input_raises_the_core_message_in_jax_never_a_crash():
                 (expected is not None and expected not in text):
             wrong.append((spec, name, kind, text[:200], fragments))
     assert not wrong, wrong
+
+
+def test_every_function_takes_the_arguments_of_its_opforge_ops_twin():
+    """The same parameters, in the same order, of the same kind, with the same defaults (only
+    TensorFlow's `name=None` is left out)."""
+    import inspect
+
+    import opforge.ops
+
+    checked, different = 0, []
+    for module in opforge.ops.MODULES:
+        for name in module.__all__:
+            ours, theirs = getattr(ofj, name, None), getattr(module, name)
+            if not inspect.isfunction(theirs) or ours is None:
+                continue
+            want = [(p.name, p.kind, p.default) for p in inspect.signature(theirs).parameters.values()
+                    if p.name != "name"]
+            got = [(p.name, p.kind, p.default) for p in inspect.signature(ours).parameters.values()]
+            checked += 1
+            if got != want:
+                different.append((name, got, want))
+    assert checked >= 20 and not different, different
