@@ -92,8 +92,8 @@ def _yolo_child(tmp_path, role, backend):
 
 def test_yolo_tiny_trains_on_jax_and_its_keras_file_moves_between_backends(tmp_path):
     """YOLO-v3-tiny (opforge.models) saved under TensorFlow loads under JAX with the same first
-    loss and the same detections, trains 20 steps there as it does on TensorFlow (the loss falls,
-    step by step within rounding of TensorFlow's), and the JAX-trained file gives JAX's detections
+    loss and the same detections, trains 20 steps there as it does on TensorFlow (the loss falls;
+    each of the 10 epochs' mean loss within 1% of TensorFlow's), and the JAX-trained file gives JAX's detections
     under TensorFlow."""
     pytest.importorskip("jax")
     tf_run = _yolo_child(tmp_path, "tensorflow", "tensorflow")

@@ -16,16 +16,11 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
+# The one message format of argument errors, and its value printer (opforge.ops._common).
+from opforge.ops._common import _message as message  # noqa: F401  (re-exported to the op modules)
+from opforge.ops._common import short_repr  # noqa: F401
+
 FLOAT_DTYPES = (np.dtype(jnp.float16), np.dtype(jnp.bfloat16), np.dtype(np.float32), np.dtype(np.float64))
-
-
-def message(op: str, argument: str, expected: str, given) -> str:
-    return f"{op}: {argument} must be {expected}, got {given}"
-
-
-def short_repr(value, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def array(op: str, argument: str, value, dtype=None) -> jax.Array:
